@@ -1,0 +1,17 @@
+# Warnings and sanitizers for cgpkit's own targets (not for generated or third-party code).
+function(cgp_target_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+                                           -Wno-sign-conversion)
+  if(CGP_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  # Boost 1.74 headers include deprecated Boost headers and say so on every build.
+  target_compile_definitions(${target} PRIVATE BOOST_ALLOW_DEPRECATED_HEADERS
+                                               BOOST_BIND_GLOBAL_PLACEHOLDERS)
+endfunction()
+
+if(CGP_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,37 @@
+# Installs the libraries, the CMake package cgpkit (targets cgpkit::common, cgpkit::client,
+# cgpkit::coordinator) and the pkg-config file cgpkit-client.pc for C users of the device ABI.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS cgp_common cgp_client cgp_coordinator
+        EXPORT cgpkitTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT cgpkitTargets NAMESPACE cgpkit::
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cgpkitConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/cgpkitConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/cgpkitConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cgpkitConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/cgpkitConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+
+# Static libraries need their C++ dependencies on a C program's link line; shared ones do not.
+if(BUILD_SHARED_LIBS)
+  set(CGP_PC_REQUIRES "")
+  set(CGP_PC_REQUIRES_PRIVATE "protobuf")
+  set(CGP_PC_LIBS_EXTRA "")
+  set(CGP_PC_LIBS_PRIVATE "-lstdc++ -lm")
+else()
+  set(CGP_PC_REQUIRES "protobuf")
+  set(CGP_PC_REQUIRES_PRIVATE "")
+  set(CGP_PC_LIBS_EXTRA "-lstdc++ -lm")
+  set(CGP_PC_LIBS_PRIVATE "")
+endif()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/cgpkit-client.pc.in
+               ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-client.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-client.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

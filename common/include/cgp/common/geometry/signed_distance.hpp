@@ -1,0 +1,32 @@
+// Proj_Γ of eq. (11): −dist(u, ∂Γ) inside Γ, +dist(u, ∂Γ) outside, 0 on ∂Γ. 1-Lipschitz
+// (Lemma 6.3), so it can be privatized with K = 1. And len_p(u) = ‖u − p‖ (§6.3, §6.4).
+#pragma once
+
+#include <span>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/region.hpp"
+
+namespace cgp::geometry {
+
+// Unchecked: the caller guarantees point.size() == dimension(region) and finite coordinates.
+// For hot loops; no allocation.
+double signed_distance(const Box& box, std::span<const double> point) noexcept;
+double signed_distance(const Ball& ball, std::span<const double> point) noexcept;
+double signed_distance(const Polygon& polygon, std::span<const double> point) noexcept;
+double signed_distance(const Region& region, std::span<const double> point) noexcept;
+
+// Checked: dimension_mismatch or not_finite for a bad point.
+Expected<double> checked_signed_distance(const Region& region, std::span<const double> point);
+
+// u ∈ Γ in the sense of range counting: Proj_Γ(u) < 0 (the boundary counts as outside).
+inline bool inside(const Region& region, std::span<const double> point) noexcept {
+  return signed_distance(region, point) < 0;
+}
+
+// len_p(u) = ‖u − p‖. Unchecked: equal sizes.
+double euclidean_distance(std::span<const double> u, std::span<const double> p) noexcept;
+Expected<double> checked_euclidean_distance(std::span<const double> u,
+                                            std::span<const double> p);
+
+}  // namespace cgp::geometry

@@ -1,0 +1,29 @@
+// Privacy arithmetic rounds against the attacker (DESIGN §6.3): a charge or an ε we report is
+// rounded up, a capacity or budget we grant is rounded down.
+//
+// Every quantity in this module is a short chain (fewer than 16 steps) of IEEE-754 operations
+// that are correctly rounded (+, −, ×, ÷, sqrt) or accurate to 1 ulp (glibc log, exp, log1p,
+// erfc). Its relative error is therefore below 16·2⁻⁵², and padding by that much, then one more
+// ulp, gives a bound that holds for the exact real-number formula.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+namespace cgp::privacy {
+
+inline constexpr double kPadRelative = 16 * DBL_EPSILON;
+
+// A value ≥ the exact result x̂ whenever |x − x̂| ≤ kPadRelative·|x̂|.
+inline double pad_up(double x) {
+  return std::nextafter(x + std::fabs(x) * kPadRelative, std::numeric_limits<double>::infinity());
+}
+
+// A value ≤ the exact result, never below zero when x ≥ 0 is a capacity.
+inline double pad_down(double x) {
+  double y = std::nextafter(x - std::fabs(x) * kPadRelative, -std::numeric_limits<double>::infinity());
+  return (x >= 0 && y < 0) ? 0.0 : y;
+}
+
+}  // namespace cgp::privacy

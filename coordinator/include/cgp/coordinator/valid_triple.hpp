@@ -1,0 +1,40 @@
+// The estimators g and confidence radii h of the valid triples (M, g, h) of Corollaries 6.1
+// (point privatization) and 6.2 (distance privatization), paper §6.1 and Definition 5.
+//
+// After rounds 1..j a user has released v_s = φ(u) + N(0, I/(2ρ_s)) (or u + noise). The
+// ρ-weighted mean of the releases is distributed as N(·, I/(2ρ̄_j)) with ρ̄_j = Σ_{s≤j} ρ_s
+// (Fact 6.2), so the estimate is within h = λ(d, β)/√(2ρ̄_j) of the truth with probability 1 − β.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+
+namespace cgp::coordinator {
+
+// The running ρ-weighted mean of one user's releases (Fact 6.2). Dimension fixed by the first.
+class ReleaseAverage {
+ public:
+  explicit ReleaseAverage(std::size_t dimension) : weighted_sum_(dimension, 0.0) {}
+
+  // Adds release v_s made with parameter ρ_s (finite, > 0; values of the right dimension).
+  Status add(std::span<const double> values, double rho);
+
+  std::size_t rounds() const noexcept { return rounds_; }
+  double total_rho() const noexcept { return total_rho_; }  // ρ̄_j
+  // (1/ρ̄_j) Σ ρ_s v_s; empty before the first add.
+  std::vector<double> mean() const;
+
+ private:
+  std::vector<double> weighted_sum_;
+  double total_rho_ = 0;
+  std::size_t rounds_ = 0;
+};
+
+// h(ρ̄_j, β) = λ(d, β)/√(2ρ̄_j): d = dimension of the release (d for point privatization,
+// h₀ of Cor. 6.1; 1 for distance privatization, h₁ of Cor. 6.2).
+Expected<double> confidence_radius(std::size_t release_dimension, double beta, double total_rho);
+
+}  // namespace cgp::coordinator

@@ -1,0 +1,36 @@
+#include "cgp/coordinator/valid_triple.hpp"
+
+#include <cfloat>
+#include <cmath>
+
+#include "cgp/common/privacy/confidence.hpp"
+#include "cgp/common/validate.hpp"
+
+namespace cgp::coordinator {
+
+Status ReleaseAverage::add(std::span<const double> values, double rho) {
+  if (auto s = require_finite_positive("rho", rho); !s) return s;
+  if (auto s = require_dimension("values", values, weighted_sum_.size()); !s) return s;
+  if (auto s = require_all_finite("values", values); !s) return s;
+  for (std::size_t k = 0; k < values.size(); ++k) weighted_sum_[k] += rho * values[k];
+  total_rho_ += rho;
+  ++rounds_;
+  return {};
+}
+
+std::vector<double> ReleaseAverage::mean() const {
+  if (rounds_ == 0) return {};
+  std::vector<double> out(weighted_sum_.size());
+  for (std::size_t k = 0; k < out.size(); ++k) out[k] = weighted_sum_[k] / total_rho_;
+  return out;
+}
+
+Expected<double> confidence_radius(std::size_t release_dimension, double beta, double total_rho) {
+  if (auto s = require_finite_positive("total_rho", total_rho); !s) return s.error();
+  auto lambda = privacy::gaussian_norm_bound(release_dimension, beta);
+  if (!lambda) return lambda.error();
+  // Rounded up with λ: a wider radius only makes elimination more careful.
+  return *lambda / std::sqrt(2 * total_rho) * (1 + 4 * DBL_EPSILON);
+}
+
+}  // namespace cgp::coordinator
