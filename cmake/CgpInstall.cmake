@@ -31,6 +31,9 @@ else()
   set(CGP_PC_LIBS_EXTRA "-lstdc++ -lm")
   set(CGP_PC_LIBS_PRIVATE "")
 endif()
+# Relocatable: the prefix is found from the .pc file's own place (pkg-config's ${pcfiledir}),
+# so `cmake --install --prefix DIR` works wherever DIR is.
+file(RELATIVE_PATH CGP_PC_RELATIVE_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/cgpkit-client.pc.in
                ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-client.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-client.pc

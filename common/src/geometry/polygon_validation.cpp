@@ -91,6 +91,18 @@ Status normalize_and_validate_polygon(Ring& outer, std::vector<Ring>& holes) {
   // Orientation and closure are conventions, not user errors.
   bg::correct(polygon);
 
+  // A crossing is the most specific diagnosis (a symmetric bow tie also has zero area), so ask
+  // Boost first; zero-area rings are named next; any other invalidity last.
+  auto self_crossing = [](const std::string& name) {
+    return make_error(ErrorCode::self_intersecting_polygon, name,
+                      name + " must be simple: its boundary intersects itself");
+  };
+  if (bg::intersects(polygon.outer())) return self_crossing("polygon.outer");
+  for (std::size_t h = 0; h < holes.size(); ++h)
+    if (bg::intersects(polygon.inners()[h])) return self_crossing(ring_name(h + 1));
+  bg::validity_failure_type failure;
+  bool valid = bg::is_valid(polygon, failure);
+  if (!valid && failure == bg::failure_self_intersections) return validity_error(failure);
   if (!(std::fabs(bg::area(polygon.outer())) > 0)) {
     return make_error(ErrorCode::degenerate_polygon, "polygon.outer",
                       "polygon.outer is degenerate: its vertices are collinear (zero area)");
@@ -102,8 +114,7 @@ Status normalize_and_validate_polygon(Ring& outer, std::vector<Ring>& holes) {
                         name + " is degenerate: its vertices are collinear (zero area)");
     }
   }
-  bg::validity_failure_type failure;
-  if (!bg::is_valid(polygon, failure)) return validity_error(failure);
+  if (!valid) return validity_error(failure);
   return {};
 }
 

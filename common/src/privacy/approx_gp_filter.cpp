@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cgp/common/privacy/rounding.hpp"
+#include "log_term.hpp"
 #include "cgp/common/validate.hpp"
 
 namespace cgp::privacy {
@@ -11,7 +12,7 @@ namespace {
 // For a fixed s = 1 + t, max(g_δ(s)√R, sΛR) ≤ B iff R ≤ min(B²/g_δ(s)², B/(sΛ)).
 // The first bound rises with t, the second falls. Unrounded.
 double capacity_from_g(double budget, double delta, double t) {
-  double log_term = -std::log1p(t / 2) - std::log(delta);
+  double log_term = log_term_upper(delta, t);
   if (log_term <= 0) return INFINITY;
   double g = (1 + t) / t * 2 * std::sqrt(log_term);
   return budget * budget / (g * g);
@@ -46,6 +47,9 @@ Expected<double> approx_gp_capacity(double budget_epsilon, double delta, double 
   }
   double best = std::fmax(capacity_at(budget_epsilon, delta, lambda, t_lo),
                           capacity_at(budget_epsilon, delta, lambda, t_hi));
+  // The limit s → 2/δ − 1, where g_δ(s) → 0 and only sΛR ≤ B binds (valid as a limit of
+  // valid s; see approx_gp_filter.md).
+  best = std::fmax(best, budget_epsilon / ((2 / delta - 1) * lambda));
   return pad_down(best);
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cgp/common/privacy/rounding.hpp"
+#include "log_term.hpp"
 #include "cgp/common/validate.hpp"
 
 namespace cgp::privacy {
@@ -17,7 +18,7 @@ Status validate_cgp_to_gp(double rho, double delta, double lambda) {
 // eq. (3) with s = 1 + t, written in t so that s close to 1 keeps its precision:
 // s/(s−1) = (1+t)/t and log(2/((s+1)δ)) = −log1p(t/2) − log δ. Unrounded.
 double eq3_first_term(double rho, double delta, double t) {
-  double log_term = -std::log1p(t / 2) - std::log(delta);
+  double log_term = log_term_upper(delta, t);
   if (log_term <= 0) return 0.0;
   return (1 + t) / t * 2 * std::sqrt(rho * log_term);
 }
@@ -70,6 +71,11 @@ Expected<GpEpsilon> gp_epsilon_from_cgp(double rho, double delta, double lambda)
   GpEpsilon best{eq3(rho, delta, lambda, t_hi), 1 + t_hi};
   double at_lo = eq3(rho, delta, lambda, t_lo);
   if (at_lo < best.epsilon) best = {at_lo, 1 + t_lo};
+  // The end of the domain, s = 2/δ − 1, where the logarithm is 0: ε = sρΛ. Eq. (3) holds for
+  // every s below it and the set of valid ε is closed, so the limit is valid too; it is the
+  // optimum when ρΛ is small against √ρ (see conversions.md).
+  double at_end = (2 / delta - 1) * rho * lambda;
+  if (at_end < best.epsilon) best = {at_end, 2 / delta - 1};
   // The closed-form s is also a candidate, so the result is never worse than it.
   double t_closed = 2 * std::sqrt(rho * -std::log(delta)) / (rho * lambda);
   if (t_closed > 0 && t_closed <= 2 / delta - 2) {

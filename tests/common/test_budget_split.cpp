@@ -1,0 +1,75 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "cgp/common/privacy/budget_split.hpp"
+#include "support/errors.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::privacy;
+
+namespace {
+long double exact_sum(const std::vector<double>& parts) {
+  long double sum = 0;  // 64-bit mantissa: exact enough to see a one-ulp overspend of a double
+  for (double p : parts) sum += p;
+  return sum;
+}
+double naive_sum(const std::vector<double>& parts) {
+  double sum = 0;
+  for (double p : parts) sum += p;
+  return sum;
+}
+}  // namespace
+
+TEST_CASE("split schedules never sum to more than the total, c = 1..64 and beyond",
+          "[privacy][split]") {
+  CGP_SEEDED(64);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> exponent(-12, 3);
+  for (auto schedule : {SplitSchedule::even, SplitSchedule::doubling}) {
+    for (std::size_t c = 1; c <= kMaxRounds; c += (c < 64 ? 1 : 16)) {
+      for (int trial = 0; trial < 40; ++trial) {
+        double rho = trial == 0 ? 1.0 : std::pow(10.0, exponent(rng)) * (1 + 1e-3 * trial);
+        INFO("schedule " << split_schedule_name(schedule) << " c=" << c << " rho=" << rho);
+        auto parts = *split_budget(rho, c, schedule);
+        REQUIRE(parts.size() == c);
+        CHECK(naive_sum(parts) <= rho);
+        CHECK(exact_sum(parts) <= static_cast<long double>(rho));
+        for (double p : parts) CHECK(p > 0);
+        // And nearly nothing is lost to the rounding repair.
+        CHECK(naive_sum(parts) >= rho * (1 - 1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("split schedules have the paper's shape", "[privacy][split]") {
+  auto even = *split_budget(1.0, 4, SplitSchedule::even);
+  for (double p : even) CHECK(p == Approx(0.25).epsilon(1e-15));
+  auto doubling = *split_budget(1.0, 4, SplitSchedule::doubling);
+  // 2^{j−1}/(2^c − 1): 1/15, 2/15, 4/15, 8/15
+  CHECK(doubling[0] == Approx(1.0 / 15).epsilon(1e-15));
+  CHECK(doubling[3] == Approx(8.0 / 15).epsilon(1e-15));
+  auto sixty_four = *split_budget(2.0, 64, SplitSchedule::doubling);
+  for (std::size_t j = 1; j < 64; ++j)
+    CHECK(sixty_four[j] / sixty_four[j - 1] == Approx(2.0).epsilon(1e-12));
+  CHECK(sixty_four[63] == Approx(1.0).epsilon(1e-12));
+}
+
+TEST_CASE("split_budget rejects bad parameters", "[privacy][split]") {
+  CGP_REQUIRE_ERROR(split_budget(1, 0, SplitSchedule::even), ErrorCode::out_of_range, "c");
+  CGP_REQUIRE_ERROR(split_budget(1, kMaxRounds + 1, SplitSchedule::even), ErrorCode::out_of_range,
+                    "c");
+  CGP_REQUIRE_ERROR(split_budget(0, 4, SplitSchedule::even), ErrorCode::not_positive, "rho");
+  CGP_REQUIRE_ERROR(split_budget(-1, 4, SplitSchedule::doubling), ErrorCode::not_positive, "rho");
+  CGP_REQUIRE_ERROR(split_budget(std::nan(""), 4, SplitSchedule::even), ErrorCode::not_finite,
+                    "rho");
+  // So small that the first doubling part underflows to zero.
+  CGP_REQUIRE_ERROR(split_budget(1e-300, 256, SplitSchedule::doubling), ErrorCode::out_of_range,
+                    "rho");
+  CHECK(*parse_split_schedule("even") == SplitSchedule::even);
+  CHECK(*parse_split_schedule("double") == SplitSchedule::doubling);
+  CHECK(*parse_split_schedule("doubling") == SplitSchedule::doubling);
+  CGP_REQUIRE_ERROR(parse_split_schedule("halving"), ErrorCode::invalid_argument, "split");
+}

@@ -1,0 +1,223 @@
+#include <boost/geometry.hpp>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cgp/common/geometry/region.hpp"
+#include "cgp/common/geometry/signed_distance.hpp"
+#include "support/errors.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::geometry;
+namespace bg = boost::geometry;
+
+namespace {
+
+using BgPoint = bg::model::d2::point_xy<double>;
+using BgPolygon = bg::model::polygon<BgPoint>;
+
+// An L-shaped (concave) outline 100 × 80 with a square hole and a triangular hole.
+Polygon l_shape_with_holes() {
+  Ring outer{{0, 0}, {100, 0}, {100, 30}, {40, 30}, {40, 80}, {0, 80}};
+  Ring square_hole{{10, 10}, {20, 10}, {20, 20}, {10, 20}};
+  Ring triangle_hole{{10, 40}, {30, 45}, {15, 70}};
+  return *Polygon::create(outer, {square_hole, triangle_hole});
+}
+
+BgPolygon to_boost(const Polygon& polygon) {
+  BgPolygon out;
+  for (const auto& p : polygon.outer()) out.outer().push_back(BgPoint(p[0], p[1]));
+  for (const auto& hole : polygon.holes()) {
+    out.inners().emplace_back();
+    for (const auto& p : hole) out.inners().back().push_back(BgPoint(p[0], p[1]));
+  }
+  bg::correct(out);
+  return out;
+}
+
+// Dense samples of a polygon's boundary, spacing ≤ h.
+std::vector<Point2> sample_boundary(const Polygon& polygon, double h) {
+  std::vector<Point2> samples;
+  auto add_ring = [&](const Ring& ring) {
+    for (std::size_t i = 0; i < ring.size(); ++i) {
+      const auto& a = ring[i];
+      const auto& b = ring[(i + 1) % ring.size()];
+      double length = std::hypot(b[0] - a[0], b[1] - a[1]);
+      int steps = static_cast<int>(std::ceil(length / h));
+      for (int s = 0; s < steps; ++s) {
+        double t = static_cast<double>(s) / steps;
+        samples.push_back({a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1])});
+      }
+    }
+  };
+  add_ring(polygon.outer());
+  for (const auto& hole : polygon.holes()) add_ring(hole);
+  return samples;
+}
+
+double nearest_sample(const std::vector<Point2>& samples, double x, double y) {
+  double best = INFINITY;
+  for (const auto& s : samples) best = std::min(best, std::hypot(s[0] - x, s[1] - y));
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("Proj of a polygon with holes matches a boundary-sampling oracle and Boost within",
+          "[geometry][proj]") {
+  CGP_SEEDED(11);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> x(-30, 130), y(-30, 110);
+  Polygon polygon = l_shape_with_holes();
+  Region region = polygon;
+  BgPolygon boost_polygon = to_boost(polygon);
+  const double h = 0.01;
+  auto samples = sample_boundary(polygon, h);
+  int inside_count = 0;
+  for (int i = 0; i < 3000; ++i) {
+    double p[2] = {x(rng), y(rng)};
+    INFO("point (" << p[0] << ", " << p[1] << ")");
+    double proj = signed_distance(region, p);
+    double oracle = nearest_sample(samples, p[0], p[1]);
+    // Sampling at spacing h overestimates the distance by at most h/2.
+    CHECK(std::fabs(proj) <= oracle + 1e-9);
+    CHECK(std::fabs(proj) >= oracle - h / 2 - 1e-9);
+    // Distances from Boost.Geometry agree too (0 inside, so compare outside points only).
+    if (proj > 0) CHECK(proj == Approx(bg::distance(BgPoint(p[0], p[1]), boost_polygon)).epsilon(1e-12));
+    if (std::fabs(proj) > 1e-9) {
+      bool within = bg::within(BgPoint(p[0], p[1]), boost_polygon);
+      CHECK((proj < 0) == within);
+      inside_count += within;
+    }
+  }
+  CHECK(inside_count > 300);  // the sample exercises both signs
+}
+
+TEST_CASE("Proj of boxes and balls matches boundary-sampling oracles", "[geometry][proj]") {
+  CGP_SEEDED(12);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> coord(-3, 5);
+  double lo[3] = {0, 0, 0}, hi[3] = {2, 1, 3};
+  Region box = *Box::create(lo, hi);
+  // Face samples of the 3-D box at spacing h.
+  const double h = 0.02;
+  std::vector<std::array<double, 3>> faces;
+  for (int axis = 0; axis < 3; ++axis) {
+    int u = (axis + 1) % 3, v = (axis + 2) % 3;
+    for (double side : {lo[axis], hi[axis]})
+      for (double a = lo[u]; a <= hi[u] + 1e-12; a += h)
+        for (double b = lo[v]; b <= hi[v] + 1e-12; b += h) {
+          std::array<double, 3> q{};
+          q[axis] = side;
+          q[u] = a;
+          q[v] = b;
+          faces.push_back(q);
+        }
+  }
+  for (int i = 0; i < 300; ++i) {
+    double p[3] = {coord(rng), coord(rng), coord(rng)};
+    double best = INFINITY;
+    for (const auto& q : faces)
+      best = std::min(best, std::sqrt((q[0] - p[0]) * (q[0] - p[0]) + (q[1] - p[1]) * (q[1] - p[1]) +
+                                      (q[2] - p[2]) * (q[2] - p[2])));
+    double proj = signed_distance(box, p);
+    bool inside_box = p[0] > 0 && p[0] < 2 && p[1] > 0 && p[1] < 1 && p[2] > 0 && p[2] < 3;
+    CHECK((proj < 0) == inside_box);
+    CHECK(std::fabs(proj) <= best + 1e-9);
+    CHECK(std::fabs(proj) >= best - h - 1e-9);  // face grid spacing h: at most h·√2/2 off
+  }
+  double centre[2] = {1, -2};
+  Region disc = *Ball::create(centre, 3);
+  for (int i = 0; i < 300; ++i) {
+    double p[2] = {coord(rng), coord(rng)};
+    double best = INFINITY;
+    const int samples = 20000;
+    const double spacing = 2 * M_PI * 3 / samples;
+    for (int k = 0; k < samples; ++k) {
+      double angle = 2 * M_PI * k / samples;
+      best = std::min(best, std::hypot(1 + 3 * std::cos(angle) - p[0], -2 + 3 * std::sin(angle) - p[1]));
+    }
+    double proj = signed_distance(disc, p);
+    CHECK(std::fabs(proj) <= best + 1e-9);
+    CHECK(std::fabs(proj) >= best - spacing / 2 - 1e-9);
+    CHECK((proj < 0) == (std::hypot(p[0] - 1, p[1] + 2) < 3));
+  }
+}
+
+TEST_CASE("Proj is 1-Lipschitz (Lemma 6.3) for every region kind", "[geometry][proj][lemma6.3]") {
+  CGP_SEEDED(13);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> coord(-40, 140);
+  std::normal_distribution<double> step(0, 5);
+  double lo[2] = {10, 20}, hi[2] = {60, 50}, centre[2] = {50, 50};
+  std::vector<Region> regions{*Box::create(lo, hi), *Ball::create(centre, 30),
+                              l_shape_with_holes()};
+  for (const auto& region : regions) {
+    for (int i = 0; i < 20000; ++i) {
+      double u[2] = {coord(rng), coord(rng)};
+      // Half near pairs (which cross boundaries often), half far pairs.
+      double v[2];
+      if (i % 2 == 0) {
+        v[0] = u[0] + step(rng);
+        v[1] = u[1] + step(rng);
+      } else {
+        v[0] = coord(rng);
+        v[1] = coord(rng);
+      }
+      double gap = std::hypot(u[0] - v[0], u[1] - v[1]);
+      double change = std::fabs(signed_distance(region, u) - signed_distance(region, v));
+      CHECK(change <= gap * (1 + 1e-12) + 1e-12);
+    }
+  }
+}
+
+TEST_CASE("Proj sign conventions: negative inside, positive outside, zero on the boundary",
+          "[geometry][proj]") {
+  double lo[2] = {0, 0}, hi[2] = {4, 2};
+  Region box = *Box::create(lo, hi);
+  double in[2] = {1, 1}, out[2] = {7, 6}, edge[2] = {4, 1}, corner[2] = {0, 0};
+  CHECK(signed_distance(box, in) == -1);
+  CHECK(signed_distance(box, out) == 5);
+  CHECK(signed_distance(box, edge) == 0);
+  CHECK(signed_distance(box, corner) == 0);
+  CHECK_FALSE(inside(box, edge));
+  CHECK(inside(box, in));
+  Region polygon = l_shape_with_holes();
+  double in_hole[2] = {15, 15}, in_body[2] = {5, 5}, on_vertex[2] = {40, 30};
+  CHECK(signed_distance(polygon, in_hole) == Approx(5));   // inside a hole is outside Γ
+  CHECK(signed_distance(polygon, in_body) == Approx(-5));
+  CHECK(signed_distance(polygon, on_vertex) == 0);
+}
+
+TEST_CASE("len_p and the checked entry points", "[geometry]") {
+  double u[3] = {1, 2, 2}, origin[3] = {0, 0, 0};
+  CHECK(euclidean_distance(u, origin) == 3);
+  CHECK(*checked_euclidean_distance(u, origin) == 3);
+  double two[2] = {1, 1};
+  CGP_REQUIRE_ERROR(checked_euclidean_distance(two, origin), ErrorCode::dimension_mismatch, "point");
+  double bad[3] = {1, NAN, 0};
+  CGP_REQUIRE_ERROR(checked_euclidean_distance(bad, origin), ErrorCode::not_finite, "point[1]");
+  double lo[2] = {0, 0}, hi[2] = {1, 1};
+  Region box = *Box::create(lo, hi);
+  CGP_REQUIRE_ERROR(checked_signed_distance(box, u), ErrorCode::dimension_mismatch, "point");
+  double nan_point[2] = {NAN, 0};
+  CGP_REQUIRE_ERROR(checked_signed_distance(box, nan_point), ErrorCode::not_finite, "point[0]");
+  CHECK(dimension(box) == 2);
+  CHECK(dimension(Region(l_shape_with_holes())) == 2);
+}
+
+TEST_CASE("Box and Ball reject bad input by name", "[geometry][validation]") {
+  std::vector<double> lo{0, 0}, hi{1, 1}, hi3{1, 1, 1}, flat{1, 0}, nan2{NAN, 1};
+  CGP_REQUIRE_ERROR(Box::create(lo, hi3), ErrorCode::dimension_mismatch, "box.hi");
+  CGP_REQUIRE_ERROR(Box::create(lo, flat), ErrorCode::degenerate_polygon, "box.hi[1]");
+  CGP_REQUIRE_ERROR(Box::create(nan2, hi), ErrorCode::not_finite, "box.lo[0]");
+  CGP_REQUIRE_ERROR(Box::create(std::vector<double>{}, std::vector<double>{}),
+                    ErrorCode::dimension_mismatch, "box.lo");
+  std::vector<double> huge(kMaxDimension + 1, 0.0);
+  CGP_REQUIRE_ERROR(Box::create(huge, huge), ErrorCode::too_large, "box.lo");
+  CGP_REQUIRE_ERROR(Ball::create(lo, 0), ErrorCode::not_positive, "ball.radius");
+  CGP_REQUIRE_ERROR(Ball::create(lo, INFINITY), ErrorCode::not_finite, "ball.radius");
+  CGP_REQUIRE_ERROR(Ball::create(nan2, 1), ErrorCode::not_finite, "ball.center[0]");
+}
