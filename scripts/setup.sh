@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what cgpkit needs to build and test, from Debian 12 packages. Idempotent: packages
+# already present are not touched and apt is not called at all when nothing is missing.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config       # toolchain
+  libboost-dev                           # Boost.Geometry (polygons, projections), Boost.Math
+  libnanoflann-dev                       # k-d trees for exact kNN
+  libprotobuf-dev protobuf-compiler      # cgp.v1 wire protocol
+  libeigen3-dev                          # dense linear algebra
+  catch2                                 # tests (Catch2 v2)
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}" >&2
+for attempt in 1 2 3; do
+  if $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+    exit 0
+  fi
+  echo "setup: apt-get failed (attempt $attempt of 3), retrying" >&2
+  sleep $((attempt * 10))
+done
+echo "setup: could not install ${missing[*]}" >&2
+exit 1
