@@ -65,9 +65,12 @@ int main(int argc, char** argv) {
     const char* value = argv[++i];
     double number = 0;
     if (!parse_double(value, number)) return usage_error(flag + " must be a number, got " + value);
-    if (flag == "--rho") options.rho = number;
-    else if (flag == "--delta") options.delta = number;
-    else if (flag == "--lambda") options.lambda = number;
+    if (flag == "--rho")
+      options.rho = number;
+    else if (flag == "--delta")
+      options.delta = number;
+    else if (flag == "--lambda")
+      options.lambda = number;
     else if (flag == "--c") {
       if (!(number >= 1 && number <= 1e6) || std::floor(number) != number)
         return usage_error("--c must be a whole number >= 1, got " + std::string(value));
@@ -80,8 +83,10 @@ int main(int argc, char** argv) {
   const double rho = options.rho, delta = options.delta, lambda = options.lambda;
 
   std::printf("cgpkit privacy arithmetic — one user's budget\n\n");
-  std::printf("CGP budget rho = %g per m^2; one full release has noise scale 1/sqrt(2 rho) = "
-              "%.1f m\n\n", rho, 1 / std::sqrt(2 * rho));
+  std::printf(
+      "CGP budget rho = %g per m^2; one full release has noise scale 1/sqrt(2 rho) = "
+      "%.1f m\n\n",
+      rho, 1 / std::sqrt(2 * rho));
 
   auto closed = or_exit(privacy::gp_epsilon_from_cgp_closed_form(rho, delta, lambda));
   auto minimised = or_exit(privacy::gp_epsilon_from_cgp(rho, delta, lambda));
@@ -96,15 +101,18 @@ int main(int argc, char** argv) {
 
   double eps_budget = profile;
   auto capacity = or_exit(privacy::approx_gp_capacity(eps_budget, delta, lambda));
-  std::printf("Approximate-GP filter, eq. (10), with budget eps = %.6g: lets through total rho "
-              "<= %.6g (%.1f%% of the CGP budget it came from)\n\n",
-              eps_budget, capacity, 100 * capacity / rho);
+  std::printf(
+      "Approximate-GP filter, eq. (10), with budget eps = %.6g: lets through total rho "
+      "<= %.6g (%.1f%% of the CGP budget it came from)\n\n",
+      eps_budget, capacity, 100 * capacity / rho);
 
   auto even = or_exit(privacy::split_budget(rho, options.rounds, privacy::SplitSchedule::even));
   auto doubling =
       or_exit(privacy::split_budget(rho, options.rounds, privacy::SplitSchedule::doubling));
-  std::printf("Split over c = %lu rounds (round: even | doubling, noise scale of the running "
-              "average | 95%% radius of a distance estimate)\n", options.rounds);
+  std::printf(
+      "Split over c = %lu rounds (round: even | doubling, noise scale of the running "
+      "average | 95%% radius of a distance estimate)\n",
+      options.rounds);
   double even_total = 0, doubling_total = 0;
   for (std::size_t j = 0; j < even.size(); ++j) {
     even_total += even[j];
@@ -128,25 +136,27 @@ int main(int argc, char** argv) {
   // Geometry: a 1 km square around Times Square, in local metres.
   auto projection = or_exit(geometry::LonLatProjection::create(
       geometry::ProjectionKind::local_equidistant, -73.9855, 40.7580));
-  auto mercator = or_exit(geometry::LonLatProjection::create(
-      geometry::ProjectionKind::spherical_mercator, 0, 0));
+  auto mercator = or_exit(
+      geometry::LonLatProjection::create(geometry::ProjectionKind::spherical_mercator, 0, 0));
   auto a = or_exit(projection.forward(-73.9855, 40.7580));
   auto b = or_exit(projection.forward(-73.9680, 40.7851));
   auto am = or_exit(mercator.forward(-73.9855, 40.7580));
   auto bm = or_exit(mercator.forward(-73.9680, 40.7851));
-  std::printf("Times Square -> Central Park (Met): %.0f m locally, %.0f 'Mercator metres' "
-              "(x%.3f)\n", std::hypot(b[0] - a[0], b[1] - a[1]),
-              std::hypot(bm[0] - am[0], bm[1] - am[1]),
-              or_exit(geometry::mercator_scale_factor(40.77)));
+  std::printf(
+      "Times Square -> Central Park (Met): %.0f m locally, %.0f 'Mercator metres' "
+      "(x%.3f)\n",
+      std::hypot(b[0] - a[0], b[1] - a[1]), std::hypot(bm[0] - am[0], bm[1] - am[1]),
+      or_exit(geometry::mercator_scale_factor(40.77)));
   double lo[2] = {-500, -500}, hi[2] = {500, 500};
   auto square = geometry::Region(or_exit(geometry::Box::create(lo, hi)));
   double here[2] = {b[0] - a[0], b[1] - a[1]};
   double centre[2] = {0, 0};
-  std::printf("Proj of the Met to a 1 km square around Times Square: %.1f m; of its centre: "
-              "%.1f m\n", geometry::signed_distance(square, here),
-              geometry::signed_distance(square, centre));
+  std::printf(
+      "Proj of the Met to a 1 km square around Times Square: %.1f m; of its centre: "
+      "%.1f m\n",
+      geometry::signed_distance(square, here), geometry::signed_distance(square, centre));
   double gamma = 1 / std::sqrt(2 * rho);
-  std::printf("Appendix B threshold shift for that square at gamma = %.1f m: eta = %.2f m\n",
-              gamma, or_exit(geometry::rectangle_threshold_shift(gamma, 1000, 1000)));
+  std::printf("Appendix B threshold shift for that square at gamma = %.1f m: eta = %.2f m\n", gamma,
+              or_exit(geometry::rectangle_threshold_shift(gamma, 1000, 1000)));
   return 0;
 }

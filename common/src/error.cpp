@@ -4,19 +4,32 @@ namespace cgp {
 
 std::string_view error_code_name(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::ok: return "ok";
-    case ErrorCode::not_finite: return "not_finite";
-    case ErrorCode::not_positive: return "not_positive";
-    case ErrorCode::out_of_range: return "out_of_range";
-    case ErrorCode::dimension_mismatch: return "dimension_mismatch";
-    case ErrorCode::empty_polygon: return "empty_polygon";
-    case ErrorCode::degenerate_polygon: return "degenerate_polygon";
-    case ErrorCode::self_intersecting_polygon: return "self_intersecting_polygon";
-    case ErrorCode::too_large: return "too_large";
-    case ErrorCode::malformed_message: return "malformed_message";
-    case ErrorCode::missing_field: return "missing_field";
-    case ErrorCode::unknown_component: return "unknown_component";
-    case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::ok:
+      return "ok";
+    case ErrorCode::not_finite:
+      return "not_finite";
+    case ErrorCode::not_positive:
+      return "not_positive";
+    case ErrorCode::out_of_range:
+      return "out_of_range";
+    case ErrorCode::dimension_mismatch:
+      return "dimension_mismatch";
+    case ErrorCode::empty_polygon:
+      return "empty_polygon";
+    case ErrorCode::degenerate_polygon:
+      return "degenerate_polygon";
+    case ErrorCode::self_intersecting_polygon:
+      return "self_intersecting_polygon";
+    case ErrorCode::too_large:
+      return "too_large";
+    case ErrorCode::malformed_message:
+      return "malformed_message";
+    case ErrorCode::missing_field:
+      return "missing_field";
+    case ErrorCode::unknown_component:
+      return "unknown_component";
+    case ErrorCode::invalid_argument:
+      return "invalid_argument";
   }
   return "unknown_error";
 }

@@ -7,9 +7,12 @@ namespace cgp {
 
 std::string_view statistic_kind_name(StatisticKind kind) noexcept {
   switch (kind) {
-    case StatisticKind::location: return "location";
-    case StatisticKind::distance_to_point: return "distance_to_point";
-    case StatisticKind::signed_distance_to_region: return "signed_distance_to_region";
+    case StatisticKind::location:
+      return "location";
+    case StatisticKind::distance_to_point:
+      return "distance_to_point";
+    case StatisticKind::signed_distance_to_region:
+      return "signed_distance_to_region";
   }
   return "unknown";
 }
@@ -92,9 +95,12 @@ Expected<DeviceRequest> DeviceRequest::signed_distance_to_region(RequestId id,
 
 std::size_t DeviceRequest::required_dimension() const noexcept {
   switch (statistic_) {
-    case StatisticKind::location: return 0;
-    case StatisticKind::distance_to_point: return point_.size();
-    case StatisticKind::signed_distance_to_region: return geometry::dimension(*region_);
+    case StatisticKind::location:
+      return 0;
+    case StatisticKind::distance_to_point:
+      return point_.size();
+    case StatisticKind::signed_distance_to_region:
+      return geometry::dimension(*region_);
   }
   return 0;
 }

@@ -20,8 +20,7 @@ Error make_error(ErrorCode code, std::string_view parameter, std::string_view me
 }
 
 namespace {
-Error value_error(ErrorCode code, std::string_view parameter, std::string_view rule,
-                  double value) {
+Error value_error(ErrorCode code, std::string_view parameter, std::string_view rule, double value) {
   std::string message(parameter);
   message += " must be ";
   message += rule;

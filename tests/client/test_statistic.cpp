@@ -23,8 +23,8 @@ TEST_CASE("statistics evaluate phi on the device's own value", "[client][statist
   CHECK(output_dimension(distance, 2) == 1);
 
   double lo[2] = {0, 0}, hi[2] = {10, 10};
-  auto region = *DeviceRequest::signed_distance_to_region(
-      {"q", 1}, "location", *geometry::Box::create(lo, hi), 0.1);
+  auto region = *DeviceRequest::signed_distance_to_region({"q", 1}, "location",
+                                                          *geometry::Box::create(lo, hi), 0.1);
   REQUIRE(evaluate_statistic(region, here, out).ok());
   CHECK(out == std::vector<double>{-3});
 }

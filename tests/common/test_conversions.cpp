@@ -60,7 +60,8 @@ TEST_CASE("Lemma 3.2: minimised eps <= closed form, and as good as a dense grid 
   }
 }
 
-TEST_CASE("Lemma 3.2: closed form is rho*Lambda + 2 sqrt(rho log(1/delta))", "[privacy][lemma3.2]") {
+TEST_CASE("Lemma 3.2: closed form is rho*Lambda + 2 sqrt(rho log(1/delta))",
+          "[privacy][lemma3.2]") {
   double closed = *gp_epsilon_from_cgp_closed_form(1e-4, 1e-6, 100);
   double expected = 1e-4 * 100 + 2 * std::sqrt(1e-4 * std::log(1e6));
   CHECK(closed >= expected);

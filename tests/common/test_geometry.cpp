@@ -85,7 +85,8 @@ TEST_CASE("Proj of a polygon with holes matches a boundary-sampling oracle and B
     CHECK(std::fabs(proj) <= oracle + 1e-9);
     CHECK(std::fabs(proj) >= oracle - h / 2 - 1e-9);
     // Distances from Boost.Geometry agree too (0 inside, so compare outside points only).
-    if (proj > 0) CHECK(proj == Approx(bg::distance(BgPoint(p[0], p[1]), boost_polygon)).epsilon(1e-12));
+    if (proj > 0)
+      CHECK(proj == Approx(bg::distance(BgPoint(p[0], p[1]), boost_polygon)).epsilon(1e-12));
     if (std::fabs(proj) > 1e-9) {
       bool within = bg::within(BgPoint(p[0], p[1]), boost_polygon);
       CHECK((proj < 0) == within);
@@ -120,8 +121,9 @@ TEST_CASE("Proj of boxes and balls matches boundary-sampling oracles", "[geometr
     double p[3] = {coord(rng), coord(rng), coord(rng)};
     double best = INFINITY;
     for (const auto& q : faces)
-      best = std::min(best, std::sqrt((q[0] - p[0]) * (q[0] - p[0]) + (q[1] - p[1]) * (q[1] - p[1]) +
-                                      (q[2] - p[2]) * (q[2] - p[2])));
+      best =
+          std::min(best, std::sqrt((q[0] - p[0]) * (q[0] - p[0]) + (q[1] - p[1]) * (q[1] - p[1]) +
+                                   (q[2] - p[2]) * (q[2] - p[2])));
     double proj = signed_distance(box, p);
     bool inside_box = p[0] > 0 && p[0] < 2 && p[1] > 0 && p[1] < 1 && p[2] > 0 && p[2] < 3;
     CHECK((proj < 0) == inside_box);
@@ -137,7 +139,8 @@ TEST_CASE("Proj of boxes and balls matches boundary-sampling oracles", "[geometr
     const double spacing = 2 * M_PI * 3 / samples;
     for (int k = 0; k < samples; ++k) {
       double angle = 2 * M_PI * k / samples;
-      best = std::min(best, std::hypot(1 + 3 * std::cos(angle) - p[0], -2 + 3 * std::sin(angle) - p[1]));
+      best = std::min(best,
+                      std::hypot(1 + 3 * std::cos(angle) - p[0], -2 + 3 * std::sin(angle) - p[1]));
     }
     double proj = signed_distance(disc, p);
     CHECK(std::fabs(proj) <= best + 1e-9);
@@ -186,7 +189,7 @@ TEST_CASE("Proj sign conventions: negative inside, positive outside, zero on the
   CHECK(inside(box, in));
   Region polygon = l_shape_with_holes();
   double in_hole[2] = {15, 15}, in_body[2] = {5, 5}, on_vertex[2] = {40, 30};
-  CHECK(signed_distance(polygon, in_hole) == Approx(5));   // inside a hole is outside Γ
+  CHECK(signed_distance(polygon, in_hole) == Approx(5));  // inside a hole is outside Γ
   CHECK(signed_distance(polygon, in_body) == Approx(-5));
   CHECK(signed_distance(polygon, on_vertex) == 0);
 }
@@ -196,7 +199,8 @@ TEST_CASE("len_p and the checked entry points", "[geometry]") {
   CHECK(euclidean_distance(u, origin) == 3);
   CHECK(*checked_euclidean_distance(u, origin) == 3);
   double two[2] = {1, 1};
-  CGP_REQUIRE_ERROR(checked_euclidean_distance(two, origin), ErrorCode::dimension_mismatch, "point");
+  CGP_REQUIRE_ERROR(checked_euclidean_distance(two, origin), ErrorCode::dimension_mismatch,
+                    "point");
   double bad[3] = {1, NAN, 0};
   CGP_REQUIRE_ERROR(checked_euclidean_distance(bad, origin), ErrorCode::not_finite, "point[1]");
   double lo[2] = {0, 0}, hi[2] = {1, 1};

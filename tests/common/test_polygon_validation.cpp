@@ -60,10 +60,9 @@ TEST_CASE("polygon: every kind of bad input gets its named error", "[geometry][p
                       ErrorCode::degenerate_polygon, "polygon.holes");
   }
   SECTION("nested holes") {
-    CGP_REQUIRE_ERROR(
-        Polygon::create(kSquare, {Ring{{1, 1}, {9, 1}, {9, 9}, {1, 9}},
-                                  Ring{{2, 2}, {8, 2}, {8, 8}, {2, 8}}}),
-        ErrorCode::degenerate_polygon, "polygon.holes");
+    CGP_REQUIRE_ERROR(Polygon::create(kSquare, {Ring{{1, 1}, {9, 1}, {9, 9}, {1, 9}},
+                                                Ring{{2, 2}, {8, 2}, {8, 8}, {2, 8}}}),
+                      ErrorCode::degenerate_polygon, "polygon.holes");
   }
   SECTION("non-finite coordinates") {
     CGP_REQUIRE_ERROR(Polygon::create(Ring{{0, 0}, {NAN, 0}, {1, 1}}), ErrorCode::not_finite,

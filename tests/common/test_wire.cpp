@@ -69,7 +69,8 @@ TEST_CASE("wire: device requests round-trip for every statistic", "[wire]") {
 
 TEST_CASE("wire: device configuration round-trips and validates", "[wire]") {
   auto cgp_config = *DeviceConfig::cgp(2.5, true);
-  auto back = *config_from_wire(*parse_device_config(as_bytes(serialize(config_to_wire(cgp_config)))));
+  auto back =
+      *config_from_wire(*parse_device_config(as_bytes(serialize(config_to_wire(cgp_config)))));
   CHECK(back.filter() == FilterKind::cgp);
   CHECK(back.budget() == 2.5);
   CHECK(back.rho_capacity() == 2.5);
@@ -179,10 +180,12 @@ TEST_CASE("wire: every invalid request field gets its named error", "[wire]") {
     for (double v : {0.0, 0.0, 1.0, 0.0, 1.0}) polygon->mutable_outer()->add_xy(v);
     CGP_REQUIRE_ERROR(request_from_wire(r), ErrorCode::dimension_mismatch, "polygon.outer");
     polygon->mutable_outer()->clear_xy();
-    for (double v : {0.0, 0.0, 10.0, 10.0, 10.0, 0.0, 0.0, 10.0}) polygon->mutable_outer()->add_xy(v);
+    for (double v : {0.0, 0.0, 10.0, 10.0, 10.0, 0.0, 0.0, 10.0})
+      polygon->mutable_outer()->add_xy(v);
     CGP_REQUIRE_ERROR(request_from_wire(r), ErrorCode::self_intersecting_polygon, "polygon.outer");
     polygon->mutable_outer()->clear_xy();
-    for (std::size_t k = 0; k < 2 * (kMaxPolygonVertices + 1); ++k) polygon->mutable_outer()->add_xy(0);
+    for (std::size_t k = 0; k < 2 * (kMaxPolygonVertices + 1); ++k)
+      polygon->mutable_outer()->add_xy(0);
     CGP_REQUIRE_ERROR(request_from_wire(r), ErrorCode::too_large, "polygon");
   }
   SECTION("region: bad box and ball") {

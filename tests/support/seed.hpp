@@ -21,6 +21,6 @@ inline std::uint64_t test_seed(std::uint64_t default_seed) {
 }  // namespace cgp::test
 
 // Use inside a test case: declares `seed` and attaches it to every assertion's failure message.
-#define CGP_SEEDED(default_seed)                                       \
-  const std::uint64_t seed = ::cgp::test::test_seed(default_seed);     \
+#define CGP_SEEDED(default_seed)                                   \
+  const std::uint64_t seed = ::cgp::test::test_seed(default_seed); \
   INFO("seed = " << seed)

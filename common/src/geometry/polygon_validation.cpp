@@ -14,7 +14,8 @@ using BgPoint = bg::model::d2::point_xy<double>;
 using BgPolygon = bg::model::polygon<BgPoint>;
 
 std::string ring_name(std::size_t ring_index) {
-  return ring_index == 0 ? "polygon.outer" : "polygon.holes[" + std::to_string(ring_index - 1) + "]";
+  return ring_index == 0 ? "polygon.outer"
+                         : "polygon.holes[" + std::to_string(ring_index - 1) + "]";
 }
 
 Status normalize_ring(Ring& ring, std::size_t ring_index) {
@@ -23,9 +24,9 @@ Status normalize_ring(Ring& ring, std::size_t ring_index) {
     for (int axis = 0; axis < 2; ++axis) {
       if (!std::isfinite(ring[i][axis])) {
         std::string parameter = name + "[" + std::to_string(i) + "]";
-        return make_error(ErrorCode::not_finite, parameter,
-                          parameter + " must have finite coordinates, got " +
-                              format_number(ring[i][axis]));
+        return make_error(
+            ErrorCode::not_finite, parameter,
+            parameter + " must have finite coordinates, got " + format_number(ring[i][axis]));
       }
     }
   }
@@ -35,9 +36,9 @@ Status normalize_ring(Ring& ring, std::size_t ring_index) {
     if (cleaned.empty() || cleaned.back() != p) cleaned.push_back(p);
   while (cleaned.size() > 1 && cleaned.front() == cleaned.back()) cleaned.pop_back();
   if (cleaned.size() < 3) {
-    return make_error(ErrorCode::empty_polygon, name,
-                      name + " must have at least 3 distinct vertices, got " +
-                          std::to_string(cleaned.size()));
+    return make_error(
+        ErrorCode::empty_polygon, name,
+        name + " must have at least 3 distinct vertices, got " + std::to_string(cleaned.size()));
   }
   ring = std::move(cleaned);
   return {};
@@ -71,9 +72,9 @@ Error validity_error(bg::validity_failure_type failure) {
       return make_error(ErrorCode::degenerate_polygon, "polygon",
                         "polygon is degenerate: a ring has no area");
     default:
-      return make_error(ErrorCode::degenerate_polygon, "polygon",
-                        std::string("polygon is not valid: ") +
-                            bg::validity_failure_type_message(failure));
+      return make_error(
+          ErrorCode::degenerate_polygon, "polygon",
+          std::string("polygon is not valid: ") + bg::validity_failure_type_message(failure));
   }
 }
 
@@ -87,7 +88,8 @@ Status normalize_and_validate_polygon(Ring& outer, std::vector<Ring>& holes) {
   BgPolygon polygon;
   append_to_boost_ring(outer, polygon.outer());
   polygon.inners().resize(holes.size());
-  for (std::size_t h = 0; h < holes.size(); ++h) append_to_boost_ring(holes[h], polygon.inners()[h]);
+  for (std::size_t h = 0; h < holes.size(); ++h)
+    append_to_boost_ring(holes[h], polygon.inners()[h]);
   // Orientation and closure are conventions, not user errors.
   bg::correct(polygon);
 

@@ -23,9 +23,9 @@ constexpr double kMercatorMaxLat = 89.5;
 Status require_lon(std::string_view parameter, double lon) {
   if (auto s = require_finite(parameter, lon); !s) return s;
   if (lon < -180 || lon > 180) {
-    return make_error(ErrorCode::out_of_range, parameter,
-                      std::string(parameter) + " must be in [-180, 180] degrees, got " +
-                          format_number(lon));
+    return make_error(
+        ErrorCode::out_of_range, parameter,
+        std::string(parameter) + " must be in [-180, 180] degrees, got " + format_number(lon));
   }
   return {};
 }
@@ -138,8 +138,7 @@ Expected<std::array<double, 2>> LonLatProjection::inverse(double x, double y) co
 
 Expected<std::array<double, 2>> lonlat_centre(std::span<const double> lon,
                                               std::span<const double> lat) {
-  if (lon.empty())
-    return make_error(ErrorCode::invalid_argument, "lon", "lon must not be empty");
+  if (lon.empty()) return make_error(ErrorCode::invalid_argument, "lon", "lon must not be empty");
   if (auto s = require_dimension("lat", lat, lon.size()); !s) return s.error();
   double lon_lo = 180, lon_hi = -180, lat_lo = 90, lat_hi = -90;
   for (std::size_t i = 0; i < lon.size(); ++i) {

@@ -75,8 +75,8 @@ Expected<Polygon> Polygon::create(Ring outer, std::vector<Ring> holes) {
   for (const Ring& hole : holes) vertices += hole.size();
   if (vertices > kMaxPolygonVertices) {
     return make_error(ErrorCode::too_large, "polygon",
-                      "polygon has " + std::to_string(vertices) +
-                          " vertices, over the limit of " + std::to_string(kMaxPolygonVertices));
+                      "polygon has " + std::to_string(vertices) + " vertices, over the limit of " +
+                          std::to_string(kMaxPolygonVertices));
   }
   if (auto s = detail::normalize_and_validate_polygon(outer, holes); !s) return s.error();
   Polygon polygon;

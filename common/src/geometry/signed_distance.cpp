@@ -67,8 +67,7 @@ double euclidean_distance(std::span<const double> u, std::span<const double> p) 
   return std::sqrt(sum2);
 }
 
-Expected<double> checked_euclidean_distance(std::span<const double> u,
-                                            std::span<const double> p) {
+Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p) {
   if (auto s = require_dimension("point", u, p.size()); !s) return s.error();
   if (auto s = require_all_finite("point", u); !s) return s.error();
   if (auto s = require_all_finite("center", p); !s) return s.error();

@@ -27,7 +27,8 @@ Expected<double> rectangle_threshold_shift(double gamma, const Box& box) {
   if (box.dimension() != 2) {
     return make_error(ErrorCode::dimension_mismatch, "box",
                       "the threshold shift of Appendix B is for 2-D rectangles, got a box of "
-                      "dimension " + std::to_string(box.dimension()));
+                      "dimension " +
+                          std::to_string(box.dimension()));
   }
   return rectangle_threshold_shift(gamma, box.hi()[0] - box.lo()[0], box.hi()[1] - box.lo()[1]);
 }

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "cgp/common/privacy/rounding.hpp"
-#include "log_term.hpp"
 #include "cgp/common/validate.hpp"
+#include "log_term.hpp"
 
 namespace cgp::privacy {
 namespace {

@@ -32,8 +32,7 @@ bool exact_sum_exceeds(const std::vector<double>& parts, double total) {
 
 }  // namespace
 
-Expected<std::vector<double>> split_budget(double rho, std::size_t rounds,
-                                           SplitSchedule schedule) {
+Expected<std::vector<double>> split_budget(double rho, std::size_t rounds, SplitSchedule schedule) {
   if (auto s = require_finite_positive("rho", rho); !s) return s.error();
   if (auto s = require_count_in("c", rounds, 1, kMaxRounds); !s) return s.error();
 
@@ -44,8 +43,8 @@ Expected<std::vector<double>> split_budget(double rho, std::size_t rounds,
     // 2^{j−1}/(2^c − 1) = 2^{j−1−c} / (1 − 2^{−c}); the second form has no overflow for c ≤ 1023.
     double denominator = -std::expm1(-static_cast<double>(rounds) * std::log(2.0));
     for (std::size_t j = 0; j < rounds; ++j)
-      parts[j] = rho * (std::ldexp(1.0, static_cast<int>(j) - static_cast<int>(rounds)) /
-                        denominator);
+      parts[j] =
+          rho * (std::ldexp(1.0, static_cast<int>(j) - static_cast<int>(rounds)) / denominator);
   }
   for (std::size_t j = 0; j < rounds; ++j) {
     if (!(parts[j] > 0)) {

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "cgp/common/privacy/rounding.hpp"
-#include "log_term.hpp"
 #include "cgp/common/validate.hpp"
+#include "log_term.hpp"
 
 namespace cgp::privacy {
 namespace {
@@ -22,7 +22,9 @@ double eq3_first_term(double rho, double delta, double t) {
   if (log_term <= 0) return 0.0;
   return (1 + t) / t * 2 * std::sqrt(rho * log_term);
 }
-double eq3_second_term(double rho, double lambda, double t) { return (1 + t) * rho * lambda; }
+double eq3_second_term(double rho, double lambda, double t) {
+  return (1 + t) * rho * lambda;
+}
 double eq3(double rho, double delta, double lambda, double t) {
   return std::fmax(eq3_first_term(rho, delta, t), eq3_second_term(rho, lambda, t));
 }

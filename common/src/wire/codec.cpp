@@ -67,12 +67,10 @@ Expected<v1::DeviceReply> parse_device_reply(std::span<const std::uint8_t> bytes
 Expected<v1::DeviceConfig> parse_device_config(std::span<const std::uint8_t> bytes) {
   return parse_bounded<v1::DeviceConfig>(bytes, "DeviceConfig");
 }
-Expected<v1::DeviceToCoordinator> parse_device_to_coordinator(
-    std::span<const std::uint8_t> bytes) {
+Expected<v1::DeviceToCoordinator> parse_device_to_coordinator(std::span<const std::uint8_t> bytes) {
   return parse_bounded<v1::DeviceToCoordinator>(bytes, "DeviceToCoordinator");
 }
-Expected<v1::CoordinatorToDevice> parse_coordinator_to_device(
-    std::span<const std::uint8_t> bytes) {
+Expected<v1::CoordinatorToDevice> parse_coordinator_to_device(std::span<const std::uint8_t> bytes) {
   return parse_bounded<v1::CoordinatorToDevice>(bytes, "CoordinatorToDevice");
 }
 
@@ -98,8 +96,7 @@ Expected<geometry::Region> region_from_wire(const v1::Region& region) {
     }
     case v1::Region::kBall: {
       const auto& ball = region.ball();
-      if (auto s = require_wire_dimension("ball.center", ball.center_size()); !s)
-        return s.error();
+      if (auto s = require_wire_dimension("ball.center", ball.center_size()); !s) return s.error();
       auto made = geometry::Ball::create(copy(ball.center()), ball.radius());
       if (!made) return made.error();
       return geometry::Region(std::move(*made));
@@ -239,8 +236,7 @@ v1::DeviceConfig config_to_wire(const DeviceConfig& config) {
 
 v1::ErrorCode error_code_to_wire(ErrorCode code) noexcept {
   auto value = static_cast<int>(code);
-  return v1::ErrorCode_IsValid(value) ? static_cast<v1::ErrorCode>(value)
-                                      : v1::INVALID_ARGUMENT;
+  return v1::ErrorCode_IsValid(value) ? static_cast<v1::ErrorCode>(value) : v1::INVALID_ARGUMENT;
 }
 
 ErrorCode error_code_from_wire(v1::ErrorCode code) noexcept {

@@ -12,18 +12,18 @@ namespace cgp {
 // Append new codes; never renumber.
 enum class ErrorCode : std::int32_t {
   ok = 0,
-  not_finite = 1,            // NaN or ±inf
-  not_positive = 2,          // must be > 0
-  out_of_range = 3,          // outside a documented interval (β ∉ (0, 1), c = 0, δ ≥ 1, ...)
-  dimension_mismatch = 4,    // vector of the wrong length
-  empty_polygon = 5,         // a ring with fewer than 3 distinct vertices
-  degenerate_polygon = 6,    // zero area, spikes, duplicate consecutive vertices, hole outside
+  not_finite = 1,          // NaN or ±inf
+  not_positive = 2,        // must be > 0
+  out_of_range = 3,        // outside a documented interval (β ∉ (0, 1), c = 0, δ ≥ 1, ...)
+  dimension_mismatch = 4,  // vector of the wrong length
+  empty_polygon = 5,       // a ring with fewer than 3 distinct vertices
+  degenerate_polygon = 6,  // zero area, spikes, duplicate consecutive vertices, hole outside
   self_intersecting_polygon = 7,
-  too_large = 8,             // over a documented size limit (vertices, dimension, bytes)
-  malformed_message = 9,     // bytes that do not parse as the expected cgp.v1 message
-  missing_field = 10,        // a required field of a cgp.v1 message is absent
-  unknown_component = 11,    // a request names a component the device does not have
-  invalid_argument = 12,     // any other invalid value (empty id, unknown enum value, ...)
+  too_large = 8,           // over a documented size limit (vertices, dimension, bytes)
+  malformed_message = 9,   // bytes that do not parse as the expected cgp.v1 message
+  missing_field = 10,      // a required field of a cgp.v1 message is absent
+  unknown_component = 11,  // a request names a component the device does not have
+  invalid_argument = 12,   // any other invalid value (empty id, unknown enum value, ...)
 };
 
 // The wire/ABI name of a code, e.g. "not_finite". Unknown values give "unknown_error".

@@ -23,7 +23,7 @@ class [[nodiscard]] Expected {
   static_assert(!std::is_same_v<T, Error>, "Expected<Error> is ambiguous");
 
  public:
-  Expected(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT implicit
+  Expected(T value) : state_(std::in_place_index<0>, std::move(value)) {}      // NOLINT implicit
   Expected(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT implicit
 
   bool has_value() const noexcept { return state_.index() == 0; }

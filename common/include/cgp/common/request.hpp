@@ -26,7 +26,7 @@ std::string_view statistic_kind_name(StatisticKind kind) noexcept;
 double lipschitz_constant(StatisticKind kind) noexcept;
 
 struct RequestId {
-  std::string query_id;  // non-empty, ≤ 128 bytes
+  std::string query_id;     // non-empty, ≤ 128 bytes
   std::uint32_t round = 0;  // ≥ 1
   friend bool operator==(const RequestId&, const RequestId&) = default;
 };
@@ -36,8 +36,7 @@ class DeviceRequest {
   static Expected<DeviceRequest> location(RequestId id, std::string component_id, double rho);
   static Expected<DeviceRequest> distance_to_point(RequestId id, std::string component_id,
                                                    std::vector<double> point, double rho);
-  static Expected<DeviceRequest> signed_distance_to_region(RequestId id,
-                                                           std::string component_id,
+  static Expected<DeviceRequest> signed_distance_to_region(RequestId id, std::string component_id,
                                                            geometry::Region region, double rho);
 
   const RequestId& id() const noexcept { return id_; }
@@ -53,8 +52,7 @@ class DeviceRequest {
   std::size_t required_dimension() const noexcept;
 
  private:
-  static Status validate_common(const RequestId& id, const std::string& component_id,
-                                double rho);
+  static Status validate_common(const RequestId& id, const std::string& component_id, double rho);
   RequestId id_;
   std::string component_id_;
   StatisticKind statistic_ = StatisticKind::location;

@@ -26,7 +26,6 @@ inline bool inside(const Region& region, std::span<const double> point) noexcept
 
 // len_p(u) = ‖u − p‖. Unchecked: equal sizes.
 double euclidean_distance(std::span<const double> u, std::span<const double> p) noexcept;
-Expected<double> checked_euclidean_distance(std::span<const double> u,
-                                            std::span<const double> p);
+Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p);
 
 }  // namespace cgp::geometry

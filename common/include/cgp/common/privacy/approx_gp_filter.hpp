@@ -15,7 +15,6 @@ namespace cgp::privacy {
 Expected<double> approx_gp_capacity(double budget_epsilon, double delta, double lambda);
 
 // Eq. (10) for a running total Σr: CONT (true) or HALT (false). Bad parameters HALT.
-bool approx_gp_filter_continues(double sum_rho, double budget_epsilon, double delta,
-                                double lambda);
+bool approx_gp_filter_continues(double sum_rho, double budget_epsilon, double delta, double lambda);
 
 }  // namespace cgp::privacy

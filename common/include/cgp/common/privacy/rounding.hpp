@@ -22,7 +22,8 @@ inline double pad_up(double x) {
 
 // A value ≤ the exact result, never below zero when x ≥ 0 is a capacity.
 inline double pad_down(double x) {
-  double y = std::nextafter(x - std::fabs(x) * kPadRelative, -std::numeric_limits<double>::infinity());
+  double y =
+      std::nextafter(x - std::fabs(x) * kPadRelative, -std::numeric_limits<double>::infinity());
   return (x >= 0 && y < 0) ? 0.0 : y;
 }
 
