@@ -14,8 +14,8 @@ using BgPoint = bg::model::d2::point_xy<double>;
 using BgPolygon = bg::model::polygon<BgPoint>;
 
 std::string ring_name(std::size_t ring_index) {
-  return ring_index == 0 ? "polygon.outer"
-                         : "polygon.holes[" + std::to_string(ring_index - 1) + "]";
+  return ring_index == 0 ? std::string("polygon.outer")
+                         : indexed_name("polygon.holes", ring_index - 1);
 }
 
 Status normalize_ring(Ring& ring, std::size_t ring_index) {
@@ -23,7 +23,7 @@ Status normalize_ring(Ring& ring, std::size_t ring_index) {
   for (std::size_t i = 0; i < ring.size(); ++i) {
     for (int axis = 0; axis < 2; ++axis) {
       if (!std::isfinite(ring[i][axis])) {
-        std::string parameter = name + "[" + std::to_string(i) + "]";
+        std::string parameter = indexed_name(name, i);
         return make_error(
             ErrorCode::not_finite, parameter,
             parameter + " must have finite coordinates, got " + format_number(ring[i][axis]));

@@ -142,8 +142,8 @@ Expected<std::array<double, 2>> lonlat_centre(std::span<const double> lon,
   if (auto s = require_dimension("lat", lat, lon.size()); !s) return s.error();
   double lon_lo = 180, lon_hi = -180, lat_lo = 90, lat_hi = -90;
   for (std::size_t i = 0; i < lon.size(); ++i) {
-    if (auto s = require_lon("lon[" + std::to_string(i) + "]", lon[i]); !s) return s.error();
-    if (auto s = require_lat("lat[" + std::to_string(i) + "]", lat[i], 90); !s) return s.error();
+    if (auto s = require_lon(indexed_name("lon", i), lon[i]); !s) return s.error();
+    if (auto s = require_lat(indexed_name("lat", i), lat[i], 90); !s) return s.error();
     lon_lo = std::min(lon_lo, lon[i]);
     lon_hi = std::max(lon_hi, lon[i]);
     lat_lo = std::min(lat_lo, lat[i]);

@@ -43,10 +43,10 @@ Expected<Box> Box::create(std::span<const double> lo, std::span<const double> hi
   if (auto s = require_all_finite("box.hi", hi); !s) return s.error();
   for (std::size_t k = 0; k < lo.size(); ++k) {
     if (!(lo[k] < hi[k])) {
-      std::string parameter = "box.hi[" + std::to_string(k) + "]";
+      std::string parameter = indexed_name("box.hi", k);
       return make_error(ErrorCode::degenerate_polygon, parameter,
-                        parameter + " must be greater than box.lo[" + std::to_string(k) +
-                            "] = " + format_number(lo[k]) + ", got " + format_number(hi[k]));
+                        parameter + " must be greater than " + indexed_name("box.lo", k) + " = " +
+                            format_number(lo[k]) + ", got " + format_number(hi[k]));
     }
   }
   Box box;

@@ -123,7 +123,8 @@ Expected<geometry::Region> region_from_wire(const v1::Region& region) {
       std::vector<geometry::Ring> holes;
       holes.reserve(static_cast<std::size_t>(polygon.holes_size()));
       for (int h = 0; h < polygon.holes_size(); ++h) {
-        auto hole = ring_from_wire(polygon.holes(h), "polygon.holes[" + std::to_string(h) + "]");
+        auto hole = ring_from_wire(polygon.holes(h),
+                                   indexed_name("polygon.holes", static_cast<std::size_t>(h)));
         if (!hole) return hole.error();
         holes.push_back(std::move(*hole));
       }

@@ -29,6 +29,9 @@ Status require_dimension(std::string_view parameter, std::span<const double> val
 // Builds an Error with a formatted value, for rules not covered above.
 Error make_error(ErrorCode code, std::string_view parameter, std::string_view message);
 
+// "name[index]", the way errors name an element ("point[3]", "polygon.holes[0]").
+std::string indexed_name(std::string_view name, std::size_t index);
+
 // Shortest round-trip text for a double, as it appears in error messages ("-1", "0.001", "nan").
 std::string format_number(double value);
 
