@@ -4,27 +4,13 @@
 
 #include "cgp/common/privacy/approx_gp_filter.hpp"
 #include "cgp/common/privacy/conversions.hpp"
+#include "support/eq3_oracle.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
 using namespace cgp::privacy;
 
-namespace {
-// Eq. (10)'s left-hand side at one s, as the paper writes it.
-double eq10_at(double sum_r, double delta, double lambda, double s) {
-  double g = s / (s - 1) * 2 * std::sqrt(std::log(2 / ((s + 1) * delta)));
-  return std::max(g * std::sqrt(sum_r), s * lambda * sum_r);
-}
-// An upper bound on min_s of eq. (10) from a dense grid: if it is ≤ B, eq. (10) continues.
-double eq10_grid_min(double sum_r, double delta, double lambda) {
-  double best = INFINITY;
-  double t_max = 2 / delta - 2;
-  for (double t = t_max * (1 - 1e-9); t > t_max * 1e-16; t /= 1.0002)
-    best = std::min(best, eq10_at(sum_r, delta, lambda, 1 + t));
-  return best;
-}
-}  // namespace
 
 TEST_CASE("eq. (10) capacity: everything below it continues, just above it halts",
           "[privacy][filter][eq10]") {
@@ -37,7 +23,7 @@ TEST_CASE("eq. (10) capacity: everything below it continues, just above it halts
         CHECK(approx_gp_filter_continues(capacity, budget, delta, lambda));
         CHECK_FALSE(approx_gp_filter_continues(capacity * (1 + 1e-9), budget, delta, lambda));
         // Below the capacity, eq. (10) evaluated independently on a grid of s agrees: CONT.
-        CHECK(eq10_grid_min(capacity * (1 - 1e-3), delta, lambda) <= budget);
+        CHECK(test::eq3_grid_min(capacity * (1 - 1e-3), delta, lambda, 1.0002) <= budget);
         // The same total, read as a CGP budget, is (B, δ, Λ)-GP by Lemma 3.2 (eq. (10) is
         // Lemma 3.2 minimised over s).
         CHECK(gp_epsilon_from_cgp(capacity, delta, lambda)->epsilon <= budget * (1 + 1e-12));

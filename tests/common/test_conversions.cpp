@@ -3,29 +3,13 @@
 #include <limits>
 
 #include "cgp/common/privacy/conversions.hpp"
+#include "support/eq3_oracle.hpp"
 #include "support/errors.hpp"
 
 using namespace cgp;
 using namespace cgp::privacy;
 
-namespace {
-// Eq. (3) evaluated directly in s, as the paper writes it: an oracle independent of the
-// implementation's t = s − 1 form.
-double eq3_direct(double rho, double delta, double lambda, double s) {
-  double log_term = std::log(2 / (s + 1) / delta);
-  double first = log_term > 0 ? s / (s - 1) * 2 * std::sqrt(rho * log_term) : 0.0;
-  return std::max(first, s * rho * lambda);
-}
-
-// The smallest eq. (3) over a dense logarithmic grid of s − 1 in (0, 2/δ − 2).
-double brute_force_min(double rho, double delta, double lambda) {
-  double best = INFINITY;
-  double t_max = 2 / delta - 2;
-  for (double t = t_max * (1 - 1e-9); t > t_max * 1e-16; t /= 1.0005)
-    best = std::min(best, eq3_direct(rho, delta, lambda, 1 + t));
-  return best;
-}
-}  // namespace
+using test::eq3_direct;
 
 TEST_CASE("Lemma 3.1: eps-GP is eps^2/2-CGP, rounded up", "[privacy][lemma3.1]") {
   for (double eps : {1e-6, 0.01, 0.5, 1.0, 3.0, 1e3}) {
@@ -54,7 +38,7 @@ TEST_CASE("Lemma 3.2: minimised eps <= closed form, and as good as a dense grid 
         // rounded when reported, so s/(s−1) is only good to ~1e-11 here.)
         CHECK(minimised.epsilon >= eq3_direct(rho, delta, lambda, minimised.s) * (1 - 1e-9));
         // As good as a dense grid over s (whose values are ≥ the true minimum).
-        CHECK(minimised.epsilon <= brute_force_min(rho, delta, lambda) * (1 + 1e-9));
+        CHECK(minimised.epsilon <= test::eq3_grid_min(rho, delta, lambda) * (1 + 1e-9));
       }
     }
   }
