@@ -22,11 +22,11 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cgpkitConfig.cmake
 # Static libraries need their C++ dependencies on a C program's link line; shared ones do not.
 if(BUILD_SHARED_LIBS)
   set(CGP_PC_REQUIRES "")
-  set(CGP_PC_REQUIRES_PRIVATE "protobuf")
+  set(CGP_PC_REQUIRES_PRIVATE "protobuf libsodium sqlite3")
   set(CGP_PC_LIBS_EXTRA "")
   set(CGP_PC_LIBS_PRIVATE "-lstdc++ -lm")
 else()
-  set(CGP_PC_REQUIRES "protobuf")
+  set(CGP_PC_REQUIRES "protobuf libsodium sqlite3")
   set(CGP_PC_REQUIRES_PRIVATE "")
   set(CGP_PC_LIBS_EXTRA "-lstdc++ -lm")
   set(CGP_PC_LIBS_PRIVATE "")

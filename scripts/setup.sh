@@ -9,7 +9,10 @@ packages=(
   libnanoflann-dev                       # k-d trees for exact kNN
   libprotobuf-dev protobuf-compiler      # cgp.v1 wire protocol
   libeigen3-dev                          # dense linear algebra
+  libsodium-dev                          # CSPRNG and hashing on the device
+  libsqlite3-dev                         # the device ledger
   catch2                                 # tests (Catch2 v2)
+  libbenchmark-dev                       # benchmarks (Google Benchmark)
 )
 
 missing=()

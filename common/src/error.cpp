@@ -30,6 +30,14 @@ std::string_view error_code_name(ErrorCode code) noexcept {
       return "unknown_component";
     case ErrorCode::invalid_argument:
       return "invalid_argument";
+    case ErrorCode::request_conflict:
+      return "request_conflict";
+    case ErrorCode::ledger_failure:
+      return "ledger_failure";
+    case ErrorCode::component_not_set:
+      return "component_not_set";
+    case ErrorCode::buffer_too_small:
+      return "buffer_too_small";
   }
   return "unknown_error";
 }

@@ -24,7 +24,13 @@ enum class ErrorCode : std::int32_t {
   missing_field = 10,      // a required field of a cgp.v1 message is absent
   unknown_component = 11,  // a request names a component the device does not have
   invalid_argument = 12,   // any other invalid value (empty id, unknown enum value, ...)
+  request_conflict = 13,   // a request id already answered with different content
+  ledger_failure = 14,     // the device's ledger cannot be read or written: fail closed
+  component_not_set = 15,  // a registered component that has no value yet
+  buffer_too_small = 16,   // C ABI: the reply buffer is too small (nothing was charged)
 };
+
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::buffer_too_small;
 
 // The wire/ABI name of a code, e.g. "not_finite". Unknown values give "unknown_error".
 std::string_view error_code_name(ErrorCode code) noexcept;

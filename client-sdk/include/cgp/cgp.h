@@ -1,0 +1,82 @@
+/* cgpkit device C ABI — the contract for mobile and IoT apps.
+ *
+ * One cgp_device is one user: it keeps the user's components and privacy filter and answers
+ * a coordinator's requests (serialized cgp.v1.DeviceRequest, see cgp.proto) with serialized
+ * cgp.v1.DeviceReply bytes. Every charge is durably recorded before a reply is returned.
+ * Noise comes from the OS CSPRNG (libsodium). No C++ exception crosses this interface.
+ * A cgp_device may be used from one thread at a time.
+ *
+ * Every function returns an int status, 0 on success, unless stated otherwise. The non-zero
+ * values are the cgp.v1.ErrorCode numbers below, plus CGP_OUT_OF_MEMORY and CGP_INTERNAL. */
+#ifndef CGP_CGP_H
+#define CGP_CGP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cgp_device cgp_device;
+
+enum cgp_status {
+  CGP_OK = 0,
+  CGP_NOT_FINITE = 1,
+  CGP_NOT_POSITIVE = 2,
+  CGP_OUT_OF_RANGE = 3,
+  CGP_DIMENSION_MISMATCH = 4,
+  CGP_EMPTY_POLYGON = 5,
+  CGP_DEGENERATE_POLYGON = 6,
+  CGP_SELF_INTERSECTING_POLYGON = 7,
+  CGP_TOO_LARGE = 8,
+  CGP_MALFORMED_MESSAGE = 9,
+  CGP_MISSING_FIELD = 10,
+  CGP_UNKNOWN_COMPONENT = 11,
+  CGP_INVALID_ARGUMENT = 12, /* also: a NULL pointer where one is required */
+  CGP_REQUEST_CONFLICT = 13,
+  CGP_LEDGER_FAILURE = 14,
+  CGP_COMPONENT_NOT_SET = 15,
+  CGP_BUFFER_TOO_SMALL = 16,
+  CGP_OUT_OF_MEMORY = 100,
+  CGP_INTERNAL = 101
+};
+
+/* Opens a device. ledger_path: an SQLite file (created if absent), or NULL for a ledger in
+ * memory. config: a serialized cgp.v1.DeviceConfig. On success *out is a new device.
+ * On CGP_LEDGER_FAILURE *out is still a device, one that fails closed: it rejects every request
+ * with LEDGER_FAILURE (cgp_device_last_error says why) and never resets the budget; close it.
+ * On any other error *out is NULL and cgp_device_last_error(NULL) gives this thread's message. */
+int cgp_device_open(const char *ledger_path, const uint8_t *config, size_t config_len,
+                    cgp_device **out);
+
+/* Sets component component_id (a NUL-terminated UTF-8 id, registered on first use with this
+ * dimension) to values[0..dim). The dimension of a component cannot change. */
+int cgp_device_set_component(cgp_device *device, const char *component_id, const double *values,
+                             size_t dim);
+
+/* Answers one request. reply receives a serialized cgp.v1.DeviceReply of *reply_len bytes; its
+ * status field says answered, refused_budget or rejected_invalid. If reply_capacity is too
+ * small, returns CGP_BUFFER_TOO_SMALL with the needed length in *reply_len and does nothing
+ * else: no charge, no noise. A request id answered before gets the identical bytes again. */
+int cgp_device_handle(cgp_device *device, const uint8_t *request, size_t request_len,
+                      uint8_t *reply, size_t reply_capacity, size_t *reply_len);
+
+/* The remaining budget, in ρ units (0 for a device that fails closed). */
+int cgp_device_remaining(const cgp_device *device, double *out);
+
+/* The message of the last failed call on this device ("" if none); with NULL, of this thread's
+ * last failed cgp_device_open. Valid until the next call on the device (or thread). */
+const char *cgp_device_last_error(const cgp_device *device);
+
+/* The name of a status code, e.g. "ledger_failure"; "unknown_error" for others. */
+const char *cgp_status_name(int status);
+
+/* Closes the device (NULL is allowed). Its ledger stays on disk. */
+void cgp_device_close(cgp_device *device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CGP_CGP_H */

@@ -1,0 +1,78 @@
+// One Device is one user (DESIGN §2, §4): it keeps the user's components and privacy filter and
+// answers a coordinator's requests by releasing φ(x) + (K/√(2ρ))·Z, charged before release.
+// A Device is not thread-safe: one thread at a time (one per device in the fleet).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cgp/client/filter.hpp"
+#include "cgp/client/ledger.hpp"
+#include "cgp/client/random.hpp"
+#include "cgp/common/device_config.hpp"
+#include "cgp/common/expected.hpp"
+#include "cgp/common/request.hpp"
+
+namespace cgp::client {
+
+enum class ReplyStatus { answered, refused_budget, rejected_invalid };
+
+struct Reply {
+  RequestId id;
+  ReplyStatus status = ReplyStatus::rejected_invalid;
+  Error error;                 // with rejected_invalid
+  std::vector<double> values;  // with answered: φ(x) + noise
+  double charged_rho = 0;      // what this reply cost (0 unless answered)
+  double remaining_budget = 0; // in ρ units, after this reply
+};
+
+class Device {
+ public:
+  // A device with this filter, ledger and randomness. If the ledger cannot be loaded the
+  // device still opens but fails closed: every request is rejected with ledger_failure and
+  // ledger_status() says why; the budget is never reset.
+  static Device open(const DeviceConfig& config, std::unique_ptr<Ledger> ledger,
+                     std::unique_ptr<RandomSource> random);
+  // Secure randomness; ledger in memory (nullptr path) or in the SQLite file at `ledger_path`.
+  static Expected<Device> open_secure(const DeviceConfig& config, const char* ledger_path);
+  // For simulations only: in-memory ledger and the seeded SimulationRandom(seed, stream).
+  static Device open_for_simulation(const DeviceConfig& config, std::uint64_t seed,
+                                    std::uint64_t stream);
+
+  Device(Device&&) noexcept;
+  Device& operator=(Device&&) noexcept;
+  ~Device();
+
+  // Components (§5, Remark 4): a location now, earlier locations as new components, or any
+  // vector. Registering an existing id with another dimension is an error.
+  Status register_component(std::string_view id, std::size_t dimension);
+  Status set_component(std::string_view id, std::span<const double> values);
+
+  // The wire path: parses a serialized cgp.v1.DeviceRequest and returns the serialized
+  // cgp.v1.DeviceReply. Never throws; a replayed request gets the identical bytes.
+  std::string handle(std::span<const std::uint8_t> request_bytes);
+  // The in-process path (the simulated fleet): the same rules without parsing.
+  Reply handle(const DeviceRequest& request);
+
+  // The serialized reply size that handle() cannot exceed for this request (C ABI buffers).
+  Expected<std::size_t> max_reply_size(std::span<const std::uint8_t> request_bytes) const;
+
+  double remaining() const noexcept;
+  double spent() const noexcept;
+  const DeviceConfig& config() const noexcept;
+  bool secure_randomness() const noexcept;
+  // ok, or the ledger_failure that makes the device refuse everything.
+  const Status& ledger_status() const noexcept;
+
+ private:
+  struct State;
+  explicit Device(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cgp::client

@@ -1,0 +1,41 @@
+// The device's privacy filter (paper Alg. 1 with eq. (7), Theorem 4.4; eq. (10), Theorem 4.5).
+// Both filter kinds reduce to Σ charges ≤ capacity: the CGP budget itself, or the capacity R*
+// of eq. (10) computed once (common/src/privacy/approx_gp_filter.md).
+#pragma once
+
+#include "cgp/common/device_config.hpp"
+
+namespace cgp::client {
+
+class PrivacyFilter {
+ public:
+  explicit PrivacyFilter(const DeviceConfig& config, double spent = 0, bool halted = false);
+
+  // Whether a release charging `charge` may go out now. Refusal depends only on public charges
+  // (Thm 4.3), so a later, smaller request may still be admitted, unless the filter is sticky
+  // and has halted (Alg. 1's HALT).
+  bool admits(double charge) const noexcept;
+  // The spent total after admitting `charge`, rounded up: what the ledger records.
+  double spent_after(double charge) const noexcept;
+  // Precondition: admits(charge) and the ledger recorded spent_after(charge).
+  void commit(double charge) noexcept;
+  // Called on a refusal: with sticky_halt the filter stops for good (and the caller records it).
+  // Returns whether this call changed the state.
+  bool halt_if_sticky() noexcept;
+
+  double spent() const noexcept { return spent_; }
+  bool halted() const noexcept { return halted_; }
+  double capacity() const noexcept { return capacity_; }
+  // capacity − spent, rounded down, never negative; 0 once halted.
+  double remaining() const noexcept;
+  // What remaining() will be after commit(charge).
+  double remaining_after(double charge) const noexcept;
+
+ private:
+  double capacity_;
+  bool sticky_;
+  double spent_;
+  bool halted_;
+};
+
+}  // namespace cgp::client

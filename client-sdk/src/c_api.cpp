@@ -1,0 +1,141 @@
+// The C ABI of cgp/cgp.h: flat functions over the C++ Device. Every entry point catches
+// everything: no exception crosses into C.
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "cgp/cgp.h"
+#include "cgp/client/device.hpp"
+#include "cgp/common/wire/codec.hpp"
+
+struct cgp_device {
+  cgp::client::Device device;
+  mutable std::string last_error;
+};
+
+namespace {
+
+thread_local std::string open_error;
+
+int fail(const cgp_device* device, const cgp::Error& error) {
+  std::string message = error.to_string();
+  if (device)
+    device->last_error = std::move(message);
+  else
+    open_error = std::move(message);
+  return static_cast<int>(error.code);
+}
+
+int fail(const cgp_device* device, int status, const char* message) {
+  if (device)
+    device->last_error = message;
+  else
+    open_error = message;
+  return status;
+}
+
+template <class Body>
+int guarded(const cgp_device* device, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(device, CGP_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    try {
+      return fail(device, CGP_INTERNAL, e.what());
+    } catch (...) {
+      return CGP_INTERNAL;
+    }
+  } catch (...) {
+    return CGP_INTERNAL;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int cgp_device_open(const char* ledger_path, const uint8_t* config, size_t config_len,
+                    cgp_device** out) {
+  return guarded(nullptr, [&]() -> int {
+    if (!out) return fail(nullptr, CGP_INVALID_ARGUMENT, "out must not be NULL");
+    *out = nullptr;
+    if (!config && config_len > 0)
+      return fail(nullptr, CGP_INVALID_ARGUMENT, "config must not be NULL");
+    auto parsed = cgp::wire::parse_device_config({config, config_len});
+    if (!parsed) return fail(nullptr, parsed.error());
+    auto validated = cgp::wire::config_from_wire(*parsed);
+    if (!validated) return fail(nullptr, validated.error());
+    auto device = cgp::client::Device::open_secure(*validated, ledger_path);
+    if (!device) return fail(nullptr, device.error());
+    *out = new cgp_device{std::move(*device), {}};
+    const auto& status = (*out)->device.ledger_status();
+    if (!status.ok()) return fail(*out, status.error());
+    return CGP_OK;
+  });
+}
+
+int cgp_device_set_component(cgp_device* device, const char* component_id, const double* values,
+                             size_t dim) {
+  return guarded(device, [&]() -> int {
+    if (!device) return CGP_INVALID_ARGUMENT;
+    if (!component_id) return fail(device, CGP_INVALID_ARGUMENT, "component_id must not be NULL");
+    if (!values && dim > 0) return fail(device, CGP_INVALID_ARGUMENT, "values must not be NULL");
+    if (auto s = device->device.register_component(component_id, dim); !s)
+      return fail(device, s.error());
+    if (auto s = device->device.set_component(component_id, {values, dim}); !s)
+      return fail(device, s.error());
+    return CGP_OK;
+  });
+}
+
+int cgp_device_handle(cgp_device* device, const uint8_t* request, size_t request_len,
+                      uint8_t* reply, size_t reply_capacity, size_t* reply_len) {
+  return guarded(device, [&]() -> int {
+    if (!device) return CGP_INVALID_ARGUMENT;
+    if (!reply_len) return fail(device, CGP_INVALID_ARGUMENT, "reply_len must not be NULL");
+    if (!request && request_len > 0)
+      return fail(device, CGP_INVALID_ARGUMENT, "request must not be NULL");
+    std::span<const std::uint8_t> bytes(request, request_len);
+    // Decide on the buffer before anything is evaluated or charged.
+    auto needed = device->device.max_reply_size(bytes);
+    if (!needed) return fail(device, needed.error());
+    if (!reply || reply_capacity < *needed) {
+      *reply_len = *needed;
+      return fail(device, CGP_BUFFER_TOO_SMALL,
+                  "reply buffer too small: nothing was evaluated or charged");
+    }
+    std::string answer = device->device.handle(bytes);
+    std::memcpy(reply, answer.data(), answer.size());
+    *reply_len = answer.size();
+    return CGP_OK;
+  });
+}
+
+int cgp_device_remaining(const cgp_device* device, double* out) {
+  return guarded(device, [&]() -> int {
+    if (!device) return CGP_INVALID_ARGUMENT;
+    if (!out) return fail(device, CGP_INVALID_ARGUMENT, "out must not be NULL");
+    *out = device->device.remaining();
+    return CGP_OK;
+  });
+}
+
+const char* cgp_device_last_error(const cgp_device* device) {
+  return device ? device->last_error.c_str() : open_error.c_str();
+}
+
+const char* cgp_status_name(int status) {
+  switch (status) {
+    case CGP_OUT_OF_MEMORY: return "out_of_memory";
+    case CGP_INTERNAL: return "internal";
+    default: break;
+  }
+  if (status < 0 || status > static_cast<int>(cgp::kLastErrorCode)) return "unknown_error";
+  // error_code_name returns views of string literals: NUL-terminated.
+  return cgp::error_code_name(static_cast<cgp::ErrorCode>(status)).data();
+}
+
+void cgp_device_close(cgp_device* device) { delete device; }
+
+}  // extern "C"

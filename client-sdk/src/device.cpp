@@ -1,0 +1,338 @@
+#include "cgp/client/device.hpp"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cgp/client/privatizer.hpp"
+#include "cgp/client/statistic.hpp"
+#include "cgp/common/validate.hpp"
+#include "cgp/common/wire/codec.hpp"
+#include "cgp/common/wire/limits.hpp"
+
+namespace cgp::client {
+namespace {
+
+// Error messages on the wire are cut here so that a reply's size has a known bound.
+constexpr std::size_t kMaxWireMessage = 400;
+
+struct Component {
+  std::size_t dimension = 0;
+  std::vector<double> value;  // empty until set
+};
+
+// At most `limit` bytes, not splitting a UTF-8 sequence (proto3 strings must stay valid UTF-8).
+std::string cut_utf8(const std::string& text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  std::size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+v1::DeviceReply reply_to_wire(const Reply& reply) {
+  v1::DeviceReply out;
+  out.mutable_id()->set_query_id(reply.id.query_id);
+  out.mutable_id()->set_round(reply.id.round);
+  switch (reply.status) {
+    case ReplyStatus::answered: out.set_status(v1::ANSWERED); break;
+    case ReplyStatus::refused_budget: out.set_status(v1::REFUSED_BUDGET); break;
+    case ReplyStatus::rejected_invalid:
+      out.set_status(v1::REJECTED_INVALID);
+      out.set_error(wire::error_code_to_wire(reply.error.code));
+      out.set_error_message(cut_utf8(reply.error.message, kMaxWireMessage));
+      break;
+  }
+  for (double v : reply.values) out.add_values(v);
+  out.set_charged_rho(reply.charged_rho);
+  out.set_remaining_budget(reply.remaining_budget);
+  return out;
+}
+
+Reply reply_from_wire(const v1::DeviceReply& in) {
+  Reply reply;
+  reply.id = {in.id().query_id(), in.id().round()};
+  switch (in.status()) {
+    case v1::ANSWERED: reply.status = ReplyStatus::answered; break;
+    case v1::REFUSED_BUDGET: reply.status = ReplyStatus::refused_budget; break;
+    default: reply.status = ReplyStatus::rejected_invalid; break;
+  }
+  reply.error = Error{wire::error_code_from_wire(in.error()), "", in.error_message()};
+  reply.values.assign(in.values().begin(), in.values().end());
+  reply.charged_rho = in.charged_rho();
+  reply.remaining_budget = in.remaining_budget();
+  return reply;
+}
+
+RequestDigest digest_of(const std::string& canonical) {
+  RequestDigest digest;
+  crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(canonical.data()),
+                     canonical.size());
+  return digest;
+}
+
+// The largest |coordinate| a request itself mentions (query point, region): public data.
+double public_coordinate_extent(const DeviceRequest& request) {
+  double extent = 0;
+  auto widen = [&](double v) { extent = std::max(extent, std::fabs(v)); };
+  for (double v : request.point()) widen(v);
+  if (const auto& region = request.region()) {
+    if (const auto* box = std::get_if<geometry::Box>(&*region)) {
+      for (double v : box->lo()) widen(v);
+      for (double v : box->hi()) widen(v);
+    } else if (const auto* ball = std::get_if<geometry::Ball>(&*region)) {
+      for (double v : ball->center()) widen(std::fabs(v) + ball->radius());
+    } else {
+      const auto& polygon = std::get<geometry::Polygon>(*region);
+      for (const auto& p : polygon.outer()) widen(std::max(std::fabs(p[0]), std::fabs(p[1])));
+      for (const auto& hole : polygon.holes())
+        for (const auto& p : hole) widen(std::max(std::fabs(p[0]), std::fabs(p[1])));
+    }
+  }
+  return extent;
+}
+
+}  // namespace
+
+struct Device::State {
+  DeviceConfig config;
+  std::unique_ptr<Ledger> ledger;
+  std::unique_ptr<RandomSource> random;
+  PrivacyFilter filter;
+  Status ledger_status;
+  std::unordered_map<std::string, Component> components;
+  std::vector<double> clamped, phi, noisy;  // scratch, reused across requests
+
+  State(const DeviceConfig& c, std::unique_ptr<Ledger> l, std::unique_ptr<RandomSource> r)
+      : config(c), ledger(std::move(l)), random(std::move(r)), filter(c) {}
+
+  Reply rejected(const RequestId& id, Error error) const {
+    Reply reply;
+    reply.id = id;
+    reply.status = ReplyStatus::rejected_invalid;
+    reply.error = std::move(error);
+    reply.remaining_budget = filter.remaining();
+    return reply;
+  }
+
+  // The whole request path. `bytes` receives the serialized reply.
+  Reply process(const DeviceRequest& request, const RequestDigest& digest, std::string& bytes);
+};
+
+Reply Device::State::process(const DeviceRequest& request, const RequestDigest& digest,
+                             std::string& bytes) {
+  const RequestId& id = request.id();
+  auto finish = [&](Reply reply) {
+    bytes = wire::serialize(reply_to_wire(reply));
+    return reply;
+  };
+  if (!ledger_status.ok()) return finish(rejected(id, ledger_status.error()));
+
+  // Idempotency: a recorded answer is returned as it left, with no new charge or noise.
+  auto recorded = ledger->find(id);
+  if (!recorded) return finish(rejected(id, recorded.error()));
+  if (recorded->has_value()) {
+    const AnsweredRequest& answer = **recorded;
+    if (answer.digest != digest) {
+      return finish(rejected(
+          id, make_error(ErrorCode::request_conflict, "id",
+                         "id (" + id.query_id + ", " + std::to_string(id.round) +
+                             ") was already answered for a different request")));
+    }
+    bytes = answer.reply;
+    v1::DeviceReply parsed;
+    parsed.ParseFromString(bytes);
+    return reply_from_wire(parsed);
+  }
+
+  auto component = components.find(request.component_id());
+  if (component == components.end()) {
+    return finish(rejected(id, make_error(ErrorCode::unknown_component, "component_id",
+                                          "component_id '" + request.component_id() +
+                                              "' is not registered on this device")));
+  }
+  if (component->second.value.empty()) {
+    return finish(rejected(id, make_error(ErrorCode::component_not_set, "component_id",
+                                          "component_id '" + request.component_id() +
+                                              "' has no value yet")));
+  }
+
+  // K comes from the statistic's kind, known here; nothing on the wire sets it.
+  auto plan = plan_noise(lipschitz_constant(request.statistic()), request.rho());
+  if (!plan) return finish(rejected(id, plan.error()));
+  if (public_coordinate_extent(request) > plan->coordinate_limit) {
+    return finish(rejected(
+        id, make_error(ErrorCode::out_of_range, "rho",
+                       "rho = " + format_number(request.rho()) +
+                           " is too large for the coordinates of this request (limit " +
+                           format_number(plan->coordinate_limit) +
+                           "): use a smaller rho or coordinates centred near the origin")));
+  }
+
+  // The filter decides on the public charge alone (Thm 4.3).
+  const double charge = plan->charged_rho;
+  if (!filter.admits(charge)) {
+    if (filter.halt_if_sticky()) {
+      if (auto s = ledger->record_halt(); !s) ledger_status = s;  // fail closed from now on
+    }
+    Reply reply;
+    reply.id = id;
+    reply.status = ReplyStatus::refused_budget;
+    reply.remaining_budget = filter.remaining();
+    return finish(std::move(reply));
+  }
+
+  // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
+  // floating-point error of φ far below the grid (privatizer.md).
+  const auto& value = component->second.value;
+  clamped.resize(value.size());
+  for (std::size_t k = 0; k < value.size(); ++k)
+    clamped[k] = std::clamp(value[k], -plan->coordinate_limit, plan->coordinate_limit);
+  if (auto s = evaluate_statistic(request, clamped, phi); !s) return finish(rejected(id, s.error()));
+
+  RandomBits bits(*random);
+  if (auto s = privatize(phi, *plan, bits, noisy); !s) return finish(rejected(id, s.error()));
+
+  Reply reply;
+  reply.id = id;
+  reply.status = ReplyStatus::answered;
+  reply.values = noisy;
+  reply.charged_rho = charge;
+  reply.remaining_budget = filter.remaining_after(charge);
+  std::string reply_bytes = wire::serialize(reply_to_wire(reply));
+
+  // Charge before release: the reply exists only in this function until the ledger has it.
+  if (auto s = ledger->record_answer(id, AnsweredRequest{digest, charge, reply_bytes},
+                                     filter.spent_after(charge));
+      !s) {
+    return finish(rejected(id, s.error()));
+  }
+  filter.commit(charge);
+  bytes = std::move(reply_bytes);
+  return reply;
+}
+
+Device::Device(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Device::Device(Device&&) noexcept = default;
+Device& Device::operator=(Device&&) noexcept = default;
+Device::~Device() = default;
+
+Device Device::open(const DeviceConfig& config, std::unique_ptr<Ledger> ledger,
+                    std::unique_ptr<RandomSource> random) {
+  auto state = std::make_unique<State>(config, std::move(ledger), std::move(random));
+  if (!state->ledger || !state->random) {
+    state->ledger_status = make_error(ErrorCode::ledger_failure, "ledger",
+                                      "ledger: a device needs a ledger and a random source");
+    return Device(std::move(state));
+  }
+  auto loaded = state->ledger->load(config);
+  if (!loaded) {
+    state->ledger_status = loaded.error();
+  } else if (!std::isfinite(loaded->spent) || loaded->spent < 0) {
+    state->ledger_status = make_error(ErrorCode::ledger_failure, "ledger",
+                                      "ledger: recorded spent budget is invalid");
+  } else {
+    state->filter = PrivacyFilter(config, loaded->spent, loaded->halted);
+  }
+  return Device(std::move(state));
+}
+
+Expected<Device> Device::open_secure(const DeviceConfig& config, const char* ledger_path) {
+  auto random = SecureRandom::create();
+  if (!random) return random.error();
+  std::unique_ptr<Ledger> ledger;
+  if (ledger_path)
+    ledger = std::make_unique<SqliteLedger>(ledger_path);
+  else
+    ledger = std::make_unique<MemoryLedger>();
+  return open(config, std::move(ledger), std::move(*random));
+}
+
+Device Device::open_for_simulation(const DeviceConfig& config, std::uint64_t seed,
+                                   std::uint64_t stream) {
+  return open(config, std::make_unique<MemoryLedger>(),
+              std::make_unique<SimulationRandom>(seed, stream));
+}
+
+Status Device::register_component(std::string_view id, std::size_t dimension) {
+  if (id.empty() || id.size() > wire::kMaxIdBytes) {
+    return make_error(ErrorCode::invalid_argument, "component_id",
+                      "component_id must have 1 to " + std::to_string(wire::kMaxIdBytes) +
+                          " bytes, got " + std::to_string(id.size()));
+  }
+  if (auto s = require_count_in("dimension", dimension, 1, wire::kMaxDimension); !s) return s;
+  auto [it, inserted] = state_->components.try_emplace(std::string(id));
+  if (!inserted && it->second.dimension != dimension) {
+    return make_error(ErrorCode::dimension_mismatch, "dimension",
+                      "component_id '" + std::string(id) + "' is registered with dimension " +
+                          std::to_string(it->second.dimension) + ", not " +
+                          std::to_string(dimension));
+  }
+  it->second.dimension = dimension;
+  return {};
+}
+
+Status Device::set_component(std::string_view id, std::span<const double> values) {
+  auto it = state_->components.find(std::string(id));
+  if (it == state_->components.end()) {
+    return make_error(ErrorCode::unknown_component, "component_id",
+                      "component_id '" + std::string(id) + "' is not registered");
+  }
+  if (auto s = require_dimension("values", values, it->second.dimension); !s) return s;
+  if (auto s = require_all_finite("values", values); !s) return s;
+  it->second.value.assign(values.begin(), values.end());
+  return {};
+}
+
+std::string Device::handle(std::span<const std::uint8_t> request_bytes) {
+  State& s = *state_;
+  std::string bytes;
+  auto parsed = wire::parse_device_request(request_bytes);
+  if (!parsed) return wire::serialize(reply_to_wire(s.rejected({}, parsed.error())));
+  auto request = wire::request_from_wire(*parsed);
+  if (!request) {
+    RequestId id{cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
+    return wire::serialize(reply_to_wire(s.rejected(id, request.error())));
+  }
+  const std::string canonical = wire::serialize(wire::request_to_wire(*request));
+  s.process(*request, digest_of(canonical), bytes);
+  return bytes;
+}
+
+Reply Device::handle(const DeviceRequest& request) {
+  std::string bytes;
+  const std::string canonical = wire::serialize(wire::request_to_wire(request));
+  return state_->process(request, digest_of(canonical), bytes);
+}
+
+Expected<std::size_t> Device::max_reply_size(std::span<const std::uint8_t> request_bytes) const {
+  // A reply is at most: the id, status, a cut error message, one double per output coordinate
+  // and the two budgets. Build the largest such reply and measure it.
+  std::size_t dimension = 1;
+  RequestId id;
+  if (auto parsed = wire::parse_device_request(request_bytes)) {
+    id = {cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
+    if (parsed->has_location()) {
+      auto it = state_->components.find(parsed->component_id());
+      if (it != state_->components.end()) dimension = it->second.dimension;
+    }
+  }
+  Reply largest;
+  largest.id = id;
+  largest.status = ReplyStatus::rejected_invalid;
+  largest.error = Error{kLastErrorCode, "", std::string(kMaxWireMessage, 'x')};
+  largest.values.assign(dimension, 1.0);
+  largest.charged_rho = 1.0;
+  largest.remaining_budget = 1.0;
+  return wire::serialize(reply_to_wire(largest)).size();
+}
+
+double Device::remaining() const noexcept {
+  return state_->ledger_status.ok() ? state_->filter.remaining() : 0.0;
+}
+double Device::spent() const noexcept { return state_->filter.spent(); }
+const DeviceConfig& Device::config() const noexcept { return state_->config; }
+bool Device::secure_randomness() const noexcept { return state_->random && state_->random->is_secure(); }
+const Status& Device::ledger_status() const noexcept { return state_->ledger_status; }
+
+}  // namespace cgp::client

@@ -1,0 +1,16 @@
+// What a device charges for a release asked at ρ. Public, so that a coordinator's budget mirror
+// (Alg. 2) predicts every charge exactly; computed on the device next to the noise it pays for
+// (client-sdk privatizer, proof in client-sdk/src/privatizer.md).
+#pragma once
+
+namespace cgp::privacy {
+
+// The device rounds the statistic to a grid of spacing u ≈ σ·2^-24 and adds exact discrete
+// Gaussian noise; rounding adds at most a few u to the sensitivity, paid for by charging
+// ρ·(1 + kGridSlack)² for inputs at distance ≥ kGridSlack⁻¹ times that slack.
+inline constexpr double kGridSlack = 1.0 / 1024;
+
+// ρ·(1 + 2^-10)², rounded up. Precondition: ρ finite and > 0.
+double device_charge(double rho) noexcept;
+
+}  // namespace cgp::privacy
