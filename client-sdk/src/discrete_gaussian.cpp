@@ -9,7 +9,7 @@
 namespace cgp::client {
 namespace {
 
-using u128 = unsigned __int128;
+using u128 = uint128;
 // Slow path for events too rare to matter in time but needed for exactness (an acceptance
 // exponent beyond 128 bits happens with probability below e^-16000 per sample).
 using U512 = boost::multiprecision::uint512_t;
@@ -82,7 +82,7 @@ Expected<DiscreteGaussian> DiscreteGaussian::create(std::uint64_t sigma2) {
 DiscreteGaussian::DiscreteGaussian(std::uint64_t sigma2, std::uint64_t t) noexcept
     : sigma2_(sigma2), t_(t), denominator_(2 * static_cast<u128>(sigma2) * t * t) {}
 
-__int128 DiscreteGaussian::sample(RandomBits& bits) const {
+int128 DiscreteGaussian::sample(RandomBits& bits) const {
   for (;;) {
     // CKS Algorithm 2: discrete Laplace with scale t, P[y] ∝ exp(−|y|/t).
     const bool negative = bits.bit();
@@ -108,7 +108,7 @@ __int128 DiscreteGaussian::sample(RandomBits& bits) const {
     }
     if (!accept) continue;
     // magnitude < 2^96 (v counts Bernoulli successes, t < 2^32), so the sign fits.
-    const auto y = static_cast<__int128>(magnitude);
+    const auto y = static_cast<int128>(magnitude);
     return negative ? -y : y;
   }
 }

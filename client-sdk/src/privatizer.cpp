@@ -91,8 +91,8 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
       return make_error(ErrorCode::out_of_range, indexed_name("phi", i),
                         "the statistic is too large for the noise grid of rho");
     }
-    const auto rounded = static_cast<__int128>(std::llround(in_grid_units));
-    const __int128 noisy = rounded + gaussian->sample(bits);
+    const auto rounded = static_cast<int128>(std::llround(in_grid_units));
+    const int128 noisy = rounded + gaussian->sample(bits);
     // Integer -> double rounds (beyond 2^53) deterministically: post-processing of the
     // integer release, so it cannot leak anything about φ.
     out[i] = std::ldexp(static_cast<double>(noisy), plan.grid_exponent);

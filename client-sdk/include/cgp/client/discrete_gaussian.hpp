@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cgp/client/random.hpp"
+#include "cgp/client/int128.hpp"
 #include "cgp/common/expected.hpp"
 
 namespace cgp::client {
@@ -23,16 +24,16 @@ class DiscreteGaussian {
 
   // One sample: P[x] ∝ exp(−x²/(2σ²)) over the integers, exactly. 128 bits so that no tail is
   // cut off (a truncated tail would break the Rényi bound between shifted outputs).
-  __int128 sample(RandomBits& bits) const;
+  int128 sample(RandomBits& bits) const;
 
  private:
   DiscreteGaussian(std::uint64_t sigma2, std::uint64_t t) noexcept;
   std::uint64_t sigma2_;
   std::uint64_t t_;                  // ⌊σ⌋ + 1, the scale of the discrete Laplace proposal
-  unsigned __int128 denominator_;    // 2σ²t², of the acceptance exponent (|Y|t − σ²)²/(2σ²t²)
+  uint128 denominator_;    // 2σ²t², of the acceptance exponent (|Y|t − σ²)²/(2σ²t²)
 };
 
 // Bernoulli(exp(−n/d)) exactly, n ≥ 0, d > 0 (CKS Algorithm 1). Exposed for tests.
-bool bernoulli_exp(unsigned __int128 n, unsigned __int128 d, RandomBits& bits);
+bool bernoulli_exp(uint128 n, uint128 d, RandomBits& bits);
 
 }  // namespace cgp::client

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 
+#include "cgp/client/int128.hpp"
 #include "cgp/common/expected.hpp"
 
 namespace cgp::client {
@@ -70,7 +71,7 @@ class RandomBits {
   }
   // Exactly uniform on [0, bound) (mask and reject), bound > 0.
   std::uint64_t uniform_below(std::uint64_t bound);
-  unsigned __int128 uniform_below(unsigned __int128 bound);
+  uint128 uniform_below(uint128 bound);
 
  private:
   static constexpr std::size_t kWords = 32;
