@@ -16,8 +16,8 @@ using BigInt = boost::multiprecision::int256_t;  // the shift in covers() is a f
 // σ/u ∈ [2^kGridBits, 2^(kGridBits+1)).
 constexpr int kGridBits = 24;
 // Inputs are clamped to ±2^kClampBits·u; φ of clamped inputs stays within ±2^kPhiBits·u.
-constexpr int kClampBits = 44;
-constexpr int kPhiBits = 50;
+constexpr int kClampBits = 48;
+constexpr int kPhiBits = 54;
 
 // x = mantissa·2^exponent exactly, mantissa an integer with |mantissa| < 2^53.
 void exact_parts(double x, std::int64_t& mantissa, int& exponent) {

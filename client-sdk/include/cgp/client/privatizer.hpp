@@ -16,7 +16,7 @@ struct NoisePlan {
   int grid_exponent = 0;          // grid spacing u = 2^grid_exponent, σ/u ∈ [2^24, 2^25)
   std::uint64_t sigma2_grid = 0;  // σ² in grid units: the least integer ≥ K²/(2ρu²)
   double charged_rho = 0;         // privacy::device_charge(ρ)
-  double coordinate_limit = 0;    // 2^44·u: inputs are clamped to [−limit, limit] per coordinate
+  double coordinate_limit = 0;    // 2^48·u ≈ 2^24·σ: inputs are clamped to [−limit, limit]
   double grid() const noexcept;   // u
   double sigma() const noexcept;  // √(sigma2_grid)·u ≥ K/√(2ρ): the noise actually added
 };
@@ -25,7 +25,7 @@ struct NoisePlan {
 Expected<NoisePlan> plan_noise(double lipschitz, double rho);
 
 // Releases round(φ/u)·u + Z·u with Z ~ N_Z(0, σ²_grid) per coordinate, into `out` (resized).
-// φ must come from inputs clamped to the plan's coordinate_limit; |φ| ≤ 2^50·u per coordinate
+// φ must come from inputs clamped to the plan's coordinate_limit; |φ| ≤ 2^54·u per coordinate
 // (out_of_range otherwise).
 Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits& bits,
                  std::vector<double>& out);

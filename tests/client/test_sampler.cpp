@@ -1,0 +1,177 @@
+#include <boost/math/distributions/chi_squared.hpp>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "cgp/client/discrete_gaussian.hpp"
+#include "cgp/client/privatizer.hpp"
+#include "cgp/client/random.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::client;
+
+// Statistical thresholds. Each check fails a correct sampler with probability ≤ 1e-8
+// (binomial and moment checks: |z| > 5.73, two-sided normal tail 1e-8; chi-square: the 1 − 1e-8
+// quantile; Kolmogorov–Smirnov: √N·D > 3.09, asymptotic tail 2e^{-2·3.09²} ≈ 1e-8). This file
+// makes fewer than 100 such checks, so a correct build fails it with probability < 1e-6.
+namespace {
+constexpr double kZ = 5.73;
+constexpr double kKs = 3.09;
+
+double chi_square_threshold(double degrees_of_freedom) {
+  boost::math::chi_squared chi2(degrees_of_freedom);
+  return boost::math::quantile(boost::math::complement(chi2, 1e-8));
+}
+
+double standard_normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+}  // namespace
+
+TEST_CASE("Bernoulli(exp(-gamma)) has the right frequency", "[client][sampler][statistical]") {
+  CGP_SEEDED(101);
+  SimulationRandom source(seed, 0);
+  RandomBits bits(source);
+  const int n = 200000;
+  struct Case {
+    std::uint64_t num, den;
+  };
+  for (Case c : {Case{0, 1}, Case{3, 10}, Case{1, 1}, Case{5, 2}, Case{7, 3}, Case{1, 1000000}}) {
+    double p = std::exp(-static_cast<double>(c.num) / static_cast<double>(c.den));
+    int hits = 0;
+    for (int i = 0; i < n; ++i) hits += bernoulli_exp(c.num, c.den, bits);
+    INFO("gamma = " << c.num << "/" << c.den << " p = " << p << " hits = " << hits);
+    CHECK(std::fabs(hits - n * p) <= kZ * std::sqrt(n * p * (1 - p)) + 1e-9);
+  }
+}
+
+TEST_CASE("discrete Gaussian matches its pmf (chi-square), small sigma^2",
+          "[client][sampler][statistical]") {
+  CGP_SEEDED(102);
+  SimulationRandom source(seed, 1);
+  RandomBits bits(source);
+  for (std::uint64_t sigma2 : {1ULL, 3ULL, 10ULL, 50ULL}) {
+    auto gaussian = *DiscreteGaussian::create(sigma2);
+    const int n = 100000;
+    const int cut = static_cast<int>(std::ceil(3 * std::sqrt(static_cast<double>(sigma2))));
+    // Exact pmf over the integers (the tail beyond ±60σ is below double precision).
+    std::map<int, double> pmf;
+    double z = 0;
+    const int span = static_cast<int>(60 * std::sqrt(static_cast<double>(sigma2))) + 10;
+    for (int x = -span; x <= span; ++x) z += std::exp(-0.5 * x * x / static_cast<double>(sigma2));
+    std::vector<double> expected(2 * cut + 3, 0.0);  // bins: < −cut, −cut..cut, > cut
+    auto bin_of = [&](long long x) -> std::size_t {
+      if (x < -cut) return 0;
+      if (x > cut) return expected.size() - 1;
+      return static_cast<std::size_t>(x + cut + 1);
+    };
+    for (int x = -span; x <= span; ++x)
+      expected[bin_of(x)] += n * std::exp(-0.5 * x * x / static_cast<double>(sigma2)) / z;
+    std::vector<double> observed(expected.size(), 0.0);
+    for (int i = 0; i < n; ++i) observed[bin_of(static_cast<long long>(gaussian.sample(bits)))] += 1;
+    double chi2 = 0;
+    for (std::size_t b = 0; b < expected.size(); ++b)
+      chi2 += (observed[b] - expected[b]) * (observed[b] - expected[b]) / expected[b];
+    double threshold = chi_square_threshold(static_cast<double>(expected.size() - 1));
+    INFO("sigma2 = " << sigma2 << " chi2 = " << chi2 << " threshold = " << threshold);
+    CHECK(chi2 <= threshold);
+  }
+}
+
+TEST_CASE("released noise matches N(0, sigma^2) (Kolmogorov-Smirnov), sigma from 1e-3 to 1e6",
+          "[client][sampler][statistical]") {
+  CGP_SEEDED(103);
+  SimulationRandom source(seed, 2);
+  RandomBits bits(source);
+  const int n = 20000;
+  for (double sigma = 1e-3; sigma <= 1.0001e6; sigma *= 10) {
+    double rho = 1 / (2 * sigma * sigma);
+    auto plan = *plan_noise(1.0, rho);
+    CHECK(plan.sigma() >= sigma);                 // never less noise than asked
+    CHECK(plan.sigma() <= sigma * (1 + 1e-12));   // and essentially exactly that
+    double phi[1] = {sigma * 0.37};               // an arbitrary value, not on the grid
+    std::vector<double> out;
+    std::vector<double> z(n);
+    for (int i = 0; i < n; ++i) {
+      REQUIRE(privatize(phi, plan, bits, out).ok());
+      z[i] = (out[0] - phi[0]) / sigma;
+    }
+    std::sort(z.begin(), z.end());
+    double d = 0;
+    for (int i = 0; i < n; ++i) {
+      double f = standard_normal_cdf(z[i]);
+      d = std::max({d, f - static_cast<double>(i) / n, static_cast<double>(i + 1) / n - f});
+    }
+    INFO("sigma = " << sigma << " sqrt(n)*D = " << std::sqrt(n) * d);
+    CHECK(std::sqrt(static_cast<double>(n)) * d <= kKs);
+  }
+}
+
+TEST_CASE("2-D releases have the right mean and covariance", "[client][sampler][statistical]") {
+  CGP_SEEDED(104);
+  SimulationRandom source(seed, 3);
+  RandomBits bits(source);
+  const int n = 40000;
+  const double rho = 1e-4, sigma = 1 / std::sqrt(2 * rho);
+  auto plan = *plan_noise(1.0, rho);
+  double x[2] = {1234.5, -987.25};
+  std::vector<double> out;
+  double sum[2] = {0, 0}, sum2[2] = {0, 0}, cross = 0;
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(privatize(x, plan, bits, out).ok());
+    double e0 = out[0] - x[0], e1 = out[1] - x[1];
+    sum[0] += e0, sum[1] += e1, sum2[0] += e0 * e0, sum2[1] += e1 * e1, cross += e0 * e1;
+  }
+  for (int k = 0; k < 2; ++k) {
+    INFO("coordinate " << k);
+    CHECK(std::fabs(sum[k] / n) <= kZ * sigma / std::sqrt(n));
+    // Var of the sample variance of a normal: 2σ⁴/n.
+    CHECK(std::fabs(sum2[k] / n / (sigma * sigma) - 1) <= kZ * std::sqrt(2.0 / n) * 1.05);
+  }
+  CHECK(std::fabs(cross / n / (sigma * sigma)) <= kZ / std::sqrt(n) * 1.05);
+}
+
+TEST_CASE("noise plan: exact variance cover, charge, limits", "[client][privatizer]") {
+  for (double rho : {1e-12, 3.7e-7, 1e-4, 0.5, 1.0, 2.0, 1e6}) {
+    auto plan = *plan_noise(1.0, rho);
+    INFO("rho = " << rho);
+    // σ²_grid·u² ≥ 1/(2ρ) and σ²_grid − 1 would not be.
+    // (long double: the difference between S and S − 1 is 2^-48 relative.)
+    long double u = plan.grid();
+    long double needed = 1.0L / (2.0L * rho * u * u);
+    CHECK(static_cast<long double>(plan.sigma2_grid) >= needed * (1 - 1e-18L));
+    CHECK(static_cast<long double>(plan.sigma2_grid - 1) < needed);
+    CHECK(plan.sigma() / u >= std::ldexp(1.0, 24));
+    CHECK(plan.sigma() / u < std::ldexp(1.0, 25) * (1 + 1e-12));
+    CHECK(plan.charged_rho >= rho * (1 + 1.0 / 1024) * (1 + 1.0 / 1024));
+    CHECK(plan.charged_rho <= rho * 1.002);
+  }
+  CHECK(plan_noise(1.0, 0).error().code == ErrorCode::not_positive);
+  CHECK(plan_noise(1.0, NAN).error().parameter == "rho");
+  CHECK(plan_noise(-1.0, 1).error().parameter == "lipschitz");
+  CHECK(DiscreteGaussian::create(0).error().code == ErrorCode::out_of_range);
+  CHECK(DiscreteGaussian::create(DiscreteGaussian::kMaxSigma2 + 1).error().parameter == "sigma2");
+}
+
+TEST_CASE("simulation randomness is reproducible per (seed, stream); secure is not seeded",
+          "[client][random]") {
+  SimulationRandom a(7, 1), b(7, 1), c(7, 2);
+  std::uint64_t wa[8], wb[8], wc[8];
+  a.fill(wa);
+  b.fill(wb);
+  c.fill(wc);
+  CHECK(std::equal(std::begin(wa), std::end(wa), std::begin(wb)));
+  CHECK_FALSE(std::equal(std::begin(wa), std::end(wa), std::begin(wc)));
+  CHECK_FALSE(a.is_secure());
+  auto secure = *SecureRandom::create();
+  CHECK(secure->is_secure());
+  std::uint64_t s1[4] = {}, s2[4] = {};
+  secure->fill(s1);
+  secure->fill(s2);
+  CHECK_FALSE(std::equal(std::begin(s1), std::end(s1), std::begin(s2)));
+  RandomBits bits(a);
+  for (std::uint64_t bound : {1ULL, 2ULL, 3ULL, 1000ULL, (1ULL << 63) + 5})
+    for (int i = 0; i < 100; ++i) CHECK(bits.uniform_below(bound) < bound);
+  uint128 big = (static_cast<uint128>(1) << 100) + 12345;
+  for (int i = 0; i < 100; ++i) CHECK(bits.uniform_below(big) < big);
+}
