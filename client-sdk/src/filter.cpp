@@ -33,12 +33,12 @@ bool PrivacyFilter::halt_if_sticky() noexcept {
 
 double PrivacyFilter::remaining() const noexcept {
   if (halted_) return 0.0;
-  return std::fmax(0.0, privacy::pad_down(capacity_ - spent_));
+  return std::fmax(0.0, privacy::subtract_down(capacity_, spent_));
 }
 
 double PrivacyFilter::remaining_after(double charge) const noexcept {
   if (halted_) return 0.0;
-  return std::fmax(0.0, privacy::pad_down(capacity_ - spent_after(charge)));
+  return std::fmax(0.0, privacy::subtract_down(capacity_, spent_after(charge)));
 }
 
 }  // namespace cgp::client

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <iostream>
 #include <random>
 #include <string>
 
@@ -54,6 +55,7 @@ TEST_CASE("crash safety: SIGKILL at random moments never loses a charge whose re
   std::uniform_int_distribution<int> delay_us(0, 40000);
   const int trials = 200;
   int trials_with_replies = 0;
+  long total_replies = 0;
   for (int trial = 0; trial < trials; ++trial) {
     const auto path = scratch_ledger(trial);
     remove_ledger(path);
@@ -82,6 +84,7 @@ TEST_CASE("crash safety: SIGKILL at random moments never loses a charge whose re
     }
     close(fds[0]);
     trials_with_replies += replies > 0;
+    total_replies += replies;
 
     auto reopened = Device::open_secure(*DeviceConfig::cgp(1e9), path.c_str());
     REQUIRE(reopened.has_value());
@@ -90,6 +93,8 @@ TEST_CASE("crash safety: SIGKILL at random moments never loses a charge whose re
     CHECK(reopened->spent() >= received);
     remove_ledger(path);
   }
+  std::cout << "[crash] " << total_replies << " replies left in " << trials_with_replies << " of "
+            << trials << " trials\n";
   // The test means something only if kills land while replies are flowing.
   CHECK(trials_with_replies >= trials / 4);
 }

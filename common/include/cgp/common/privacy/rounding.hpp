@@ -27,4 +27,13 @@ inline double pad_down(double x) {
   return (x >= 0 && y < 0) ? 0.0 : y;
 }
 
+// a − b rounded down, for a ≥ b ≥ 0 (a remaining budget): exact when a − b is representable,
+// else the double just below. The subtraction's error is exact by Fast2Sum (|a| ≥ |b|).
+inline double subtract_down(double a, double b) {
+  double difference = a - b;
+  double error = (a - difference) - b;  // exact: > 0 means difference < a − b, < 0 means above
+  return error < 0 ? std::nextafter(difference, -std::numeric_limits<double>::infinity())
+                   : difference;
+}
+
 }  // namespace cgp::privacy

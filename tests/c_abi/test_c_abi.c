@@ -1,0 +1,223 @@
+/* The device C ABI exercised from C, using only <cgp/cgp.h> and the library. Protobuf messages
+ * are encoded and decoded by hand here (a C app would use protobuf-c or nanopb), which also
+ * pins the wire format of cgp.v1. Prints "N passed, M failed"; exits non-zero on any failure. */
+#include <cgp/cgp.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int passed = 0, failed = 0;
+#define CHECK(cond)                                                    \
+  do {                                                                 \
+    if (cond) {                                                        \
+      ++passed;                                                        \
+    } else {                                                           \
+      ++failed;                                                        \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                  \
+  } while (0)
+
+/* ---- a minimal protobuf writer ---- */
+typedef struct {
+  uint8_t bytes[512];
+  size_t len;
+} buffer;
+
+static void put_byte(buffer *b, uint8_t v) { b->bytes[b->len++] = v; }
+static void put_varint(buffer *b, uint64_t v) {
+  while (v >= 0x80) {
+    put_byte(b, (uint8_t)(v | 0x80));
+    v >>= 7;
+  }
+  put_byte(b, (uint8_t)v);
+}
+static void put_double(buffer *b, int field, double v) {
+  uint8_t raw[8];
+  memcpy(raw, &v, 8); /* little-endian host, as on every supported target */
+  put_varint(b, (uint64_t)(field << 3 | 1));
+  for (int i = 0; i < 8; ++i) put_byte(b, raw[i]);
+}
+static void put_bytes(buffer *b, int field, const void *data, size_t len) {
+  put_varint(b, (uint64_t)(field << 3 | 2));
+  put_varint(b, len);
+  memcpy(b->bytes + b->len, data, len);
+  b->len += len;
+}
+
+static buffer cgp_config(double budget) {
+  buffer b = {{0}, 0};
+  put_varint(&b, 1 << 3 | 0); /* filter = CGP */
+  put_varint(&b, 1);
+  put_double(&b, 2, budget);
+  return b;
+}
+
+static buffer location_request(const char *query, unsigned round, double rho) {
+  buffer id = {{0}, 0}, b = {{0}, 0};
+  put_bytes(&id, 1, query, strlen(query));
+  put_varint(&id, 2 << 3 | 0);
+  put_varint(&id, round);
+  put_bytes(&b, 1, id.bytes, id.len);
+  put_bytes(&b, 2, "location", 8);
+  put_bytes(&b, 3, "", 0); /* statistic: location {} */
+  put_double(&b, 6, rho);
+  return b;
+}
+
+/* ---- a minimal DeviceReply reader ---- */
+typedef struct {
+  int status, error, values;
+  double first_value, charged, remaining;
+} reply_view;
+
+static uint64_t get_varint(const uint8_t *p, size_t *i) {
+  uint64_t v = 0;
+  int shift = 0;
+  while (p[*i] & 0x80) v |= (uint64_t)(p[(*i)++] & 0x7f) << shift, shift += 7;
+  v |= (uint64_t)p[(*i)++] << shift;
+  return v;
+}
+static double get_double(const uint8_t *p, size_t *i) {
+  double v;
+  memcpy(&v, p + *i, 8);
+  *i += 8;
+  return v;
+}
+static reply_view read_reply(const uint8_t *p, size_t len) {
+  reply_view r = {0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  while (i < len) {
+    uint64_t key = get_varint(p, &i);
+    int field = (int)(key >> 3), type = (int)(key & 7);
+    if (type == 0) {
+      uint64_t v = get_varint(p, &i);
+      if (field == 2) r.status = (int)v;
+      if (field == 3) r.error = (int)v;
+    } else if (type == 1) {
+      double v = get_double(p, &i);
+      if (field == 6) r.charged = v;
+      if (field == 7) r.remaining = v;
+    } else if (type == 2) {
+      size_t n = (size_t)get_varint(p, &i);
+      if (field == 5) {
+        r.values = (int)(n / 8);
+        if (n >= 8) memcpy(&r.first_value, p + i, 8);
+      }
+      i += n;
+    } else {
+      break;
+    }
+  }
+  return r;
+}
+
+enum { ANSWERED = 1, REFUSED_BUDGET = 2, REJECTED_INVALID = 3 };
+
+int main(void) {
+  uint8_t reply[4096];
+  size_t reply_len = 0;
+  double remaining = -1;
+
+  /* Opening: a bad configuration is a named error and no device. */
+  cgp_device *device = (cgp_device *)1;
+  uint8_t garbage[3] = {0xff, 0xff, 0xff};
+  CHECK(cgp_device_open(NULL, garbage, sizeof garbage, &device) == CGP_MALFORMED_MESSAGE);
+  CHECK(device == NULL);
+  CHECK(strlen(cgp_device_last_error(NULL)) > 0);
+  buffer negative = cgp_config(-1);
+  CHECK(cgp_device_open(NULL, negative.bytes, negative.len, &device) == CGP_NOT_POSITIVE);
+  CHECK(strstr(cgp_device_last_error(NULL), "budget") != NULL);
+  CHECK(cgp_device_open(NULL, NULL, 0, NULL) == CGP_INVALID_ARGUMENT);
+
+  buffer config = cgp_config(1.0);
+  CHECK(cgp_device_open(NULL, config.bytes, config.len, &device) == CGP_OK);
+  CHECK(device != NULL);
+  double here[2] = {3, 4}, bad[2] = {NAN, 0};
+  CHECK(cgp_device_set_component(device, "location", here, 2) == CGP_OK);
+  CHECK(cgp_device_set_component(device, "location", bad, 2) == CGP_NOT_FINITE);
+  CHECK(strstr(cgp_device_last_error(device), "values") != NULL);
+  CHECK(cgp_device_set_component(device, "location", here, 3) == CGP_DIMENSION_MISMATCH);
+
+  /* A too-small buffer: distinct status, the needed length, no charge. */
+  buffer request = location_request("q", 1, 0.1);
+  CHECK(cgp_device_handle(device, request.bytes, request.len, reply, 4, &reply_len) ==
+        CGP_BUFFER_TOO_SMALL);
+  CHECK(reply_len > 4 && reply_len <= sizeof reply);
+  CHECK(cgp_device_remaining(device, &remaining) == CGP_OK && remaining == 1.0);
+
+  /* An answer, then its replay: identical bytes, no new charge. */
+  CHECK(cgp_device_handle(device, request.bytes, request.len, reply, sizeof reply, &reply_len) ==
+        CGP_OK);
+  reply_view answer = read_reply(reply, reply_len);
+  CHECK(answer.status == ANSWERED);
+  CHECK(answer.values == 2);
+  CHECK(fabs(answer.first_value - 3) < 20); /* σ = 1/√0.2 ≈ 2.2 */
+  CHECK(answer.charged >= 0.1 && answer.charged < 0.1003);
+  CHECK(cgp_device_remaining(device, &remaining) == CGP_OK);
+  CHECK(fabs(remaining - (1 - answer.charged)) < 1e-12);
+  uint8_t again[4096];
+  size_t again_len = 0;
+  CHECK(cgp_device_handle(device, request.bytes, request.len, again, sizeof again, &again_len) ==
+        CGP_OK);
+  CHECK(again_len == reply_len && memcmp(again, reply, reply_len) == 0);
+  double after_replay = -1;
+  cgp_device_remaining(device, &after_replay);
+  CHECK(after_replay == remaining);
+
+  /* Invalid and over-budget requests: replies that say so, nothing charged. */
+  buffer invalid = location_request("q", 2, -1);
+  CHECK(cgp_device_handle(device, invalid.bytes, invalid.len, reply, sizeof reply, &reply_len) ==
+        CGP_OK);
+  reply_view rejected = read_reply(reply, reply_len);
+  CHECK(rejected.status == REJECTED_INVALID && rejected.error == CGP_NOT_POSITIVE);
+  buffer greedy = location_request("q", 3, 5.0);
+  CHECK(cgp_device_handle(device, greedy.bytes, greedy.len, reply, sizeof reply, &reply_len) ==
+        CGP_OK);
+  CHECK(read_reply(reply, reply_len).status == REFUSED_BUDGET);
+  cgp_device_remaining(device, &after_replay);
+  CHECK(after_replay == remaining);
+  CHECK(cgp_device_handle(NULL, request.bytes, request.len, reply, sizeof reply, &reply_len) ==
+        CGP_INVALID_ARGUMENT);
+  CHECK(cgp_device_handle(device, request.bytes, request.len, reply, sizeof reply, NULL) ==
+        CGP_INVALID_ARGUMENT);
+  cgp_device_close(device);
+
+  /* A durable ledger: the budget survives close/reopen; a garbage file fails closed. */
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/cgp-c-abi-%ld.db", (long)getpid());
+  CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
+  cgp_device_set_component(device, "location", here, 2);
+  CHECK(cgp_device_handle(device, request.bytes, request.len, reply, sizeof reply, &reply_len) ==
+        CGP_OK);
+  cgp_device_remaining(device, &remaining);
+  cgp_device_close(device);
+  CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
+  cgp_device_remaining(device, &after_replay);
+  CHECK(after_replay == remaining);
+  cgp_device_close(device);
+  char wal[300], shm[300];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  snprintf(shm, sizeof shm, "%s-shm", path);
+  unlink(path), unlink(wal), unlink(shm);
+  FILE *junk = fopen(path, "wb");
+  for (int i = 0; i < 4096; ++i) fputc(0x5a, junk);
+  fclose(junk);
+  CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_LEDGER_FAILURE);
+  CHECK(device != NULL);
+  CHECK(strstr(cgp_device_last_error(device), "ledger") != NULL);
+  CHECK(cgp_device_handle(device, request.bytes, request.len, reply, sizeof reply, &reply_len) ==
+        CGP_OK);
+  CHECK(read_reply(reply, reply_len).error == CGP_LEDGER_FAILURE);
+  cgp_device_close(device);
+  unlink(path), unlink(wal), unlink(shm);
+
+  CHECK(strcmp(cgp_status_name(CGP_LEDGER_FAILURE), "ledger_failure") == 0);
+  CHECK(strcmp(cgp_status_name(CGP_BUFFER_TOO_SMALL), "buffer_too_small") == 0);
+  CHECK(strcmp(cgp_status_name(999), "unknown_error") == 0);
+  cgp_device_close(NULL);
+
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
