@@ -127,15 +127,20 @@ const char* cgp_device_last_error(const cgp_device* device) {
 
 const char* cgp_status_name(int status) {
   switch (status) {
-    case CGP_OUT_OF_MEMORY: return "out_of_memory";
-    case CGP_INTERNAL: return "internal";
-    default: break;
+    case CGP_OUT_OF_MEMORY:
+      return "out_of_memory";
+    case CGP_INTERNAL:
+      return "internal";
+    default:
+      break;
   }
   if (status < 0 || status > static_cast<int>(cgp::kLastErrorCode)) return "unknown_error";
   // error_code_name returns views of string literals: NUL-terminated.
   return cgp::error_code_name(static_cast<cgp::ErrorCode>(status)).data();
 }
 
-void cgp_device_close(cgp_device* device) { delete device; }
+void cgp_device_close(cgp_device* device) {
+  delete device;
+}
 
 }  // extern "C"

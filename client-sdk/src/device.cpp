@@ -35,8 +35,12 @@ v1::DeviceReply reply_to_wire(const Reply& reply) {
   out.mutable_id()->set_query_id(reply.id.query_id);
   out.mutable_id()->set_round(reply.id.round);
   switch (reply.status) {
-    case ReplyStatus::answered: out.set_status(v1::ANSWERED); break;
-    case ReplyStatus::refused_budget: out.set_status(v1::REFUSED_BUDGET); break;
+    case ReplyStatus::answered:
+      out.set_status(v1::ANSWERED);
+      break;
+    case ReplyStatus::refused_budget:
+      out.set_status(v1::REFUSED_BUDGET);
+      break;
     case ReplyStatus::rejected_invalid:
       out.set_status(v1::REJECTED_INVALID);
       out.set_error(wire::error_code_to_wire(reply.error.code));
@@ -53,9 +57,15 @@ Reply reply_from_wire(const v1::DeviceReply& in) {
   Reply reply;
   reply.id = {in.id().query_id(), in.id().round()};
   switch (in.status()) {
-    case v1::ANSWERED: reply.status = ReplyStatus::answered; break;
-    case v1::REFUSED_BUDGET: reply.status = ReplyStatus::refused_budget; break;
-    default: reply.status = ReplyStatus::rejected_invalid; break;
+    case v1::ANSWERED:
+      reply.status = ReplyStatus::answered;
+      break;
+    case v1::REFUSED_BUDGET:
+      reply.status = ReplyStatus::refused_budget;
+      break;
+    default:
+      reply.status = ReplyStatus::rejected_invalid;
+      break;
   }
   reply.error = Error{wire::error_code_from_wire(in.error()), "", in.error_message()};
   reply.values.assign(in.values().begin(), in.values().end());
@@ -134,10 +144,9 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   if (recorded->has_value()) {
     const AnsweredRequest& answer = **recorded;
     if (answer.digest != digest) {
-      return finish(rejected(
-          id, make_error(ErrorCode::request_conflict, "id",
-                         "id (" + id.query_id + ", " + std::to_string(id.round) +
-                             ") was already answered for a different request")));
+      return finish(rejected(id, make_error(ErrorCode::request_conflict, "id",
+                                            "id (" + id.query_id + ", " + std::to_string(id.round) +
+                                                ") was already answered for a different request")));
     }
     bytes = answer.reply;
     v1::DeviceReply parsed;
@@ -152,9 +161,9 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
                                               "' is not registered on this device")));
   }
   if (component->second.value.empty()) {
-    return finish(rejected(id, make_error(ErrorCode::component_not_set, "component_id",
-                                          "component_id '" + request.component_id() +
-                                              "' has no value yet")));
+    return finish(
+        rejected(id, make_error(ErrorCode::component_not_set, "component_id",
+                                "component_id '" + request.component_id() + "' has no value yet")));
   }
 
   // K comes from the statistic's kind, known here; nothing on the wire sets it.
@@ -188,7 +197,8 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   clamped.resize(value.size());
   for (std::size_t k = 0; k < value.size(); ++k)
     clamped[k] = std::clamp(value[k], -plan->coordinate_limit, plan->coordinate_limit);
-  if (auto s = evaluate_statistic(request, clamped, phi); !s) return finish(rejected(id, s.error()));
+  if (auto s = evaluate_statistic(request, clamped, phi); !s)
+    return finish(rejected(id, s.error()));
 
   RandomBits bits(*random);
   if (auto s = privatize(phi, *plan, bits, noisy); !s) return finish(rejected(id, s.error()));
@@ -229,8 +239,8 @@ Device Device::open(const DeviceConfig& config, std::unique_ptr<Ledger> ledger,
   if (!loaded) {
     state->ledger_status = loaded.error();
   } else if (!std::isfinite(loaded->spent) || loaded->spent < 0) {
-    state->ledger_status = make_error(ErrorCode::ledger_failure, "ledger",
-                                      "ledger: recorded spent budget is invalid");
+    state->ledger_status =
+        make_error(ErrorCode::ledger_failure, "ledger", "ledger: recorded spent budget is invalid");
   } else {
     state->filter = PrivacyFilter(config, loaded->spent, loaded->halted);
   }
@@ -330,9 +340,17 @@ Expected<std::size_t> Device::max_reply_size(std::span<const std::uint8_t> reque
 double Device::remaining() const noexcept {
   return state_->ledger_status.ok() ? state_->filter.remaining() : 0.0;
 }
-double Device::spent() const noexcept { return state_->filter.spent(); }
-const DeviceConfig& Device::config() const noexcept { return state_->config; }
-bool Device::secure_randomness() const noexcept { return state_->random && state_->random->is_secure(); }
-const Status& Device::ledger_status() const noexcept { return state_->ledger_status; }
+double Device::spent() const noexcept {
+  return state_->filter.spent();
+}
+const DeviceConfig& Device::config() const noexcept {
+  return state_->config;
+}
+bool Device::secure_randomness() const noexcept {
+  return state_->random && state_->random->is_secure();
+}
+const Status& Device::ledger_status() const noexcept {
+  return state_->ledger_status;
+}
 
 }  // namespace cgp::client

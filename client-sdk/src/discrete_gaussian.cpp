@@ -36,14 +36,17 @@ bool bernoulli_exp_unit(u128 n, u128 d, RandomBits& bits) {
   u128 k = 1;
   for (;;) {
     u128 dk;
-    if (__builtin_mul_overflow(d, k, &dk)) return bernoulli_exp_unit_big(U512(n), U512(d), U512(k), bits);
+    if (__builtin_mul_overflow(d, k, &dk))
+      return bernoulli_exp_unit_big(U512(n), U512(d), U512(k), bits);
     if (bits.uniform_below(dk) >= n) break;
     ++k;
   }
   return k & 1;
 }
 
-bool bernoulli_exp_minus_one(RandomBits& bits) { return bernoulli_exp_unit(1, 1, bits); }
+bool bernoulli_exp_minus_one(RandomBits& bits) {
+  return bernoulli_exp_unit(1, 1, bits);
+}
 
 bool bernoulli_exp_big(U512 n, const U512& d, RandomBits& bits) {
   while (n > d) {

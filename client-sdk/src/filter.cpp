@@ -23,7 +23,9 @@ bool PrivacyFilter::admits(double charge) const noexcept {
   return spent_after(charge) <= capacity_;
 }
 
-void PrivacyFilter::commit(double charge) noexcept { spent_ = spent_after(charge); }
+void PrivacyFilter::commit(double charge) noexcept {
+  spent_ = spent_after(charge);
+}
 
 bool PrivacyFilter::halt_if_sticky() noexcept {
   if (!sticky_ || halted_) return false;

@@ -2,7 +2,9 @@
 
 namespace cgp::client {
 
-Expected<LedgerState> MemoryLedger::load(const DeviceConfig&) { return state_; }
+Expected<LedgerState> MemoryLedger::load(const DeviceConfig&) {
+  return state_;
+}
 
 Status MemoryLedger::record_answer(const RequestId& id, const AnsweredRequest& answer,
                                    double spent_after) {

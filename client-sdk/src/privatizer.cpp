@@ -42,7 +42,9 @@ bool covers(std::uint64_t s, std::int64_t rho_m, int rho_e, std::int64_t k_m, in
 
 }  // namespace
 
-double NoisePlan::grid() const noexcept { return std::ldexp(1.0, grid_exponent); }
+double NoisePlan::grid() const noexcept {
+  return std::ldexp(1.0, grid_exponent);
+}
 double NoisePlan::sigma() const noexcept {
   return std::sqrt(static_cast<double>(sigma2_grid)) * grid();
 }

@@ -2,7 +2,11 @@
 
 #include <sodium.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "cgp/common/validate.hpp"
 
@@ -17,8 +21,46 @@ Expected<std::unique_ptr<SecureRandom>> SecureRandom::create() {
   return std::unique_ptr<SecureRandom>(new SecureRandom());
 }
 
+SecureRandom::SecureRandom() {
+  reseed();
+}
+
+SecureRandom::~SecureRandom() {
+  sodium_memzero(key_.data(), key_.size());
+  sodium_memzero(block_.data(), block_.size());
+}
+
+void SecureRandom::reseed() {
+  randombytes_buf(key_.data(), key_.size());
+  owner_pid_ = static_cast<long>(::getpid());
+  position_ = kBlockBytes;
+}
+
+void SecureRandom::refill() {
+  static const unsigned char kNonce[crypto_stream_chacha20_NONCEBYTES] = {0};
+  // One keystream call: the first 32 bytes become the next key, the rest is output. The key
+  // is used for exactly one block, so the all-zero nonce never repeats under a key.
+  std::array<unsigned char, kKeyBytes + kBlockBytes> stream;
+  crypto_stream_chacha20(stream.data(), stream.size(), kNonce, key_.data());
+  std::memcpy(key_.data(), stream.data(), kKeyBytes);
+  std::memcpy(block_.data(), stream.data() + kKeyBytes, kBlockBytes);
+  sodium_memzero(stream.data(), stream.size());
+  position_ = 0;
+}
+
 void SecureRandom::fill(std::span<std::uint64_t> out) {
-  randombytes_buf(out.data(), out.size_bytes());
+  if (static_cast<long>(::getpid()) != owner_pid_) reseed();
+  auto* dest = reinterpret_cast<unsigned char*>(out.data());
+  std::size_t wanted = out.size_bytes();
+  while (wanted > 0) {
+    if (position_ == kBlockBytes) refill();
+    std::size_t take = std::min(wanted, kBlockBytes - position_);
+    std::memcpy(dest, block_.data() + position_, take);
+    sodium_memzero(block_.data() + position_, take);
+    position_ += take;
+    dest += take;
+    wanted -= take;
+  }
 }
 
 namespace {

@@ -30,7 +30,9 @@ CREATE TABLE IF NOT EXISTS answers (
 // A prepared statement that finalizes itself.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
@@ -57,10 +59,13 @@ struct SqliteLedger::Impl {
     }
     return make_error(ErrorCode::ledger_failure, "ledger", message);
   }
-  bool exec(const char* sql) const { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK; }
+  bool exec(const char* sql) const {
+    return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
 };
 
-SqliteLedger::SqliteLedger(std::string path) : path_(std::move(path)), impl_(std::make_unique<Impl>()) {}
+SqliteLedger::SqliteLedger(std::string path)
+    : path_(std::move(path)), impl_(std::make_unique<Impl>()) {}
 SqliteLedger::~SqliteLedger() = default;
 
 Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
@@ -69,7 +74,8 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
     sqlite3_close_v2(s.db);
     s.db = nullptr;
   }
-  if (sqlite3_open_v2(path_.c_str(), &s.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  if (sqlite3_open_v2(path_.c_str(), &s.db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     return s.failure("cannot open " + path_);
   }
@@ -100,7 +106,8 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
     while ((rc = sqlite3_step(meta.get())) == SQLITE_ROW) {
       std::string key(reinterpret_cast<const char*>(sqlite3_column_text(meta.get(), 0)));
       const void* blob = sqlite3_column_blob(meta.get(), 1);
-      std::string value(static_cast<const char*>(blob), static_cast<std::size_t>(sqlite3_column_bytes(meta.get(), 1)));
+      std::string value(static_cast<const char*>(blob),
+                        static_cast<std::size_t>(sqlite3_column_bytes(meta.get(), 1)));
       if (key == "format") has_format = true, stored_format = value;
       if (key == "config") has_config = true, stored_config = value;
     }
@@ -122,7 +129,8 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
     Statement put(s.db, "INSERT INTO meta(key, value) VALUES ('format', ?1), ('config', ?2);");
     if (!put.ok()) return rollback(s.failure("cannot initialise"));
     sqlite3_bind_blob(put.get(), 1, kFormat, static_cast<int>(std::strlen(kFormat)), SQLITE_STATIC);
-    sqlite3_bind_blob(put.get(), 2, config_bytes.data(), static_cast<int>(config_bytes.size()), SQLITE_STATIC);
+    sqlite3_bind_blob(put.get(), 2, config_bytes.data(), static_cast<int>(config_bytes.size()),
+                      SQLITE_STATIC);
     if (sqlite3_step(put.get()) != SQLITE_DONE) return rollback(s.failure("cannot initialise"));
     if (!s.exec("INSERT INTO state(id, spent, halted) VALUES (0, 0, 0);"))
       return rollback(s.failure("cannot initialise"));
@@ -134,7 +142,8 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
       return rollback(s.failure(path_ + " was created for a different device configuration"));
     // The recorded total must cover every recorded charge; anything else is tampering or rot.
     Statement sum(s.db, "SELECT COALESCE(SUM(charge), 0) FROM answers;");
-    if (!sum.ok() || sqlite3_step(sum.get()) != SQLITE_ROW) return rollback(s.failure("cannot read answers"));
+    if (!sum.ok() || sqlite3_step(sum.get()) != SQLITE_ROW)
+      return rollback(s.failure("cannot read answers"));
     const double charged = sqlite3_column_double(sum.get(), 0);
     if (!std::isfinite(state.spent) || state.spent < charged * (1 - 1e-12) || state.spent < 0)
       return rollback(s.failure(path_ + " is inconsistent: spent " + format_number(state.spent) +
@@ -158,11 +167,14 @@ Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& a
       s.exec("ROLLBACK;");
       return s.failure("cannot prepare");
     }
-    sqlite3_bind_text(insert.get(), 1, id.query_id.data(), static_cast<int>(id.query_id.size()), SQLITE_STATIC);
+    sqlite3_bind_text(insert.get(), 1, id.query_id.data(), static_cast<int>(id.query_id.size()),
+                      SQLITE_STATIC);
     sqlite3_bind_int64(insert.get(), 2, id.round);
-    sqlite3_bind_blob(insert.get(), 3, answer.digest.data(), static_cast<int>(answer.digest.size()), SQLITE_STATIC);
+    sqlite3_bind_blob(insert.get(), 3, answer.digest.data(), static_cast<int>(answer.digest.size()),
+                      SQLITE_STATIC);
     sqlite3_bind_double(insert.get(), 4, answer.charge);
-    sqlite3_bind_blob(insert.get(), 5, answer.reply.data(), static_cast<int>(answer.reply.size()), SQLITE_STATIC);
+    sqlite3_bind_blob(insert.get(), 5, answer.reply.data(), static_cast<int>(answer.reply.size()),
+                      SQLITE_STATIC);
     sqlite3_bind_double(update.get(), 1, spent_after);
     if (sqlite3_step(insert.get()) != SQLITE_DONE || sqlite3_step(update.get()) != SQLITE_DONE) {
       Error e = s.failure("cannot record the charge");
@@ -181,16 +193,19 @@ Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& a
 Status SqliteLedger::record_halt() {
   Impl& s = *impl_;
   if (!s.db) return s.failure("not open");
-  if (!s.exec("UPDATE state SET halted = 1 WHERE id = 0;")) return s.failure("cannot record the halt");
+  if (!s.exec("UPDATE state SET halted = 1 WHERE id = 0;"))
+    return s.failure("cannot record the halt");
   return {};
 }
 
 Expected<std::optional<AnsweredRequest>> SqliteLedger::find(const RequestId& id) {
   Impl& s = *impl_;
   if (!s.db) return s.failure("not open");
-  Statement select(s.db, "SELECT digest, charge, reply FROM answers WHERE query_id = ?1 AND round = ?2;");
+  Statement select(s.db,
+                   "SELECT digest, charge, reply FROM answers WHERE query_id = ?1 AND round = ?2;");
   if (!select.ok()) return s.failure("cannot prepare");
-  sqlite3_bind_text(select.get(), 1, id.query_id.data(), static_cast<int>(id.query_id.size()), SQLITE_STATIC);
+  sqlite3_bind_text(select.get(), 1, id.query_id.data(), static_cast<int>(id.query_id.size()),
+                    SQLITE_STATIC);
   sqlite3_bind_int64(select.get(), 2, id.round);
   int rc = sqlite3_step(select.get());
   if (rc == SQLITE_DONE) return std::optional<AnsweredRequest>{};
@@ -200,7 +215,8 @@ Expected<std::optional<AnsweredRequest>> SqliteLedger::find(const RequestId& id)
   std::memcpy(answer.digest.data(), sqlite3_column_blob(select.get(), 0), 32);
   answer.charge = sqlite3_column_double(select.get(), 1);
   const void* reply = sqlite3_column_blob(select.get(), 2);
-  answer.reply.assign(static_cast<const char*>(reply), static_cast<std::size_t>(sqlite3_column_bytes(select.get(), 2)));
+  answer.reply.assign(static_cast<const char*>(reply),
+                      static_cast<std::size_t>(sqlite3_column_bytes(select.get(), 2)));
   return std::optional<AnsweredRequest>{std::move(answer)};
 }
 

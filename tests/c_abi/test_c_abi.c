@@ -9,14 +9,14 @@
 #include <unistd.h>
 
 static int passed = 0, failed = 0;
-#define CHECK(cond)                                                    \
-  do {                                                                 \
-    if (cond) {                                                        \
-      ++passed;                                                        \
-    } else {                                                           \
-      ++failed;                                                        \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (cond) {                                                                \
+      ++passed;                                                                \
+    } else {                                                                   \
+      ++failed;                                                                \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                  \
+    }                                                                          \
   } while (0)
 
 /* ---- a minimal protobuf writer ---- */
@@ -25,21 +25,23 @@ typedef struct {
   size_t len;
 } buffer;
 
-static void put_byte(buffer *b, uint8_t v) { b->bytes[b->len++] = v; }
-static void put_varint(buffer *b, uint64_t v) {
+static void put_byte(buffer* b, uint8_t v) {
+  b->bytes[b->len++] = v;
+}
+static void put_varint(buffer* b, uint64_t v) {
   while (v >= 0x80) {
     put_byte(b, (uint8_t)(v | 0x80));
     v >>= 7;
   }
   put_byte(b, (uint8_t)v);
 }
-static void put_double(buffer *b, int field, double v) {
+static void put_double(buffer* b, int field, double v) {
   uint8_t raw[8];
   memcpy(raw, &v, 8); /* little-endian host, as on every supported target */
   put_varint(b, (uint64_t)(field << 3 | 1));
   for (int i = 0; i < 8; ++i) put_byte(b, raw[i]);
 }
-static void put_bytes(buffer *b, int field, const void *data, size_t len) {
+static void put_bytes(buffer* b, int field, const void* data, size_t len) {
   put_varint(b, (uint64_t)(field << 3 | 2));
   put_varint(b, len);
   memcpy(b->bytes + b->len, data, len);
@@ -54,7 +56,7 @@ static buffer cgp_config(double budget) {
   return b;
 }
 
-static buffer location_request(const char *query, unsigned round, double rho) {
+static buffer location_request(const char* query, unsigned round, double rho) {
   buffer id = {{0}, 0}, b = {{0}, 0};
   put_bytes(&id, 1, query, strlen(query));
   put_varint(&id, 2 << 3 | 0);
@@ -72,20 +74,20 @@ typedef struct {
   double first_value, charged, remaining;
 } reply_view;
 
-static uint64_t get_varint(const uint8_t *p, size_t *i) {
+static uint64_t get_varint(const uint8_t* p, size_t* i) {
   uint64_t v = 0;
   int shift = 0;
   while (p[*i] & 0x80) v |= (uint64_t)(p[(*i)++] & 0x7f) << shift, shift += 7;
   v |= (uint64_t)p[(*i)++] << shift;
   return v;
 }
-static double get_double(const uint8_t *p, size_t *i) {
+static double get_double(const uint8_t* p, size_t* i) {
   double v;
   memcpy(&v, p + *i, 8);
   *i += 8;
   return v;
 }
-static reply_view read_reply(const uint8_t *p, size_t len) {
+static reply_view read_reply(const uint8_t* p, size_t len) {
   reply_view r = {0, 0, 0, 0, 0, 0};
   size_t i = 0;
   while (i < len) {
@@ -121,7 +123,7 @@ int main(void) {
   double remaining = -1;
 
   /* Opening: a bad configuration is a named error and no device. */
-  cgp_device *device = (cgp_device *)1;
+  cgp_device* device = (cgp_device*)1;
   uint8_t garbage[3] = {0xff, 0xff, 0xff};
   CHECK(cgp_device_open(NULL, garbage, sizeof garbage, &device) == CGP_MALFORMED_MESSAGE);
   CHECK(device == NULL);
@@ -201,7 +203,7 @@ int main(void) {
   snprintf(wal, sizeof wal, "%s-wal", path);
   snprintf(shm, sizeof shm, "%s-shm", path);
   unlink(path), unlink(wal), unlink(shm);
-  FILE *junk = fopen(path, "wb");
+  FILE* junk = fopen(path, "wb");
   for (int i = 0; i < 4096; ++i) fputc(0x5a, junk);
   fclose(junk);
   CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_LEDGER_FAILURE);

@@ -16,8 +16,8 @@ inline std::span<const std::uint8_t> bytes_of(const std::string& s) {
 }
 
 // Built directly on the wire message, so that invalid values (ρ ≤ 0, ...) can be sent too.
-inline std::string location_request_bytes(const std::string& query, std::uint32_t round,
-                                          double rho, const std::string& component = "location") {
+inline std::string location_request_bytes(const std::string& query, std::uint32_t round, double rho,
+                                          const std::string& component = "location") {
   v1::DeviceRequest request;
   request.mutable_id()->set_query_id(query);
   request.mutable_id()->set_round(round);
@@ -34,8 +34,8 @@ inline v1::DeviceReply parse_reply(const std::string& bytes) {
 }
 
 // A device at (x, y) with one 2-D component "location".
-inline client::Device located_device(const DeviceConfig& config, std::uint64_t seed,
-                                     double x = 100, double y = -50) {
+inline client::Device located_device(const DeviceConfig& config, std::uint64_t seed, double x = 100,
+                                     double y = -50) {
   auto device = client::Device::open_for_simulation(config, seed, 0);
   REQUIRE(device.register_component("location", 2).ok());
   double here[2] = {x, y};

@@ -34,7 +34,8 @@ void remove_ledger(const std::filesystem::path& path) {
   double here[2] = {1, 2};
   if (!device->set_component("location", here).ok()) _exit(2);
   for (std::uint32_t round = 1;; ++round) {
-    auto request = *DeviceRequest::location({"crash-" + std::to_string(trial), round}, "location", 1e-3);
+    auto request =
+        *DeviceRequest::location({"crash-" + std::to_string(trial), round}, "location", 1e-3);
     Reply reply = device->handle(request);
     if (reply.status != ReplyStatus::answered) _exit(3);
     // The reply "leaves the device" here.

@@ -66,23 +66,30 @@ TEST_CASE("device: every bad input of DESIGN §5 gets its named error and charge
     return wire::serialize(r);
   };
   SECTION("rho NaN, inf, zero, negative") {
-    CHECK(expect_rejected(device, with_rho(NAN), ErrorCode::not_finite).error_message().find("rho") != std::string::npos);
+    CHECK(
+        expect_rejected(device, with_rho(NAN), ErrorCode::not_finite).error_message().find("rho") !=
+        std::string::npos);
     expect_rejected(device, with_rho(INFINITY), ErrorCode::not_finite);
     expect_rejected(device, with_rho(0), ErrorCode::not_positive);
     expect_rejected(device, with_rho(-1), ErrorCode::not_positive);
   }
   SECTION("wrong dimension") {
     auto r = *DeviceRequest::distance_to_point({"q", 1}, "location", {1, 2, 3}, 0.1);
-    expect_rejected(device, wire::serialize(wire::request_to_wire(r)), ErrorCode::dimension_mismatch);
+    expect_rejected(device, wire::serialize(wire::request_to_wire(r)),
+                    ErrorCode::dimension_mismatch);
   }
   SECTION("unknown component, and a component without a value") {
-    expect_rejected(device, location_request_bytes("q", 1, 0.1, "home"), ErrorCode::unknown_component);
+    expect_rejected(device, location_request_bytes("q", 1, 0.1, "home"),
+                    ErrorCode::unknown_component);
     REQUIRE(device.register_component("home", 2).ok());
-    expect_rejected(device, location_request_bytes("q", 1, 0.1, "home"), ErrorCode::component_not_set);
+    expect_rejected(device, location_request_bytes("q", 1, 0.1, "home"),
+                    ErrorCode::component_not_set);
   }
   SECTION("degenerate and self-intersecting polygons") {
-    v1::DeviceRequest r = *wire::parse_device_request(bytes_of(location_request_bytes("q", 1, 0.1)));
-    auto* ring = r.mutable_signed_distance_to_region()->mutable_region()->mutable_polygon()->mutable_outer();
+    v1::DeviceRequest r =
+        *wire::parse_device_request(bytes_of(location_request_bytes("q", 1, 0.1)));
+    auto* ring =
+        r.mutable_signed_distance_to_region()->mutable_region()->mutable_polygon()->mutable_outer();
     for (double v : {0.0, 0.0, 1.0, 1.0, 2.0, 2.0}) ring->add_xy(v);
     expect_rejected(device, wire::serialize(r), ErrorCode::degenerate_polygon);
     ring->clear_xy();

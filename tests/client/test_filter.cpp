@@ -1,5 +1,5 @@
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 #include <set>
@@ -99,7 +99,8 @@ TEST_CASE("filter: a device charges device_charge(rho) and reports what remains"
           "[client][filter]") {
   auto config = *DeviceConfig::cgp(1.0);
   auto device = test::located_device(config, 1);
-  auto reply = test::parse_reply(device.handle(test::bytes_of(test::location_request_bytes("q", 1, 0.25))));
+  auto reply =
+      test::parse_reply(device.handle(test::bytes_of(test::location_request_bytes("q", 1, 0.25))));
   REQUIRE(reply.status() == v1::ANSWERED);
   CHECK(reply.charged_rho() == privacy::device_charge(0.25));
   CHECK(reply.remaining_budget() == Approx(1 - privacy::device_charge(0.25)).epsilon(1e-12));

@@ -25,7 +25,9 @@ double chi_square_threshold(double degrees_of_freedom) {
   return boost::math::quantile(boost::math::complement(chi2, 1e-8));
 }
 
-double standard_normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+double standard_normal_cdf(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
 }  // namespace
 
 TEST_CASE("Bernoulli(exp(-gamma)) has the right frequency", "[client][sampler][statistical]") {
@@ -68,7 +70,8 @@ TEST_CASE("discrete Gaussian matches its pmf (chi-square), small sigma^2",
     for (int x = -span; x <= span; ++x)
       expected[bin_of(x)] += n * std::exp(-0.5 * x * x / static_cast<double>(sigma2)) / z;
     std::vector<double> observed(expected.size(), 0.0);
-    for (int i = 0; i < n; ++i) observed[bin_of(static_cast<long long>(gaussian.sample(bits)))] += 1;
+    for (int i = 0; i < n; ++i)
+      observed[bin_of(static_cast<long long>(gaussian.sample(bits)))] += 1;
     double chi2 = 0;
     for (std::size_t b = 0; b < expected.size(); ++b)
       chi2 += (observed[b] - expected[b]) * (observed[b] - expected[b]) / expected[b];
@@ -87,9 +90,9 @@ TEST_CASE("released noise matches N(0, sigma^2) (Kolmogorov-Smirnov), sigma from
   for (double sigma = 1e-3; sigma <= 1.0001e6; sigma *= 10) {
     double rho = 1 / (2 * sigma * sigma);
     auto plan = *plan_noise(1.0, rho);
-    CHECK(plan.sigma() >= sigma);                 // never less noise than asked
-    CHECK(plan.sigma() <= sigma * (1 + 1e-12));   // and essentially exactly that
-    double phi[1] = {sigma * 0.37};               // an arbitrary value, not on the grid
+    CHECK(plan.sigma() >= sigma);                // never less noise than asked
+    CHECK(plan.sigma() <= sigma * (1 + 1e-12));  // and essentially exactly that
+    double phi[1] = {sigma * 0.37};              // an arbitrary value, not on the grid
     std::vector<double> out;
     std::vector<double> z(n);
     for (int i = 0; i < n; ++i) {

@@ -25,10 +25,10 @@ enum class ReplyStatus { answered, refused_budget, rejected_invalid };
 struct Reply {
   RequestId id;
   ReplyStatus status = ReplyStatus::rejected_invalid;
-  Error error;                 // with rejected_invalid
-  std::vector<double> values;  // with answered: φ(x) + noise
-  double charged_rho = 0;      // what this reply cost (0 unless answered)
-  double remaining_budget = 0; // in ρ units, after this reply
+  Error error;                  // with rejected_invalid
+  std::vector<double> values;   // with answered: φ(x) + noise
+  double charged_rho = 0;       // what this reply cost (0 unless answered)
+  double remaining_budget = 0;  // in ρ units, after this reply
 };
 
 class Device {

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "cgp/client/random.hpp"
 #include "cgp/client/int128.hpp"
+#include "cgp/client/random.hpp"
 #include "cgp/common/expected.hpp"
 
 namespace cgp::client {
@@ -29,8 +29,8 @@ class DiscreteGaussian {
  private:
   DiscreteGaussian(std::uint64_t sigma2, std::uint64_t t) noexcept;
   std::uint64_t sigma2_;
-  std::uint64_t t_;                  // ⌊σ⌋ + 1, the scale of the discrete Laplace proposal
-  uint128 denominator_;    // 2σ²t², of the acceptance exponent (|Y|t − σ²)²/(2σ²t²)
+  std::uint64_t t_;      // ⌊σ⌋ + 1, the scale of the discrete Laplace proposal
+  uint128 denominator_;  // 2σ²t², of the acceptance exponent (|Y|t − σ²)²/(2σ²t²)
 };
 
 // Bernoulli(exp(−n/d)) exactly, n ≥ 0, d > 0 (CKS Algorithm 1). Exposed for tests.

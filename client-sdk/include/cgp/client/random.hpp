@@ -22,16 +22,28 @@ class RandomSource {
   virtual bool is_secure() const noexcept = 0;
 };
 
-// libsodium's randombytes (the OS CSPRNG through ChaCha20). The default of every device.
+// The default of every device: a ChaCha20 keystream (libsodium crypto_stream_chacha20) keyed
+// from the OS CSPRNG (randombytes_buf), with fast key erasure: each 4 KiB block starts with
+// the next key, which replaces the old one, and served bytes are wiped. Reseeds from the OS
+// after a fork (a child never repeats its parent's stream).
 class SecureRandom final : public RandomSource {
  public:
-  // Fails (ledger-independent, named error) only if libsodium cannot initialise.
+  // Fails only if libsodium cannot initialise (no entropy source).
   static Expected<std::unique_ptr<SecureRandom>> create();
+  ~SecureRandom() override;
   void fill(std::span<std::uint64_t> out) override;
   bool is_secure() const noexcept override { return true; }
 
  private:
-  SecureRandom() = default;
+  SecureRandom();
+  void reseed();
+  void refill();
+  static constexpr std::size_t kKeyBytes = 32;
+  static constexpr std::size_t kBlockBytes = 4096;
+  std::array<unsigned char, kKeyBytes> key_{};
+  std::array<unsigned char, kBlockBytes> block_{};
+  std::size_t position_ = kBlockBytes;  // next unread byte of block_
+  long owner_pid_ = 0;
 };
 
 // xoshiro256++ seeded by splitmix64 from (seed, stream): fast and reproducible, for simulations
