@@ -19,6 +19,7 @@ constexpr std::size_t kMaxWireMessage = 400;
 
 struct Component {
   std::size_t dimension = 0;
+  std::string unit;
   std::vector<double> value;  // empty until set
 };
 
@@ -264,13 +265,18 @@ Device Device::open_for_simulation(const DeviceConfig& config, std::uint64_t see
               std::make_unique<SimulationRandom>(seed, stream));
 }
 
-Status Device::register_component(std::string_view id, std::size_t dimension) {
+Status Device::register_component(std::string_view id, std::size_t dimension,
+                                  std::string_view unit) {
   if (id.empty() || id.size() > wire::kMaxIdBytes) {
     return make_error(ErrorCode::invalid_argument, "component_id",
                       "component_id must have 1 to " + std::to_string(wire::kMaxIdBytes) +
                           " bytes, got " + std::to_string(id.size()));
   }
   if (auto s = require_count_in("dimension", dimension, 1, wire::kMaxDimension); !s) return s;
+  if (unit.size() > 32) {
+    return make_error(ErrorCode::too_large, "unit",
+                      "unit must have at most 32 bytes, got " + std::to_string(unit.size()));
+  }
   auto [it, inserted] = state_->components.try_emplace(std::string(id));
   if (!inserted && it->second.dimension != dimension) {
     return make_error(ErrorCode::dimension_mismatch, "dimension",
@@ -278,7 +284,13 @@ Status Device::register_component(std::string_view id, std::size_t dimension) {
                           std::to_string(it->second.dimension) + ", not " +
                           std::to_string(dimension));
   }
+  if (!inserted && it->second.unit != unit) {
+    return make_error(ErrorCode::invalid_argument, "unit",
+                      "component_id '" + std::string(id) + "' is registered with unit '" +
+                          it->second.unit + "', not '" + std::string(unit) + "'");
+  }
   it->second.dimension = dimension;
+  it->second.unit = std::string(unit);
   return {};
 }
 

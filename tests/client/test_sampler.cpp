@@ -1,3 +1,6 @@
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <boost/math/distributions/chi_squared.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -172,6 +175,25 @@ TEST_CASE("simulation randomness is reproducible per (seed, stream); secure is n
   secure->fill(s1);
   secure->fill(s2);
   CHECK_FALSE(std::equal(std::begin(s1), std::end(s1), std::begin(s2)));
+  // After a fork the child reseeds: it never repeats the parent's stream.
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::uint64_t words[4];
+    secure->fill(words);
+    ssize_t written = write(fds[1], words, sizeof words);
+    _exit(written == sizeof words ? 0 : 1);
+  }
+  std::uint64_t parent_words[4], child_words[4];
+  secure->fill(parent_words);
+  REQUIRE(read(fds[0], child_words, sizeof child_words) == sizeof child_words);
+  waitpid(child, nullptr, 0);
+  close(fds[0]);
+  close(fds[1]);
+  CHECK_FALSE(std::equal(std::begin(parent_words), std::end(parent_words), std::begin(child_words)));
+
   RandomBits bits(a);
   for (std::uint64_t bound : {1ULL, 2ULL, 3ULL, 1000ULL, (1ULL << 63) + 5})
     for (int i = 0; i < 100; ++i) CHECK(bits.uniform_below(bound) < bound);
