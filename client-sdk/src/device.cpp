@@ -112,7 +112,8 @@ struct Device::State {
   PrivacyFilter filter;
   Status ledger_status;
   std::unordered_map<std::string, Component> components;
-  std::vector<double> clamped, phi, noisy;  // scratch, reused across requests
+  ReleaseScratch scratch;
+  std::vector<double> noisy;  // reused across requests
 
   State(const DeviceConfig& c, std::unique_ptr<Ledger> l, std::unique_ptr<RandomSource> r)
       : config(c), ledger(std::move(l)), random(std::move(r)), filter(c) {}
@@ -167,6 +168,11 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
                                 "component_id '" + request.component_id() + "' has no value yet")));
   }
 
+  // An invalid request never reaches the filter (it must not trip a sticky HALT).
+  const StatisticSpec spec = StatisticSpec::of(request);
+  if (auto s = check_statistic_input(spec, component->second.value); !s)
+    return finish(rejected(id, s.error()));
+
   // K comes from the statistic's kind, known here; nothing on the wire sets it.
   auto plan = plan_noise(lipschitz_constant(request.statistic()), request.rho());
   if (!plan) return finish(rejected(id, plan.error()));
@@ -192,17 +198,9 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
     return finish(std::move(reply));
   }
 
-  // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
-  // floating-point error of φ far below the grid (privatizer.md).
-  const auto& value = component->second.value;
-  clamped.resize(value.size());
-  for (std::size_t k = 0; k < value.size(); ++k)
-    clamped[k] = std::clamp(value[k], -plan->coordinate_limit, plan->coordinate_limit);
-  if (auto s = evaluate_statistic(request, clamped, phi); !s)
-    return finish(rejected(id, s.error()));
-
   RandomBits bits(*random);
-  if (auto s = privatize(phi, *plan, bits, noisy); !s) return finish(rejected(id, s.error()));
+  if (auto s = release_statistic(spec, component->second.value, *plan, bits, scratch, noisy); !s)
+    return finish(rejected(id, s.error()));
 
   Reply reply;
   reply.id = id;

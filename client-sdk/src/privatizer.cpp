@@ -1,6 +1,7 @@
 #include "cgp/client/privatizer.hpp"
 
 #include <boost/multiprecision/cpp_int.hpp>
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -31,6 +32,13 @@ void exact_parts(double x, std::int64_t& mantissa, int& exponent) {
 bool covers(std::uint64_t s, std::int64_t rho_m, int rho_e, std::int64_t k_m, int k_e, int grid) {
   // S·2·ρm·2^ρe·2^(2g) ≥ Km²·2^(2Ke)  ⇔  S·ρm·2^(1+ρe+2g−2Ke) ≥ Km².
   int shift = 1 + rho_e + 2 * grid - 2 * k_e;
+  // Fast path: S < 2^53, ρm < 2^53, Km² < 2^106, and the shift is a few bits, so 128 bits do.
+  if (s < (std::uint64_t{1} << 53) && shift >= -20 && shift <= 20) {
+    const uint128 left = static_cast<uint128>(s) * static_cast<std::uint64_t>(rho_m);
+    const uint128 right = static_cast<uint128>(static_cast<std::uint64_t>(k_m)) *
+                          static_cast<std::uint64_t>(k_m);
+    return shift >= 0 ? (left << shift) >= right : left >= (right << -shift);
+  }
   BigInt left = BigInt(s) * BigInt(rho_m);
   BigInt right = BigInt(k_m) * BigInt(k_m);
   if (shift >= 0)
@@ -100,6 +108,19 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
     out[i] = std::ldexp(static_cast<double>(noisy), plan.grid_exponent);
   }
   return {};
+}
+
+Status release_statistic(const StatisticSpec& spec, std::span<const double> component,
+                         const NoisePlan& plan, RandomBits& bits, ReleaseScratch& scratch,
+                         std::vector<double>& out) {
+  // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
+  // floating-point error of φ far below the grid (privatizer.md).
+  scratch.clamped.resize(component.size());
+  for (std::size_t k = 0; k < component.size(); ++k)
+    scratch.clamped[k] = std::clamp(component[k], -plan.coordinate_limit, plan.coordinate_limit);
+  scratch.phi.resize(spec.output_dimension(component.size()));
+  evaluate_unchecked(spec, scratch.clamped, scratch.phi.data());
+  return privatize(scratch.phi, plan, bits, out);
 }
 
 }  // namespace cgp::client

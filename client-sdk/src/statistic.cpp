@@ -1,5 +1,6 @@
 #include "cgp/client/statistic.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "cgp/common/geometry/signed_distance.hpp"
@@ -7,36 +8,62 @@
 
 namespace cgp::client {
 
+StatisticSpec StatisticSpec::of(const DeviceRequest& request) noexcept {
+  StatisticSpec spec;
+  spec.kind = request.statistic();
+  spec.point = request.point();
+  spec.region = request.region() ? &*request.region() : nullptr;
+  return spec;
+}
+
+std::size_t StatisticSpec::required_dimension() const noexcept {
+  switch (kind) {
+    case StatisticKind::location: return 0;
+    case StatisticKind::distance_to_point: return point.size();
+    case StatisticKind::signed_distance_to_region: return region ? geometry::dimension(*region) : 0;
+  }
+  return 0;
+}
+
 std::size_t output_dimension(const DeviceRequest& request, std::size_t component_dimension) {
-  return request.statistic() == StatisticKind::location ? component_dimension : 1;
+  return StatisticSpec::of(request).output_dimension(component_dimension);
+}
+
+Status check_statistic_input(const StatisticSpec& spec, std::span<const double> component) {
+  if (component.empty()) {
+    return make_error(ErrorCode::dimension_mismatch, "component", "the component has no value");
+  }
+  std::size_t required = spec.required_dimension();
+  if (required != 0 && component.size() != required) {
+    return make_error(ErrorCode::dimension_mismatch, "component",
+                      "component has dimension " + std::to_string(component.size()) + " but the " +
+                          std::string(statistic_kind_name(spec.kind)) +
+                          " request needs dimension " + std::to_string(required));
+  }
+  return require_all_finite("component", component);
+}
+
+void evaluate_unchecked(const StatisticSpec& spec, std::span<const double> component,
+                        double* out) noexcept {
+  switch (spec.kind) {
+    case StatisticKind::location:
+      std::copy(component.begin(), component.end(), out);
+      break;
+    case StatisticKind::distance_to_point:
+      out[0] = geometry::euclidean_distance(component, spec.point);
+      break;
+    case StatisticKind::signed_distance_to_region:
+      out[0] = geometry::signed_distance(*spec.region, component);
+      break;
+  }
 }
 
 Status evaluate_statistic(const DeviceRequest& request, std::span<const double> component,
                           std::vector<double>& out) {
-  if (component.empty()) {
-    return make_error(ErrorCode::dimension_mismatch, "component",
-                      "component " + request.component_id() + " has no value");
-  }
-  std::size_t required = request.required_dimension();
-  if (required != 0 && component.size() != required) {
-    return make_error(ErrorCode::dimension_mismatch, "component",
-                      "component " + request.component_id() + " has dimension " +
-                          std::to_string(component.size()) + " but the " +
-                          std::string(statistic_kind_name(request.statistic())) +
-                          " request needs dimension " + std::to_string(required));
-  }
-  if (auto s = require_all_finite("component", component); !s) return s;
-  switch (request.statistic()) {
-    case StatisticKind::location:
-      out.assign(component.begin(), component.end());
-      break;
-    case StatisticKind::distance_to_point:
-      out.assign(1, geometry::euclidean_distance(component, request.point()));
-      break;
-    case StatisticKind::signed_distance_to_region:
-      out.assign(1, geometry::signed_distance(*request.region(), component));
-      break;
-  }
+  const StatisticSpec spec = StatisticSpec::of(request);
+  if (auto s = check_statistic_input(spec, component); !s) return s;
+  out.resize(spec.output_dimension(component.size()));
+  evaluate_unchecked(spec, component, out.data());
   return {};
 }
 

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "cgp/common/privacy/budget_split.hpp"
+#include "cgp/common/privacy/device_charge.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
@@ -72,4 +73,15 @@ TEST_CASE("split_budget rejects bad parameters", "[privacy][split]") {
   CHECK(*parse_split_schedule("double") == SplitSchedule::doubling);
   CHECK(*parse_split_schedule("doubling") == SplitSchedule::doubling);
   CGP_REQUIRE_ERROR(parse_split_schedule("halving"), ErrorCode::invalid_argument, "split");
+}
+
+TEST_CASE("device charge and its inverse", "[privacy][charge]") {
+  for (double charge : {1e-12, 3e-7, 1e-4, 0.5, 1.0, 17.0, 1e6}) {
+    INFO("charge = " << charge);
+    double rho = privacy::rho_within_charge(charge);
+    CHECK(privacy::device_charge(rho) <= charge);
+    CHECK(rho >= charge / 1.002);
+    CHECK(privacy::device_charge(rho * (1 + 1e-12)) > charge);
+    CHECK(privacy::device_charge(charge) >= charge * (1 + 1.0 / 512));
+  }
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cgp/client/random.hpp"
+#include "cgp/client/statistic.hpp"
 #include "cgp/common/expected.hpp"
 
 namespace cgp::client {
@@ -29,5 +30,17 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho);
 // (out_of_range otherwise).
 Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits& bits,
                  std::vector<double>& out);
+
+// Buffers a thread reuses across releases (no allocation per release once warm).
+struct ReleaseScratch {
+  std::vector<double> clamped, phi;
+};
+
+// One release without budget accounting (the caller admits and commits around it): clamp the
+// component to the plan's box, evaluate φ, round to the grid, add exact noise.
+// Precondition: check_statistic_input(spec, component) passed.
+Status release_statistic(const StatisticSpec& spec, std::span<const double> component,
+                         const NoisePlan& plan, RandomBits& bits, ReleaseScratch& scratch,
+                         std::vector<double>& out);
 
 }  // namespace cgp::client

@@ -6,9 +6,32 @@
 #include <vector>
 
 #include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/region.hpp"
 #include "cgp/common/request.hpp"
 
 namespace cgp::client {
+
+// A statistic without a request object, for hot loops: the kind plus the query's point or
+// region, borrowed from whoever owns them.
+struct StatisticSpec {
+  StatisticKind kind = StatisticKind::location;
+  std::span<const double> point;               // distance_to_point
+  const geometry::Region* region = nullptr;    // signed_distance_to_region
+
+  static StatisticSpec of(const DeviceRequest& request) noexcept;
+  // The component dimension this statistic needs, 0 for any (location).
+  std::size_t required_dimension() const noexcept;
+  std::size_t output_dimension(std::size_t component_dimension) const noexcept {
+    return kind == StatisticKind::location ? component_dimension : 1;
+  }
+};
+
+// dimension_mismatch / not_finite for a component this statistic cannot be evaluated on.
+Status check_statistic_input(const StatisticSpec& spec, std::span<const double> component);
+
+// φ(component) into out[0 .. output_dimension): no checks, no allocation.
+void evaluate_unchecked(const StatisticSpec& spec, std::span<const double> component,
+                        double* out) noexcept;
 
 // The length of φ(x) for a component of the given dimension: d for location, 1 otherwise.
 std::size_t output_dimension(const DeviceRequest& request, std::size_t component_dimension);

@@ -13,4 +13,8 @@ inline constexpr double kGridSlack = 1.0 / 1024;
 // ρ·(1 + 2^-10)², rounded up. Precondition: ρ finite and > 0.
 double device_charge(double rho) noexcept;
 
+// The largest ρ a coordinator may ask for when a device may be charged at most `charge`:
+// device_charge(result) ≤ charge. Precondition: charge finite and > 0.
+double rho_within_charge(double charge) noexcept;
+
 }  // namespace cgp::privacy
