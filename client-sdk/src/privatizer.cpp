@@ -1,7 +1,7 @@
 #include "cgp/client/privatizer.hpp"
 
-#include <boost/multiprecision/cpp_int.hpp>
 #include <algorithm>
+#include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>
 #include <string>
 
@@ -35,8 +35,8 @@ bool covers(std::uint64_t s, std::int64_t rho_m, int rho_e, std::int64_t k_m, in
   // Fast path: S < 2^53, ρm < 2^53, Km² < 2^106, and the shift is a few bits, so 128 bits do.
   if (s < (std::uint64_t{1} << 53) && shift >= -20 && shift <= 20) {
     const uint128 left = static_cast<uint128>(s) * static_cast<std::uint64_t>(rho_m);
-    const uint128 right = static_cast<uint128>(static_cast<std::uint64_t>(k_m)) *
-                          static_cast<std::uint64_t>(k_m);
+    const uint128 right =
+        static_cast<uint128>(static_cast<std::uint64_t>(k_m)) * static_cast<std::uint64_t>(k_m);
     return shift >= 0 ? (left << shift) >= right : left >= (right << -shift);
   }
   BigInt left = BigInt(s) * BigInt(rho_m);

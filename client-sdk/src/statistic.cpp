@@ -18,9 +18,12 @@ StatisticSpec StatisticSpec::of(const DeviceRequest& request) noexcept {
 
 std::size_t StatisticSpec::required_dimension() const noexcept {
   switch (kind) {
-    case StatisticKind::location: return 0;
-    case StatisticKind::distance_to_point: return point.size();
-    case StatisticKind::signed_distance_to_region: return region ? geometry::dimension(*region) : 0;
+    case StatisticKind::location:
+      return 0;
+    case StatisticKind::distance_to_point:
+      return point.size();
+    case StatisticKind::signed_distance_to_region:
+      return region ? geometry::dimension(*region) : 0;
   }
   return 0;
 }

@@ -52,8 +52,7 @@ class Device {
   // vector. `unit` names the unit of distance that ρ refers to ("m" for projected locations;
   // at most 32 bytes, may be empty). Registering an existing id again with another dimension
   // or unit is an error.
-  Status register_component(std::string_view id, std::size_t dimension,
-                            std::string_view unit = "");
+  Status register_component(std::string_view id, std::size_t dimension, std::string_view unit = "");
   Status set_component(std::string_view id, std::span<const double> values);
 
   // The wire path: parses a serialized cgp.v1.DeviceRequest and returns the serialized

@@ -15,8 +15,8 @@ namespace cgp::client {
 // region, borrowed from whoever owns them.
 struct StatisticSpec {
   StatisticKind kind = StatisticKind::location;
-  std::span<const double> point;               // distance_to_point
-  const geometry::Region* region = nullptr;    // signed_distance_to_region
+  std::span<const double> point;             // distance_to_point
+  const geometry::Region* region = nullptr;  // signed_distance_to_region
 
   static StatisticSpec of(const DeviceRequest& request) noexcept;
   // The component dimension this statistic needs, 0 for any (location).

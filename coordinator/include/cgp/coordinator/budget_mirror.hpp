@@ -1,0 +1,32 @@
+// The coordinator's worst-case view of every user's remaining budget (paper Alg. 2): updated
+// from replies, and never asking a user for more than it says is left.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "cgp/coordinator/fleet.hpp"
+
+namespace cgp::coordinator {
+
+class BudgetMirror {
+ public:
+  BudgetMirror(std::size_t users, double initial_budget);
+
+  double remaining(UserId user) const noexcept { return remaining_[user]; }
+  std::size_t size() const noexcept { return remaining_.size(); }
+  // Whether asking ρ fits: the device will charge privacy::device_charge(ρ).
+  bool can_ask(UserId user, double rho) const noexcept;
+  // After a round: an answer costs what the device charged (never less than its known
+  // charge), a refusal reports what is left, and a missing answer is assumed to have been
+  // charged (the reply may have been lost after the charge).
+  void update(UserId user, ReplyKind kind, double asked_rho, double charged,
+              double reported_remaining) noexcept;
+  void update(std::span<const UserId> users, std::span<const double> asked_rho,
+              const RoundReplies& replies) noexcept;
+
+ private:
+  std::vector<double> remaining_;
+};
+
+}  // namespace cgp::coordinator

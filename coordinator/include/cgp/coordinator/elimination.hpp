@@ -1,0 +1,94 @@
+// Private iterative elimination (paper §5.2): PIE-NI (Alg. 4) and PIE-k (Alg. 5), with the valid
+// triples of Corollaries 6.1 (point privatization) and 6.2 (distance privatization).
+//
+// Each user's ρ_i is split into c parts; in round j the users still in G_{j−1} release with
+// r_{i,j}. Users decided early keep the rest of ρ_i: that is the privacy saving.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/common/privacy/budget_split.hpp"
+#include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/coordinator/fleet.hpp"
+
+namespace cgp::coordinator {
+
+// Which valid triple (M, g, h) estimates φ.
+enum class Triple {
+  point,     // Cor. 6.1: devices release x; φ̄ = φ(x̄); h = λ(d, β)/√(2ρ̄)
+  distance,  // Cor. 6.2: devices release φ(x); φ̄ = ȳ; h = λ(1, β)/√(2ρ̄)
+};
+
+// φ: the 1-Lipschitz usefulness of a user for the query — Proj_Γ, len_p, or (location) the
+// value of a 1-D component itself.
+struct Usefulness {
+  StatisticKind statistic = StatisticKind::distance_to_point;
+  std::span<const double> point;             // len_p
+  const geometry::Region* region = nullptr;  // Proj_Γ
+  double evaluate(std::span<const double> x) const noexcept;
+};
+
+struct EliminationSetup {
+  std::string query_id;
+  std::string component_id = "location";
+  Usefulness phi;
+  Triple triple = Triple::distance;
+  std::size_t rounds = 4;  // c
+  privacy::SplitSchedule split = privacy::SplitSchedule::even;
+  double beta0 = 0.025;  // β₀ = β/4 (Remark 6)
+};
+
+// What a query did, for its result: rounds, eliminations, charges, and who did not take part.
+struct QueryReport {
+  std::size_t rounds_used = 0;
+  std::vector<std::size_t> asked_per_round;
+  std::vector<std::size_t> eliminated_per_round;
+  std::vector<double> charged;     // indexed by user id: what this query cost each user
+  std::vector<UserId> refused;     // refused by the device, or not asked: mirror exhausted
+  std::vector<UserId> rejected;    // the device rejected the request
+  std::vector<UserId> unanswered;  // no answer
+};
+
+// Users' running ρ-weighted means of their releases (Fact 6.2), indexed by user id.
+struct Estimates {
+  std::size_t dimension = 0;    // of one release
+  std::vector<double> sum;      // users × dimension: Σ_s r_s·v_s
+  std::vector<double> rho_bar;  // users: Σ_s r_s
+  // (1/ρ̄) Σ r_s v_s into out[0 .. dimension).
+  void mean(UserId user, double* out) const noexcept;
+};
+
+struct EliminationResult {
+  std::vector<UserId> s0, s1;     // PIE-NI: φ > ν_high / φ < ν_low with probability 1 − β₀
+  std::vector<UserId> remaining;  // G_ĵ: undecided (PIE-NI) or the kNN candidates (PIE-k)
+  Estimates estimates;
+  QueryReport report;
+};
+
+// PIE-NI (Alg. 4) over `users` (G₀); rho[u] is user u's ρ for this query (indexed by id).
+// ν_low may be −∞ and ν_high +∞.
+Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror& mirror,
+                                                     const EliminationSetup& setup,
+                                                     std::span<const UserId> users,
+                                                     std::span<const double> rho, double nu_low,
+                                                     double nu_high);
+
+// PIE-k (Alg. 5): keeps every user whose confidence interval reaches below the k-th smallest
+// upper end; stops when k remain or after c rounds.
+Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
+                                        const EliminationSetup& setup,
+                                        std::span<const UserId> users, std::span<const double> rho,
+                                        std::size_t k);
+
+// The baselines' single release: every user in `users` releases the triple's statistic with
+// its whole ρ (one round, no elimination). remaining = the users that answered.
+Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
+                                         const EliminationSetup& setup,
+                                         std::span<const UserId> users,
+                                         std::span<const double> rho);
+
+}  // namespace cgp::coordinator

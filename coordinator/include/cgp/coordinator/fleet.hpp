@@ -1,0 +1,58 @@
+// The one interface between the query engine and the devices (DESIGN §3, §4): ask a set of
+// users one round of a statistic at per-user ρ, get each user's reply. The same query code runs
+// against the in-process simulated fleet and, later, real devices over the network.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cgp/common/geometry/region.hpp"
+#include "cgp/common/request.hpp"
+
+namespace cgp::coordinator {
+
+using UserId = std::uint32_t;
+
+enum class ReplyKind : std::uint8_t {
+  answered,   // values hold φ(x) + noise; charged was charged
+  refused,    // refused_budget: nothing released or charged
+  rejected,   // rejected_invalid: the request was invalid for this device
+  no_answer,  // the device did not answer this round (network fleets; timeouts)
+};
+
+struct RoundRequest {
+  std::string query_id;
+  std::uint32_t round = 1;  // 1-based
+  std::string component_id = "location";
+  StatisticKind statistic = StatisticKind::location;
+  std::span<const double> point;             // distance_to_point
+  const geometry::Region* region = nullptr;  // signed_distance_to_region
+  std::span<const UserId> users;             // whom to ask, in this order
+  std::span<const double> rho;               // the ρ asked of users[k]
+};
+
+// Replies in the order of RoundRequest::users.
+struct RoundReplies {
+  std::size_t output_dimension = 0;  // values per answered user
+  std::vector<ReplyKind> kind;
+  std::vector<double> values;     // kind.size() × output_dimension; NaN unless answered
+  std::vector<double> charged;    // what each device charged (0 unless answered)
+  std::vector<double> remaining;  // each device's remaining budget after the round
+  void resize(std::size_t users, std::size_t dimension);
+};
+
+class Fleet {
+ public:
+  virtual ~Fleet() = default;
+  virtual std::size_t size() const noexcept = 0;
+  // Dimension of the component a query asks about.
+  virtual std::size_t dimension() const noexcept = 0;
+  // The budget every device starts with, in ρ units (the filter capacity).
+  virtual double initial_budget() const noexcept = 0;
+  // One round. A whole round is one call: no virtual call per user.
+  virtual void ask(const RoundRequest& request, RoundReplies& replies) = 0;
+};
+
+}  // namespace cgp::coordinator

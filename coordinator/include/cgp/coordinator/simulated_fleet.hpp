@@ -1,0 +1,50 @@
+// n simulated devices in one process, for research and capacity planning. Each runs the
+// client-sdk's own privacy code — the filter (PrivacyFilter), the charge (device_charge), the
+// statistic and the exact grid privatizer (release_statistic) — on state kept as flat arrays
+// (48 bytes per 2-D user), in parallel over threads.
+//
+// Randomness: user i's noise in round (query, j) comes from SimulationRandom seeded by
+// (run seed, i) with a stream derived from (query, j): results depend on the seed only, never on
+// the thread count or the order of work.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cgp/client/filter.hpp"
+#include "cgp/common/device_config.hpp"
+#include "cgp/common/expected.hpp"
+#include "cgp/coordinator/fleet.hpp"
+
+namespace cgp::coordinator {
+
+class SimulatedFleet final : public Fleet {
+ public:
+  // points: n × dimension values, row-major (user i at [i·dimension, (i+1)·dimension)).
+  // threads: 0 = hardware concurrency.
+  static Expected<SimulatedFleet> create(const DeviceConfig& config, std::span<const double> points,
+                                         std::size_t dimension, std::uint64_t seed,
+                                         unsigned threads = 0);
+  SimulatedFleet(SimulatedFleet&&) noexcept;
+  SimulatedFleet& operator=(SimulatedFleet&&) noexcept;
+  ~SimulatedFleet() override;
+
+  std::size_t size() const noexcept override;
+  std::size_t dimension() const noexcept override;
+  double initial_budget() const noexcept override;
+  void ask(const RoundRequest& request, RoundReplies& replies) override;
+
+  // What device i has spent so far (its ledger, for tests and evaluation).
+  double spent(UserId user) const noexcept;
+  std::span<const double> location(UserId user) const noexcept;
+  unsigned threads() const noexcept;
+
+ private:
+  struct State;
+  explicit SimulatedFleet(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace cgp::coordinator

@@ -1,0 +1,257 @@
+#include "cgp/coordinator/elimination.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cgp/common/geometry/signed_distance.hpp"
+#include "cgp/common/privacy/confidence.hpp"
+#include "cgp/common/validate.hpp"
+
+namespace cgp::coordinator {
+namespace {
+
+// A device's noise is at least 1/√(2r) and at most 2^-48 above it, and rounding φ to its grid
+// moves it by ≤ σ·2^-25 (client-sdk privatizer.md): widening h by 2^-16 covers both.
+constexpr double kRadiusSlack = 1 + 1.0 / 65536;
+// Each part of a user's split is shaved so that Σ_j ρ_i·f_j never exceeds ρ_i by rounding.
+constexpr double kShave = 1 - 0x1p-40;
+
+class Engine {
+ public:
+  Engine(Fleet& fleet, BudgetMirror& mirror, const EliminationSetup& setup,
+         std::span<const double> rho)
+      : fleet_(fleet), mirror_(mirror), setup_(setup), rho_(rho) {}
+
+  Status init(std::size_t rounds) {
+    if (rho_.size() != fleet_.size())
+      return make_error(ErrorCode::dimension_mismatch, "rho",
+                        "rho must give one value per user (" + std::to_string(fleet_.size()) +
+                            "), got " + std::to_string(rho_.size()));
+    if (mirror_.size() != fleet_.size())
+      return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");
+    if (auto s = require_open_interval("beta0", setup_.beta0, 0.0, 1.0); !s) return s;
+    auto fractions = privacy::split_budget(1.0, rounds, setup_.split);
+    if (!fractions) return fractions.error();
+    fractions_ = std::move(*fractions);
+    if (setup_.triple == Triple::distance &&
+        setup_.phi.statistic == StatisticKind::signed_distance_to_region && !setup_.phi.region)
+      return make_error(ErrorCode::missing_field, "region", "the query needs a region");
+    const std::size_t n = fleet_.size();
+    Estimates& e = result_.estimates;
+    e.dimension = setup_.triple == Triple::point ? fleet_.dimension() : 1;
+    e.sum.assign(n * e.dimension, 0.0);
+    e.rho_bar.assign(n, 0.0);
+    result_.report.charged.assign(n, 0.0);
+    mean_.resize(e.dimension);
+
+    request_.query_id = setup_.query_id;
+    request_.component_id = setup_.component_id;
+    if (setup_.triple == Triple::point) {
+      request_.statistic = StatisticKind::location;
+    } else {
+      request_.statistic = setup_.phi.statistic;
+      request_.point = setup_.phi.point;
+      request_.region = setup_.phi.region;
+    }
+    return {};
+  }
+
+  // Round j (0-based) for `group`, each user asked ρ_u·fraction; fills `answered`.
+  void ask_round(std::span<const UserId> group, std::size_t j, double fraction,
+                 std::vector<UserId>& answered) {
+    QueryReport& report = result_.report;
+    asked_.clear();
+    asked_rho_.clear();
+    for (UserId u : group) {
+      const double r = rho_[u] * fraction * kShave;
+      if (!(r > 0) || !mirror_.can_ask(u, r)) {
+        report.refused.push_back(u);  // the mirror says the user cannot pay: not asked
+        continue;
+      }
+      asked_.push_back(u);
+      asked_rho_.push_back(r);
+    }
+    request_.round = static_cast<std::uint32_t>(j + 1);
+    request_.users = asked_;
+    request_.rho = asked_rho_;
+    fleet_.ask(request_, replies_);
+    mirror_.update(asked_, asked_rho_, replies_);
+
+    Estimates& e = result_.estimates;
+    const std::size_t d = e.dimension;
+    answered.clear();
+    for (std::size_t k = 0; k < asked_.size(); ++k) {
+      const UserId u = asked_[k];
+      switch (replies_.kind[k]) {
+        case ReplyKind::answered: {
+          const double r = asked_rho_[k];
+          const double* v = replies_.values.data() + k * d;
+          double* sum = e.sum.data() + static_cast<std::size_t>(u) * d;
+          for (std::size_t t = 0; t < d; ++t) sum[t] += r * v[t];
+          e.rho_bar[u] += r;
+          report.charged[u] += replies_.charged[k];
+          answered.push_back(u);
+          break;
+        }
+        case ReplyKind::refused:
+          report.refused.push_back(u);
+          break;
+        case ReplyKind::rejected:
+          report.rejected.push_back(u);
+          break;
+        case ReplyKind::no_answer:
+          report.unanswered.push_back(u);
+          report.charged[u] += replies_.charged[k];
+          break;
+      }
+    }
+    report.asked_per_round.push_back(asked_.size());
+    report.rounds_used = j + 1;
+  }
+
+  // λ(d′, β₀/(c·|G_{j−1}|)) for this round's radii.
+  Expected<double> round_lambda(std::size_t group_size) const {
+    const double beta =
+        setup_.beta0 / (static_cast<double>(fractions_.size()) * static_cast<double>(group_size));
+    return privacy::gaussian_norm_bound(result_.estimates.dimension, beta);
+  }
+
+  // φ̄_u and its radius h_u.
+  double estimate(UserId u) {
+    result_.estimates.mean(u, mean_.data());
+    return setup_.triple == Triple::point ? setup_.phi.evaluate(mean_) : mean_[0];
+  }
+  double radius(UserId u, double lambda) const {
+    return lambda / std::sqrt(2 * result_.estimates.rho_bar[u]) * kRadiusSlack;
+  }
+
+  const std::vector<double>& fractions() const { return fractions_; }
+  EliminationResult& result() { return result_; }
+
+ private:
+  Fleet& fleet_;
+  BudgetMirror& mirror_;
+  const EliminationSetup& setup_;
+  std::span<const double> rho_;
+  std::vector<double> fractions_;
+  EliminationResult result_;
+  RoundRequest request_;
+  RoundReplies replies_;
+  std::vector<UserId> asked_;
+  std::vector<double> asked_rho_;
+  std::vector<double> mean_;
+};
+
+}  // namespace
+
+double Usefulness::evaluate(std::span<const double> x) const noexcept {
+  switch (statistic) {
+    case StatisticKind::signed_distance_to_region:
+      return geometry::signed_distance(*region, x);
+    case StatisticKind::distance_to_point:
+      return geometry::euclidean_distance(x, point);
+    case StatisticKind::location:
+      return x[0];  // a 1-D value as it is (the threshold count)
+  }
+  return x[0];
+}
+
+void Estimates::mean(UserId user, double* out) const noexcept {
+  const double* s = sum.data() + static_cast<std::size_t>(user) * dimension;
+  const double total = rho_bar[user];
+  for (std::size_t t = 0; t < dimension; ++t) out[t] = s[t] / total;
+}
+
+Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror& mirror,
+                                                     const EliminationSetup& setup,
+                                                     std::span<const UserId> users,
+                                                     std::span<const double> rho, double nu_low,
+                                                     double nu_high) {
+  if (std::isnan(nu_low) || std::isnan(nu_high) || nu_low > nu_high)
+    return make_error(ErrorCode::invalid_argument, "nu_low",
+                      "nu_low must be <= nu_high, got " + format_number(nu_low) + " and " +
+                          format_number(nu_high));
+  Engine engine(fleet, mirror, setup, rho);
+  if (auto s = engine.init(setup.rounds); !s) return s.error();
+  EliminationResult& result = engine.result();
+  std::vector<UserId> group(users.begin(), users.end()), next, answered;
+  for (std::size_t j = 0; j < engine.fractions().size() && !group.empty(); ++j) {
+    engine.ask_round(group, j, engine.fractions()[j], answered);
+    auto lambda = engine.round_lambda(group.size());
+    if (!lambda) return lambda.error();
+    next.clear();
+    for (UserId u : answered) {
+      const double phi = engine.estimate(u);
+      const double h = engine.radius(u, *lambda);
+      if (phi < nu_low - h)
+        result.s1.push_back(u);
+      else if (phi > nu_high + h)
+        result.s0.push_back(u);
+      else
+        next.push_back(u);
+    }
+    result.report.eliminated_per_round.push_back(group.size() - next.size());
+    group.swap(next);
+  }
+  result.remaining = std::move(group);
+  return std::move(result);
+}
+
+Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
+                                        const EliminationSetup& setup,
+                                        std::span<const UserId> users, std::span<const double> rho,
+                                        std::size_t k) {
+  if (k == 0) return make_error(ErrorCode::out_of_range, "k", "k must be >= 1, got 0");
+  Engine engine(fleet, mirror, setup, rho);
+  if (auto s = engine.init(setup.rounds); !s) return s.error();
+  EliminationResult& result = engine.result();
+  std::vector<UserId> group(users.begin(), users.end()), next, answered;
+  std::vector<double> lower, upper, scratch;
+  for (std::size_t j = 0; j < engine.fractions().size() && group.size() > k; ++j) {
+    engine.ask_round(group, j, engine.fractions()[j], answered);
+    auto lambda = engine.round_lambda(group.size());
+    if (!lambda) return lambda.error();
+    next.clear();
+    if (answered.size() <= k) {
+      next = answered;
+    } else {
+      lower.resize(answered.size());
+      upper.resize(answered.size());
+      for (std::size_t a = 0; a < answered.size(); ++a) {
+        const double phi = engine.estimate(answered[a]);
+        const double h = engine.radius(answered[a], *lambda);
+        lower[a] = phi - h;
+        upper[a] = phi + h;
+      }
+      // t₁..t_k: the k smallest upper ends; keep every user whose interval reaches below the
+      // k-th of them (that includes t₁..t_k and every interval meeting I_{t_k}).
+      scratch = upper;
+      std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                       scratch.end());
+      const double kth_upper = scratch[k - 1];
+      for (std::size_t a = 0; a < answered.size(); ++a)
+        if (lower[a] <= kth_upper) next.push_back(answered[a]);
+    }
+    result.report.eliminated_per_round.push_back(group.size() - next.size());
+    group.swap(next);
+  }
+  result.remaining = std::move(group);
+  return std::move(result);
+}
+
+Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
+                                         const EliminationSetup& setup,
+                                         std::span<const UserId> users,
+                                         std::span<const double> rho) {
+  Engine engine(fleet, mirror, setup, rho);
+  if (auto s = engine.init(1); !s) return s.error();
+  EliminationResult& result = engine.result();
+  std::vector<UserId> answered;
+  engine.ask_round(users, 0, 1.0, answered);
+  result.report.eliminated_per_round.push_back(0);
+  result.remaining = std::move(answered);
+  return std::move(result);
+}
+
+}  // namespace cgp::coordinator

@@ -1,0 +1,149 @@
+#include "cgp/coordinator/ground_truth.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <nanoflann.hpp>
+#include <numeric>
+
+#include "cgp/common/geometry/signed_distance.hpp"
+
+namespace cgp::coordinator {
+namespace {
+
+template <class Visit>
+void for_users(std::size_t n, std::span<const UserId> users, Visit&& visit) {
+  if (users.empty()) {
+    for (std::size_t i = 0; i < n; ++i) visit(static_cast<UserId>(i));
+  } else {
+    for (UserId u : users) visit(u);
+  }
+}
+
+// nanoflann's dataset interface over a flat row-major array.
+struct FlatPoints {
+  std::span<const double> data;
+  std::size_t dimension;
+  std::size_t kdtree_get_point_count() const { return data.size() / dimension; }
+  double kdtree_get_pt(std::size_t i, std::size_t d) const { return data[i * dimension + d]; }
+  template <class Box>
+  bool kdtree_get_bbox(Box&) const {
+    return false;
+  }
+};
+
+using KdTree = nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<double, FlatPoints>,
+                                                   FlatPoints, -1, std::uint32_t>;
+
+constexpr std::size_t kKdTreeMaxDimension = 8;
+
+}  // namespace
+
+std::size_t exact_count(std::span<const double> points, std::size_t dimension,
+                        const geometry::Region& range, std::span<const UserId> users) {
+  std::size_t count = 0;
+  for_users(points.size() / dimension, users, [&](UserId u) {
+    count +=
+        geometry::inside(range, points.subspan(static_cast<std::size_t>(u) * dimension, dimension));
+  });
+  return count;
+}
+
+double exact_kde(std::span<const double> points, std::size_t dimension, std::span<const double> p,
+                 double bandwidth, std::span<const UserId> users) {
+  double sum = 0;
+  std::size_t n = 0;
+  for_users(points.size() / dimension, users, [&](UserId u) {
+    const double d = geometry::euclidean_distance(
+        points.subspan(static_cast<std::size_t>(u) * dimension, dimension), p);
+    sum += std::exp(-d * d / (2 * bandwidth * bandwidth));
+    ++n;
+  });
+  return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+struct KnnOracle::Impl {
+  FlatPoints points;
+  std::unique_ptr<KdTree> tree;  // only for low dimension
+};
+
+KnnOracle::KnnOracle(std::span<const double> points, std::size_t dimension)
+    : impl_(std::make_unique<Impl>(Impl{FlatPoints{points, dimension}, nullptr})) {
+  if (dimension <= kKdTreeMaxDimension) {
+    impl_->tree = std::make_unique<KdTree>(static_cast<int>(dimension), impl_->points,
+                                           nanoflann::KDTreeSingleIndexAdaptorParams(16));
+  }
+}
+KnnOracle::KnnOracle(KnnOracle&&) noexcept = default;
+KnnOracle::~KnnOracle() = default;
+
+std::vector<UserId> KnnOracle::nearest(std::span<const double> p, std::size_t k,
+                                       std::span<const UserId> candidates) const {
+  const FlatPoints& pts = impl_->points;
+  const std::size_t n = pts.kdtree_get_point_count();
+  if (candidates.empty() && impl_->tree) {
+    k = std::min(k, n);
+    std::vector<std::uint32_t> ids(k);
+    std::vector<double> d2(k);
+    const std::size_t found = impl_->tree->knnSearch(p.data(), k, ids.data(), d2.data());
+    ids.resize(found);
+    return {ids.begin(), ids.end()};
+  }
+  // Brute force: squared distances of every candidate row with Eigen, then a partial sort.
+  using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const RowMatrix> all(pts.data.data(), static_cast<Eigen::Index>(n),
+                                  static_cast<Eigen::Index>(pts.dimension));
+  Eigen::Map<const Eigen::RowVectorXd> q(p.data(), static_cast<Eigen::Index>(pts.dimension));
+  std::vector<std::pair<double, UserId>> ranked;
+  if (candidates.empty()) {
+    Eigen::VectorXd d2 = (all.rowwise() - q).rowwise().squaredNorm();
+    ranked.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+      ranked.emplace_back(d2[static_cast<Eigen::Index>(i)], static_cast<UserId>(i));
+  } else {
+    ranked.reserve(candidates.size());
+    for (UserId u : candidates)
+      ranked.emplace_back((all.row(static_cast<Eigen::Index>(u)) - q).squaredNorm(), u);
+  }
+  k = std::min(k, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(k), ranked.end());
+  std::vector<UserId> out(k);
+  for (std::size_t a = 0; a < k; ++a) out[a] = ranked[a].second;
+  return out;
+}
+
+double sum_of_distances(std::span<const double> points, std::size_t dimension,
+                        std::span<const double> p, std::span<const UserId> ids) {
+  double sum = 0;
+  for (UserId u : ids)
+    sum += geometry::euclidean_distance(
+        points.subspan(static_cast<std::size_t>(u) * dimension, dimension), p);
+  return sum;
+}
+
+double count_error(double estimate, double truth) noexcept {
+  const double error = std::fabs(estimate - truth);
+  return truth != 0 ? error / std::fabs(truth) : error;
+}
+
+double l1_error(double estimate, double truth) noexcept {
+  return std::fabs(estimate - truth);
+}
+
+double distance_error(double found_distance, double true_distance) noexcept {
+  if (true_distance == 0) return found_distance == 0 ? 0.0 : found_distance;
+  return (found_distance - true_distance) / true_distance;
+}
+
+double privacy_saving(std::span<const double> charged, double rho,
+                      std::span<const UserId> users) noexcept {
+  double kept = 0;
+  std::size_t n = 0;
+  for_users(charged.size(), users, [&](UserId u) {
+    kept += std::max(0.0, rho - charged[u]) / rho;
+    ++n;
+  });
+  return n ? kept / static_cast<double>(n) : 0.0;
+}
+
+}  // namespace cgp::coordinator

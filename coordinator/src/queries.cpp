@@ -1,0 +1,258 @@
+#include "cgp/coordinator/queries.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "cgp/common/geometry/signed_distance.hpp"
+#include "cgp/common/geometry/threshold_shift.hpp"
+#include "cgp/common/validate.hpp"
+
+namespace cgp::coordinator {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+std::vector<UserId> all_users(const Fleet& fleet, std::span<const UserId> chosen) {
+  if (!chosen.empty()) return {chosen.begin(), chosen.end()};
+  std::vector<UserId> users(fleet.size());
+  std::iota(users.begin(), users.end(), UserId{0});
+  return users;
+}
+
+Status validate_users(const Fleet& fleet, std::span<const UserId> users) {
+  for (UserId u : users)
+    if (u >= fleet.size())
+      return make_error(ErrorCode::out_of_range, "users",
+                        "user id " + std::to_string(u) + " is not in the fleet of " +
+                            std::to_string(fleet.size()));
+  return {};
+}
+
+EliminationSetup setup_for(const QueryOptions& options, Usefulness phi) {
+  EliminationSetup setup;
+  setup.query_id = options.query_id;
+  setup.component_id = options.component_id;
+  setup.phi = phi;
+  setup.triple = triple_of(options.method);
+  setup.rounds = eliminates(options.method) ? options.rounds : 1;
+  setup.split = options.split;
+  setup.beta0 = options.beta / 4;
+  return setup;
+}
+
+Status validate_common(const Fleet& fleet, std::span<const double> rho,
+                       const QueryOptions& options) {
+  if (auto s = require_open_interval("beta", options.beta, 0.0, 1.0); !s) return s;
+  if (eliminates(options.method))
+    if (auto s = require_count_in("c", options.rounds, 1, privacy::kMaxRounds); !s) return s;
+  if (rho.size() != fleet.size())
+    return make_error(ErrorCode::dimension_mismatch, "rho",
+                      "rho must give one value per user (" + std::to_string(fleet.size()) +
+                          "), got " + std::to_string(rho.size()));
+  for (std::size_t u = 0; u < rho.size(); ++u)
+    if (auto s = require_finite_positive(indexed_name("rho", u), rho[u]); !s) return s;
+  return validate_users(fleet, options.users);
+}
+
+// The final estimate φ̄ of a user (mean of its releases; φ of the mean for point triples).
+double final_estimate(const EliminationResult& r, const Usefulness& phi, Triple triple, UserId u,
+                      std::vector<double>& buffer) {
+  buffer.resize(r.estimates.dimension);
+  r.estimates.mean(u, buffer.data());
+  return triple == Triple::point ? phi.evaluate(buffer) : buffer[0];
+}
+
+// ρ-release elimination or single release, by method.
+Expected<EliminationResult> run(Fleet& fleet, BudgetMirror& mirror, const EliminationSetup& setup,
+                                const std::vector<UserId>& users, std::span<const double> rho,
+                                Method method, double nu_low, double nu_high) {
+  if (!eliminates(method)) return release_once(fleet, mirror, setup, users, rho);
+  return eliminate_noninteractive(fleet, mirror, setup, users, rho, nu_low, nu_high);
+}
+
+geometry::Box bounding_box(const geometry::Region& range) {
+  std::vector<double> lo, hi;
+  std::visit(
+      [&](const auto& r) {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, geometry::Box>) {
+          lo.assign(r.lo().begin(), r.lo().end());
+          hi.assign(r.hi().begin(), r.hi().end());
+        } else if constexpr (std::is_same_v<T, geometry::Ball>) {
+          for (double c : r.center()) lo.push_back(c - r.radius()), hi.push_back(c + r.radius());
+        } else {
+          lo = {kInfinity, kInfinity};
+          hi = {-kInfinity, -kInfinity};
+          for (const auto& p : r.outer())
+            for (int a = 0; a < 2; ++a)
+              lo[a] = std::min(lo[a], p[a]), hi[a] = std::max(hi[a], p[a]);
+        }
+      },
+      range);
+  return *geometry::Box::create(lo, hi);  // valid: built from a valid region
+}
+
+}  // namespace
+
+std::string_view method_name(Method method) noexcept {
+  switch (method) {
+    case Method::BM0:
+      return "BM0";
+    case Method::BM1:
+      return "BM1";
+    case Method::PM0:
+      return "PM0";
+    case Method::PM1:
+      return "PM1";
+  }
+  return "?";
+}
+
+Expected<Method> parse_method(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (Method m : {Method::BM0, Method::BM1, Method::PM0, Method::PM1})
+    if (upper == method_name(m)) return m;
+  return make_error(ErrorCode::invalid_argument, "method",
+                    "method must be one of BM0, BM1, PM0, PM1, got '" + std::string(name) + "'");
+}
+
+double range_threshold_shift(const geometry::Region& range, double gamma) {
+  if (geometry::dimension(range) != 2 || !(gamma > 0) || !std::isfinite(gamma)) return 0.0;
+  auto eta = geometry::rectangle_threshold_shift(gamma, bounding_box(range));
+  return eta ? *eta : 0.0;
+}
+
+Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geometry::Region& range,
+                                  std::span<const double> rho, const QueryOptions& options) {
+  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
+  if (geometry::dimension(range) != fleet.dimension())
+    return make_error(ErrorCode::dimension_mismatch, "range",
+                      "range has dimension " + std::to_string(geometry::dimension(range)) +
+                          ", the fleet " + std::to_string(fleet.dimension()));
+  const Usefulness phi{StatisticKind::signed_distance_to_region, {}, &range};
+  const EliminationSetup setup = setup_for(options, phi);
+  auto users = all_users(fleet, options.users);
+  // Alg. 6: ν_low = ν_high = 0.
+  auto result = run(fleet, mirror, setup, users, rho, options.method, 0.0, 0.0);
+  if (!result) return result.error();
+  CountResult out;
+  double count = static_cast<double>(result->s1.size());
+  std::vector<double> buffer;
+  for (UserId u : result->remaining) {
+    const double estimate = final_estimate(*result, phi, setup.triple, u, buffer);
+    double eta = 0;
+    if (setup.triple == Triple::distance && options.shift)
+      eta = range_threshold_shift(range, 1 / std::sqrt(2 * result->estimates.rho_bar[u]));
+    count += estimate < eta ? 1 : 0;
+  }
+  out.estimate = count;
+  out.report = std::move(result->report);
+  return out;
+}
+
+Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
+                        double bandwidth, std::span<const double> rho,
+                        const QueryOptions& options) {
+  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
+  if (auto s = require_finite_positive("bandwidth", bandwidth); !s) return s.error();
+  if (auto s = require_dimension("p", p, fleet.dimension()); !s) return s.error();
+  if (auto s = require_all_finite("p", p); !s) return s.error();
+  const Usefulness phi{StatisticKind::distance_to_point, p, nullptr};
+  const EliminationSetup setup = setup_for(options, phi);
+  auto users = all_users(fleet, options.users);
+  // Alg. 7: ν_low = −∞, ν_high = 6b: a user farther than 6b adds at most e^-18/n.
+  auto result = run(fleet, mirror, setup, users, rho, options.method, -kInfinity, 6 * bandwidth);
+  if (!result) return result.error();
+  const double n = static_cast<double>(users.size());
+  double kernel_sum = 0;
+  std::vector<double> buffer;
+  for (UserId u : result->remaining) {
+    const double distance = final_estimate(*result, phi, setup.triple, u, buffer);
+    kernel_sum += std::exp(-distance * distance / (2 * bandwidth * bandwidth));
+  }
+  KdeResult out;
+  if (eliminates(options.method) && result->remaining.empty()) {
+    out.estimate = 0;  // every user is beyond 6b: the density is at most e^-18 (Cor. 6.4)
+  } else {
+    out.estimate = kernel_sum / n;
+    // The eliminated users' bound e^-18 each; omitted when larger than the rest (§6.3.2).
+    const double bias = static_cast<double>(result->s0.size()) * std::exp(-18.0) / n;
+    if (bias <= out.estimate) out.estimate += bias;
+  }
+  out.report = std::move(result->report);
+  return out;
+}
+
+Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
+                        std::size_t k, std::span<const double> rho, const QueryOptions& options) {
+  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
+  if (auto s = require_dimension("p", p, fleet.dimension()); !s) return s.error();
+  if (auto s = require_all_finite("p", p); !s) return s.error();
+  auto users = all_users(fleet, options.users);
+  if (k == 0 || k >= users.size())
+    return make_error(
+        ErrorCode::out_of_range, "k",
+        "k must be in [1, " + std::to_string(users.size() - 1) + "], got " + std::to_string(k));
+  const Usefulness phi{StatisticKind::distance_to_point, p, nullptr};
+  const EliminationSetup setup = setup_for(options, phi);
+  auto result = eliminates(options.method) ? eliminate_k(fleet, mirror, setup, users, rho, k)
+                                           : release_once(fleet, mirror, setup, users, rho);
+  if (!result) return result.error();
+  // The k smallest private estimates among the candidates (all of them if |G_ĵ| ≤ k).
+  std::vector<std::pair<double, UserId>> ranked;
+  ranked.reserve(result->remaining.size());
+  std::vector<double> buffer;
+  for (UserId u : result->remaining)
+    ranked.emplace_back(final_estimate(*result, phi, setup.triple, u, buffer), u);
+  const std::size_t take = std::min(k, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(take),
+                    ranked.end());
+  KnnResult out;
+  for (std::size_t a = 0; a < take; ++a) out.neighbours.push_back(ranked[a].second);
+  out.report = std::move(result->report);
+  return out;
+}
+
+Expected<ThresholdResult> threshold(Fleet& fleet, BudgetMirror& mirror, UserId user, double q,
+                                    double population, std::span<const double> rho,
+                                    const QueryOptions& options) {
+  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
+  if (auto s = require_open_interval("q", q, 0.0, 1.0); !s) return s.error();
+  if (auto s = require_finite_positive("population", population); !s) return s.error();
+  if (fleet.dimension() != 1)
+    return make_error(ErrorCode::dimension_mismatch, "fleet",
+                      "the threshold query needs a 1-D count component, the fleet has dimension " +
+                          std::to_string(fleet.dimension()));
+  if (user >= fleet.size())
+    return make_error(ErrorCode::out_of_range, "user", "user is not in the fleet");
+  // φ = the count itself (identity on a 1-D component): released as `location`, so both
+  // triples coincide here (λ(1, ·)).
+  const Usefulness phi{StatisticKind::location, {}, nullptr};
+  QueryOptions as_point = options;
+  as_point.method = eliminates(options.method) ? Method::PM0 : Method::BM0;
+  EliminationSetup setup = setup_for(as_point, phi);
+  const std::vector<UserId> users{user};
+  const double level = q * population;
+  auto result = run(fleet, mirror, setup, users, rho, as_point.method, level, level);
+  if (!result) return result.error();
+  ThresholdResult out;
+  // PIE-NI: s1 means count < qN, s0 means count > qN (Lemma 5.2). (Alg. 9's text names them
+  // the other way round; the semantics of Alg. 4 are what is implemented.)
+  std::vector<double> mean(1);
+  if (!result->s1.empty()) {
+    out.below = true;
+  } else if (!result->s0.empty()) {
+    out.below = false;
+  } else if (!result->remaining.empty()) {
+    result->estimates.mean(user, mean.data());
+    out.below = mean[0] < level;
+  }
+  out.report = std::move(result->report);
+  return out;
+}
+
+}  // namespace cgp::coordinator

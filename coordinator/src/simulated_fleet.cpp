@@ -1,0 +1,177 @@
+#include "cgp/coordinator/simulated_fleet.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <thread>
+
+#include "cgp/client/privatizer.hpp"
+#include "cgp/client/random.hpp"
+#include "cgp/client/statistic.hpp"
+#include "cgp/common/validate.hpp"
+#include "cgp/coordinator/parallel.hpp"
+
+namespace cgp::coordinator {
+namespace {
+
+std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// The noise stream of one round of one query: FNV-1a of the query id, mixed with the round.
+std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : query_id) h = (h ^ c) * 0x100000001b3ULL;
+  return mix64(h ^ (static_cast<std::uint64_t>(round) << 32 | round));
+}
+
+// The largest |coordinate| the request itself names (public): checked against each plan's box.
+double public_extent(const RoundRequest& request) {
+  double extent = 0;
+  for (double v : request.point) extent = std::max(extent, std::fabs(v));
+  if (request.region) {
+    std::visit(
+        [&](const auto& r) {
+          using T = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<T, geometry::Box>) {
+            for (double v : r.lo()) extent = std::max(extent, std::fabs(v));
+            for (double v : r.hi()) extent = std::max(extent, std::fabs(v));
+          } else if constexpr (std::is_same_v<T, geometry::Ball>) {
+            for (double v : r.center()) extent = std::max(extent, std::fabs(v) + r.radius());
+          } else {
+            const auto& e = r.edges();
+            for (std::size_t k = 0; k < e.size(); ++k)
+              extent = std::max({extent, std::fabs(e.ax[k]), std::fabs(e.ay[k])});
+          }
+        },
+        *request.region);
+  }
+  return extent;
+}
+
+}  // namespace
+
+struct SimulatedFleet::State {
+  DeviceConfig config;
+  std::size_t dimension = 0;
+  std::vector<double> points;
+  std::vector<client::PrivacyFilter> filters;
+  std::uint64_t seed = 0;
+  unsigned threads = 1;
+};
+
+SimulatedFleet::SimulatedFleet(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SimulatedFleet::SimulatedFleet(SimulatedFleet&&) noexcept = default;
+SimulatedFleet& SimulatedFleet::operator=(SimulatedFleet&&) noexcept = default;
+SimulatedFleet::~SimulatedFleet() = default;
+
+Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
+                                                std::span<const double> points,
+                                                std::size_t dimension, std::uint64_t seed,
+                                                unsigned threads) {
+  if (auto s = require_count_in("dimension", dimension, 1, 4096); !s) return s.error();
+  if (points.empty() || points.size() % dimension != 0) {
+    return make_error(ErrorCode::dimension_mismatch, "points",
+                      "points must hold n × dimension values, got " +
+                          std::to_string(points.size()) + " for dimension " +
+                          std::to_string(dimension));
+  }
+  if (points.size() / dimension > std::numeric_limits<UserId>::max())
+    return make_error(ErrorCode::too_large, "points", "more users than fit a 32-bit user id");
+  if (auto s = require_all_finite("points", points); !s) return s.error();
+  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1});
+  state->points.assign(points.begin(), points.end());
+  state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));
+  state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  return SimulatedFleet(std::move(state));
+}
+
+std::size_t SimulatedFleet::size() const noexcept {
+  return state_->filters.size();
+}
+std::size_t SimulatedFleet::dimension() const noexcept {
+  return state_->dimension;
+}
+double SimulatedFleet::initial_budget() const noexcept {
+  return state_->config.rho_capacity();
+}
+double SimulatedFleet::spent(UserId user) const noexcept {
+  return state_->filters[user].spent();
+}
+unsigned SimulatedFleet::threads() const noexcept {
+  return state_->threads;
+}
+std::span<const double> SimulatedFleet::location(UserId user) const noexcept {
+  return {state_->points.data() + static_cast<std::size_t>(user) * state_->dimension,
+          state_->dimension};
+}
+
+void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
+  State& s = *state_;
+  const std::size_t asked = request.users.size();
+  client::StatisticSpec spec;
+  spec.kind = request.statistic;
+  spec.point = request.point;
+  spec.region = request.region;
+  const std::size_t out_dim = spec.output_dimension(s.dimension);
+  replies.resize(asked, out_dim);
+  // Requests that no device of this fleet could evaluate are rejected as a whole.
+  const std::size_t required = spec.required_dimension();
+  const bool fits = (required == 0 || required == s.dimension) &&
+                    (spec.kind != StatisticKind::signed_distance_to_region || spec.region) &&
+                    request.rho.size() == asked;
+  const double extent = public_extent(request);
+  const std::uint64_t stream = round_stream(request.query_id, request.round);
+  const double lipschitz = lipschitz_constant(spec.kind);
+
+  parallel_chunks(asked, s.threads, [&](std::size_t begin, std::size_t end, unsigned) {
+    client::ReleaseScratch scratch;
+    std::vector<double> out;
+    double plan_rho = -1;
+    Expected<client::NoisePlan> plan = Error{};
+    for (std::size_t k = begin; k < end; ++k) {
+      const UserId user = request.users[k];
+      client::PrivacyFilter& filter = s.filters[user];
+      if (!fits || user >= s.filters.size()) {
+        replies.kind[k] = ReplyKind::rejected;
+        continue;
+      }
+      const double rho = request.rho[k];
+      if (rho != plan_rho) {  // rounds usually ask every user the same ρ: plan once
+        plan = client::plan_noise(lipschitz, rho);
+        plan_rho = rho;
+      }
+      if (!plan || extent > plan->coordinate_limit) {
+        replies.kind[k] = ReplyKind::rejected;
+        replies.remaining[k] = filter.remaining();
+        continue;
+      }
+      const double charge = plan->charged_rho;
+      if (!filter.admits(charge)) {
+        filter.halt_if_sticky();
+        replies.kind[k] = ReplyKind::refused;
+        replies.remaining[k] = filter.remaining();
+        continue;
+      }
+      client::SimulationRandom random(mix64(s.seed ^ mix64(user + 0x9e3779b97f4a7c15ULL)), stream);
+      client::RandomBits bits(random);
+      const std::span<const double> x(
+          s.points.data() + static_cast<std::size_t>(user) * s.dimension, s.dimension);
+      if (!client::release_statistic(spec, x, *plan, bits, scratch, out).ok()) {
+        replies.kind[k] = ReplyKind::rejected;
+        replies.remaining[k] = filter.remaining();
+        continue;
+      }
+      filter.commit(charge);
+      std::copy(out.begin(), out.end(),
+                replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
+      replies.kind[k] = ReplyKind::answered;
+      replies.charged[k] = charge;
+      replies.remaining[k] = filter.remaining();
+    }
+  });
+}
+
+}  // namespace cgp::coordinator

@@ -1,0 +1,242 @@
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+
+#include "cgp/coordinator/ground_truth.hpp"
+#include "cgp/coordinator/queries.hpp"
+#include "fleet_fixtures.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::coordinator;
+
+namespace {
+geometry::Region square(double x0, double y0, double side) {
+  double lo[2] = {x0, y0}, hi[2] = {x0 + side, y0 + side};
+  return *geometry::Box::create(lo, hi);
+}
+QueryOptions options_for(Method method, std::size_t rounds, const std::string& id) {
+  QueryOptions o;
+  o.method = method;
+  o.rounds = rounds;
+  o.query_id = id;
+  return o;
+}
+constexpr Method kAllMethods[] = {Method::BM0, Method::BM1, Method::PM0, Method::PM1};
+}  // namespace
+
+TEST_CASE("with a very large rho every estimate is exact", "[coordinator][queries]") {
+  CGP_SEEDED(4001);
+  auto points = test::uniform_square(2000, 10000, seed);
+  const auto range = square(2000, 3000, 2500);
+  const double p[2] = {5000, 5000};
+  const auto truth_count = static_cast<double>(exact_count(points, 2, range));
+  const double truth_kde = exact_kde(points, 2, p, 800);
+  KnnOracle oracle(points, 2);
+  auto truth_knn = oracle.nearest(p, 10);
+  for (Method method : kAllMethods) {
+    INFO("method " << method_name(method));
+    auto fleet = test::make_fleet(points, 2, 1e9, seed);
+    BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+    auto rho = test::uniform_rho(fleet.size(), 1e3);  // σ ≈ 2 cm against a 10 km square
+    auto count = range_count(fleet, mirror, range, rho, options_for(method, 4, "count"));
+    REQUIRE(count.has_value());
+    CHECK(count->estimate == truth_count);
+    auto density = kde(fleet, mirror, p, 800, rho, options_for(method, 4, "kde"));
+    REQUIRE(density.has_value());
+    CHECK(density->estimate == Approx(truth_kde).epsilon(1e-4));  // noise ≈ 4e-6 relative
+    auto neighbours = knn(fleet, mirror, p, 10, rho, options_for(method, 4, "knn"));
+    REQUIRE(neighbours.has_value());
+    CHECK(neighbours->neighbours == truth_knn);
+  }
+}
+
+TEST_CASE("identical seeds give identical results with 1 and 2 threads",
+          "[coordinator][queries][determinism]") {
+  CGP_SEEDED(4002);
+  auto points = test::uniform_square(6000, 10000, seed);  // above the parallel threshold
+  const auto range = square(1000, 1000, 3000);
+  std::vector<double> estimates[2];
+  std::vector<double> charges[2];
+  for (unsigned threads : {1u, 2u}) {
+    auto fleet = test::make_fleet(points, 2, 1.0, seed, threads);
+    BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+    auto rho = test::uniform_rho(fleet.size(), 1e-4);
+    for (Method method : kAllMethods) {
+      auto result =
+          range_count(fleet, mirror, range, rho,
+                      options_for(method, 8, std::string("q-") + std::string(method_name(method))));
+      REQUIRE(result.has_value());
+      estimates[threads - 1].push_back(result->estimate);
+      charges[threads - 1].insert(charges[threads - 1].end(), result->report.charged.begin(),
+                                  result->report.charged.end());
+    }
+  }
+  CHECK(estimates[0] == estimates[1]);
+  CHECK(charges[0] == charges[1]);
+}
+
+TEST_CASE("PM methods save budget, more with larger rho, at the error of BM",
+          "[coordinator][queries][savings]") {
+  CGP_SEEDED(4003);
+  auto points = test::uniform_square(4000, 20000, seed);
+  const auto range = square(8000, 8000, 3000);
+  const double truth = static_cast<double>(exact_count(points, 2, range));
+  double saving_small = 0, saving_large = 0;
+  for (double rho_value : {1e-5, 1e-3}) {
+    double error[4] = {0, 0, 0, 0}, saving[4] = {0, 0, 0, 0};
+    const int reps = 20;
+    for (int rep = 0; rep < reps; ++rep) {
+      auto fleet = test::make_fleet(points, 2, 10.0, seed + static_cast<std::uint64_t>(rep));
+      BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+      auto rho = test::uniform_rho(fleet.size(), rho_value);
+      for (int m = 0; m < 4; ++m) {
+        auto result = range_count(
+            fleet, mirror, range, rho,
+            options_for(kAllMethods[m], 8, "rep" + std::to_string(rep) + "m" + std::to_string(m)));
+        REQUIRE(result.has_value());
+        error[m] += count_error(result->estimate, truth) / reps;
+        saving[m] += privacy_saving(result->report.charged, rho_value) / reps;
+      }
+    }
+    INFO("rho " << rho_value << " errors BM0 " << error[0] << " BM1 " << error[1] << " PM0 "
+                << error[2] << " PM1 " << error[3] << " savings PM0 " << saving[2] << " PM1 "
+                << saving[3]);
+    // Baselines spend everything; PM methods keep a positive share.
+    CHECK(saving[0] < 1e-9);
+    CHECK(saving[1] < 1e-9);
+    CHECK(saving[2] > 0.05);
+    CHECK(saving[3] > 0.05);
+    // Remark 6: PM's error is that of its baseline up to noise (20 repetitions; a loose band).
+    CHECK(error[2] <= error[0] * 1.5 + 0.02);
+    CHECK(error[3] <= error[1] * 1.5 + 0.02);
+    (rho_value < 1e-4 ? saving_small : saving_large) = saving[3];
+  }
+  CHECK(saving_large > saving_small);
+}
+
+TEST_CASE("range counting on polygons and discs agrees with boxes where the shapes coincide",
+          "[coordinator][queries]") {
+  CGP_SEEDED(4004);
+  auto points = test::uniform_square(3000, 10000, seed);
+  const auto box = square(2000, 2000, 4000);
+  const auto polygon = geometry::Region(*geometry::Polygon::create(
+      geometry::Ring{{2000, 2000}, {6000, 2000}, {6000, 6000}, {2000, 6000}}));
+  double centre[2] = {5000, 5000};
+  const auto disc = geometry::Region(*geometry::Ball::create(centre, 2000));
+  for (Method method : kAllMethods) {
+    INFO("method " << method_name(method));
+    double estimates[2];
+    for (int shape = 0; shape < 2; ++shape) {
+      auto fleet = test::make_fleet(points, 2, 1.0, seed);
+      BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+      auto rho = test::uniform_rho(fleet.size(), 1e-4);
+      auto result = range_count(fleet, mirror, shape == 0 ? box : polygon, rho,
+                                options_for(method, 8, "same-query"));
+      REQUIRE(result.has_value());
+      estimates[shape] = result->estimate;
+    }
+    CHECK(estimates[0] == estimates[1]);
+    // A disc: exact with a large ρ, close with a moderate one.
+    auto fleet = test::make_fleet(points, 2, 1e9, seed);
+    BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+    auto exact_rho = test::uniform_rho(fleet.size(), 1e3);
+    auto on_disc = range_count(fleet, mirror, disc, exact_rho, options_for(method, 4, "disc"));
+    REQUIRE(on_disc.has_value());
+    CHECK(on_disc->estimate == static_cast<double>(exact_count(points, 2, disc)));
+  }
+}
+
+TEST_CASE("no user's total charge exceeds its budget; refusals are reported",
+          "[coordinator][queries][budget]") {
+  CGP_SEEDED(4005);
+  auto points = test::uniform_square(3000, 10000, seed);
+  const double budget = 3e-4;
+  auto fleet = test::make_fleet(points, 2, budget, seed);
+  BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+  auto rho = test::uniform_rho(fleet.size(), 1e-4);
+  std::size_t refused = 0;
+  for (int q = 0; q < 8; ++q) {
+    Method method = kAllMethods[q % 4];
+    auto result = range_count(fleet, mirror, square(1000.0 * q, 1000, 3000), rho,
+                              options_for(method, 8, "budget-" + std::to_string(q)));
+    REQUIRE(result.has_value());
+    refused += result->report.refused.size();
+    for (UserId u = 0; u < fleet.size(); ++u) {
+      CHECK(fleet.spent(u) <= budget);
+      // The mirror is a worst-case view: never more than what is truly left.
+      CHECK(mirror.remaining(u) <= budget - fleet.spent(u) + 1e-18);
+    }
+  }
+  CHECK(refused > 0);  // later queries meet exhausted users and say so
+}
+
+TEST_CASE("reports: rounds used, eliminations per round, charges", "[coordinator][queries]") {
+  CGP_SEEDED(4006);
+  auto points = test::uniform_square(2000, 10000, seed);
+  auto fleet = test::make_fleet(points, 2, 1.0, seed);
+  BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+  auto rho = test::uniform_rho(fleet.size(), 1e-3);
+  auto result = range_count(fleet, mirror, square(4000, 4000, 1000), rho,
+                            options_for(Method::PM1, 6, "report"));
+  REQUIRE(result.has_value());
+  const auto& r = result->report;
+  CHECK(r.rounds_used >= 1);
+  CHECK(r.rounds_used <= 6);
+  CHECK(r.asked_per_round.size() == r.rounds_used);
+  CHECK(r.eliminated_per_round.size() == r.rounds_used);
+  CHECK(r.asked_per_round[0] == fleet.size());
+  std::size_t eliminated = 0;
+  for (auto e : r.eliminated_per_round) eliminated += e;
+  CHECK(eliminated <= fleet.size());
+  CHECK(r.eliminated_per_round[0] > fleet.size() / 2);  // most users are far from a 1 km square
+  for (UserId u = 0; u < fleet.size(); ++u) CHECK(r.charged[u] == Approx(fleet.spent(u)));
+}
+
+TEST_CASE("threshold query (Alg. 9)", "[coordinator][queries][threshold]") {
+  CGP_SEEDED(4007);
+  const double count = 480;  // households below the income line, out of N = 1000
+  std::vector<double> component{count};
+  for (Method method : {Method::BM1, Method::PM1}) {
+    for (double q : {0.3, 0.7}) {
+      auto fleet = test::make_fleet(component, 1, 100.0, seed);
+      BudgetMirror mirror(1, fleet.initial_budget());
+      auto rho = test::uniform_rho(1, 1.0);
+      QueryOptions o = options_for(method, 8, "threshold");
+      auto result = threshold(fleet, mirror, 0, q, 1000, rho, o);
+      REQUIRE(result.has_value());
+      INFO("method " << method_name(method) << " q " << q);
+      CHECK(result->below == (count < q * 1000));
+      if (method == Method::PM1) CHECK(result->report.rounds_used == 1);  // decided at once
+    }
+  }
+}
+
+TEST_CASE("queries reject bad parameters by name", "[coordinator][queries]") {
+  auto points = test::uniform_square(100, 100, 1);
+  auto fleet = test::make_fleet(points, 2, 1.0, 1);
+  BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+  auto rho = test::uniform_rho(fleet.size(), 1e-3);
+  const double p[2] = {1, 1};
+  QueryOptions o;
+  CHECK(kde(fleet, mirror, p, 0, rho, o).error().parameter == "bandwidth");
+  CHECK(knn(fleet, mirror, p, 0, rho, o).error().parameter == "k");
+  CHECK(knn(fleet, mirror, p, 100, rho, o).error().parameter == "k");
+  std::vector<double> short_rho(3, 1e-3);
+  CHECK(kde(fleet, mirror, p, 1, short_rho, o).error().parameter == "rho");
+  auto bad_rho = rho;
+  bad_rho[7] = -1;
+  CHECK(kde(fleet, mirror, p, 1, bad_rho, o).error().parameter == "rho[7]");
+  o.beta = 1.5;
+  CHECK(kde(fleet, mirror, p, 1, rho, o).error().parameter == "beta");
+  o.beta = 0.1;
+  o.rounds = 0;
+  o.method = Method::PM1;
+  CHECK(kde(fleet, mirror, p, 1, rho, o).error().parameter == "c");
+  const double p3[3] = {1, 1, 1};
+  o.rounds = 4;
+  CHECK(kde(fleet, mirror, p3, 1, rho, o).error().code == ErrorCode::dimension_mismatch);
+  CHECK(parse_method("pm1").value() == Method::PM1);
+  CHECK(parse_method("XM2").error().parameter == "method");
+}
