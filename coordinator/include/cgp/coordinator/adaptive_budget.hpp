@@ -1,0 +1,44 @@
+// Spreading each user's budget over many queries (paper §5.1, Alg. 3): users a query did not
+// need keep their budget, and later queries get it.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/coordinator/queries.hpp"
+
+namespace cgp::coordinator {
+
+class AdaptiveBudget {
+ public:
+  // Alg. 3 for m queries known in advance: query l gives user i
+  //   r_i = γ_l·(B_i − (m − l + 1)·B/m) + B/m,  γ_l = 3/4 + (l − 1)/(m − 1)·1/4,
+  // capped to [0, B_i]. B is the initial budget, B_i what the mirror says is left.
+  static Expected<AdaptiveBudget> fixed(double budget, std::size_t queries);
+  // m not known in advance: plan B/H per query over a horizon of H queries and give 3/4 of the
+  // savings so far at once: r_i = min(B_i, B/H + 3/4·max(0, B_i − B·max(0, 1 − (l − 1)/H))).
+  // After H queries users keep answering while their budget lasts.
+  static Expected<AdaptiveBudget> open_ended(double budget, std::size_t horizon);
+
+  // What each user may be charged for query l (1-based), from the mirror.
+  std::vector<double> allocate(std::size_t query, const BudgetMirror& mirror) const;
+  std::size_t queries() const noexcept { return queries_; }  // m, or H when open-ended
+  bool is_open_ended() const noexcept { return open_ended_; }
+
+ private:
+  double budget_ = 0;
+  std::size_t queries_ = 1;
+  bool open_ended_ = false;
+};
+
+// Alg. 3 over range counts: query l counts ranges[l−1] with the allocation of `budget`, each
+// user asked ρ = privacy::rho_within_charge(allocation); users with nothing left are not asked.
+Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMirror& mirror,
+                                                         const AdaptiveBudget& budget,
+                                                         std::span<const geometry::Region> ranges,
+                                                         const QueryOptions& options);
+
+}  // namespace cgp::coordinator

@@ -1,0 +1,81 @@
+#include "cgp/coordinator/adaptive_budget.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "cgp/common/privacy/device_charge.hpp"
+#include "cgp/common/validate.hpp"
+
+namespace cgp::coordinator {
+
+Expected<AdaptiveBudget> AdaptiveBudget::fixed(double budget, std::size_t queries) {
+  if (auto s = require_finite_positive("budget", budget); !s) return s.error();
+  if (auto s = require_count_in("m", queries, 1, 1000000); !s) return s.error();
+  AdaptiveBudget b;
+  b.budget_ = budget;
+  b.queries_ = queries;
+  return b;
+}
+
+Expected<AdaptiveBudget> AdaptiveBudget::open_ended(double budget, std::size_t horizon) {
+  if (auto s = require_finite_positive("budget", budget); !s) return s.error();
+  if (auto s = require_count_in("horizon", horizon, 1, 1000000); !s) return s.error();
+  AdaptiveBudget b;
+  b.budget_ = budget;
+  b.queries_ = horizon;
+  b.open_ended_ = true;
+  return b;
+}
+
+std::vector<double> AdaptiveBudget::allocate(std::size_t query, const BudgetMirror& mirror) const {
+  const double m = static_cast<double>(queries_);
+  const double l = static_cast<double>(std::max<std::size_t>(query, 1));
+  const double share = budget_ / m;
+  std::vector<double> r(mirror.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const double left = mirror.remaining(static_cast<UserId>(i));
+    double want;
+    if (open_ended_) {
+      const double planned_left = budget_ * std::max(0.0, 1 - (l - 1) / m);
+      want = share + 0.75 * std::max(0.0, left - planned_left);
+    } else {
+      const double gamma = queries_ > 1 ? 0.75 + (l - 1) / (m - 1) * 0.25 : 1.0;
+      want = gamma * (left - (m - l + 1) * share) + share;
+    }
+    r[i] = std::clamp(want, 0.0, left);
+  }
+  return r;
+}
+
+Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMirror& mirror,
+                                                         const AdaptiveBudget& budget,
+                                                         std::span<const geometry::Region> ranges,
+                                                         const QueryOptions& options) {
+  std::vector<CountResult> results;
+  results.reserve(ranges.size());
+  std::vector<double> rho(fleet.size());
+  std::vector<UserId> users;
+  for (std::size_t l = 1; l <= ranges.size(); ++l) {
+    const auto allocation = budget.allocate(l, mirror);
+    users.clear();
+    for (std::size_t i = 0; i < rho.size(); ++i) {
+      const double asked = allocation[i] > 0 ? privacy::rho_within_charge(allocation[i]) : 0.0;
+      if (asked > 0) users.push_back(static_cast<UserId>(i));
+      rho[i] = asked > 0 ? asked : 1.0;  // placeholder for users not asked this time
+    }
+    QueryOptions query = options;
+    query.query_id = options.query_id + "-" + std::to_string(l);
+    query.users = users;
+    if (users.empty()) {
+      results.push_back(CountResult{0.0, QueryReport{}});
+      results.back().report.charged.assign(fleet.size(), 0.0);
+      continue;
+    }
+    auto result = range_count(fleet, mirror, ranges[l - 1], rho, query);
+    if (!result) return result.error();
+    results.push_back(std::move(*result));
+  }
+  return results;
+}
+
+}  // namespace cgp::coordinator
