@@ -12,7 +12,7 @@ packages=(
   libsodium-dev                          # CSPRNG and hashing on the device
   libsqlite3-dev                         # the device ledger
   catch2                                 # tests (Catch2 v2)
-  libbenchmark-dev                       # benchmarks (Google Benchmark)
+  libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
 )
 
 missing=()

@@ -14,7 +14,7 @@ PrivacyFilter::PrivacyFilter(const DeviceConfig& config, double spent, bool halt
 
 double PrivacyFilter::spent_after(double charge) const noexcept {
   // One rounded addition: nextafter up makes the recorded total ≥ the exact sum of charges.
-  return std::nextafter(spent_ + charge, INFINITY);
+  return privacy::next_up(spent_ + charge);
 }
 
 bool PrivacyFilter::admits(double charge) const noexcept {

@@ -86,7 +86,8 @@ class RandomBits {
   uint128 uniform_below(uint128 bound);
 
  private:
-  static constexpr std::size_t kWords = 32;
+  // Small: a simulated user's release needs ~10 words, and every word drawn costs time.
+  static constexpr std::size_t kWords = 8;
   void refill();
   RandomSource& source_;
   std::array<std::uint64_t, kWords> buffer_{};
