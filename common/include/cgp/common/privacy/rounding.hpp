@@ -18,9 +18,9 @@ namespace cgp::privacy {
 inline constexpr double kPadRelative = 16 * DBL_EPSILON;
 
 // The next double above x (std::nextafter(x, +inf)), inlined for the common case of a finite
-// x ≥ 0, where it is the next bit pattern: hot loops call it once per user and round.
+// x > 0, where it is the next bit pattern (±0 go to the library: -0 has the sign bit set).
 inline double next_up(double x) noexcept {
-  if (x >= 0 && x < std::numeric_limits<double>::infinity())
+  if (x > 0 && x < std::numeric_limits<double>::infinity())
     return std::bit_cast<double>(std::bit_cast<std::uint64_t>(x) + 1);
   return std::nextafter(x, std::numeric_limits<double>::infinity());
 }
