@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
-# Builds an optimised tree and runs the device benchmarks; prints the stripped library sizes.
+# Builds an optimised tree and runs the benchmarks:
+#   scripts/bench.sh             device benchmarks (Google Benchmark) and library sizes
+#   scripts/bench.sh coordinator the coordinator scenarios, one process each (peak memory)
+# The coordinator's kNN scenario needs Debian's dataset-fashion-mnist (installed here);
+# locations come from ../shared/data/nyc_collisions when present, else the synthetic city.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+if [ "${1:-}" = "coordinator" ]; then
+  if ! dpkg-query -W -f='${Status}' dataset-fashion-mnist 2>/dev/null | grep -q "ok installed"; then
+    sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq dataset-fashion-mnist >/dev/null
+  fi
+  cmake --build "$root/build-release" --target cgp_bench_coordinator
+  cd "$root"
+  for scenario in kde range alg3 knn; do
+    for method in BM0 BM1 PM0 PM1; do
+      "$root/build-release/bench/cgp_bench_coordinator" "$scenario" "$method"
+    done
+  done
+  exit 0
+fi
 cmake --build "$root/build-release" --target cgp_bench_client cgp_client
 "$root/build-release/bench/cgp_bench_client" --benchmark_min_time=1 "$@"
 for lib in client-sdk/libcgpkit_client.a common/libcgpkit_common.a; do

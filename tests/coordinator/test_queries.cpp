@@ -240,3 +240,44 @@ TEST_CASE("queries reject bad parameters by name", "[coordinator][queries]") {
   CHECK(parse_method("pm1").value() == Method::PM1);
   CHECK(parse_method("XM2").error().parameter == "method");
 }
+
+TEST_CASE("KDE and kNN: PM saves budget at the error of BM", "[coordinator][queries][savings]") {
+  CGP_SEEDED(4008);
+  auto points = test::uniform_square(4000, 20000, seed);
+  const double p[2] = {10000, 10000};
+  const double truth_kde = exact_kde(points, 2, p, 1000);
+  KnnOracle oracle(points, 2);
+  const auto truth_knn = oracle.nearest(p, 8);
+  const double truth_distance = sum_of_distances(points, 2, p, truth_knn);
+  double kde_error[4] = {}, kde_saving[4] = {}, knn_error[4] = {}, knn_saving[4] = {};
+  const int reps = 20;
+  for (int rep = 0; rep < reps; ++rep) {
+    for (int m = 0; m < 4; ++m) {
+      auto fleet = test::make_fleet(points, 2, 10.0, seed + static_cast<std::uint64_t>(rep));
+      BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+      auto rho = test::uniform_rho(fleet.size(), 1e-3);
+      auto density = kde(fleet, mirror, p, 1000, rho,
+                         options_for(kAllMethods[m], 8, "kde" + std::to_string(rep)));
+      REQUIRE(density.has_value());
+      kde_error[m] += l1_error(density->estimate, truth_kde) / reps;
+      kde_saving[m] += privacy_saving(density->report.charged, 1e-3) / reps;
+      auto nearest = knn(fleet, mirror, p, 8, rho,
+                         options_for(kAllMethods[m], 8, "knn" + std::to_string(rep)));
+      REQUIRE(nearest.has_value());
+      knn_error[m] +=
+          distance_error(sum_of_distances(points, 2, p, nearest->neighbours), truth_distance) /
+          reps;
+      knn_saving[m] += privacy_saving(nearest->report.charged, 1e-3) / reps;
+    }
+  }
+  INFO("KDE l1 " << kde_error[0] << " " << kde_error[1] << " " << kde_error[2] << " "
+                 << kde_error[3] << " savings " << kde_saving[2] << " " << kde_saving[3]);
+  INFO("kNN DistErr " << knn_error[0] << " " << knn_error[1] << " " << knn_error[2] << " "
+                      << knn_error[3] << " savings " << knn_saving[2] << " " << knn_saving[3]);
+  for (int m : {2, 3}) {
+    CHECK(kde_saving[m] > 0.3);  // most users are beyond 6b = 6 km of the centre
+    CHECK(knn_saving[m] > 0.3);
+    CHECK(kde_error[m] <= kde_error[m - 2] * 1.5 + 1e-4);
+    CHECK(knn_error[m] <= knn_error[m - 2] * 1.5 + 0.05);
+  }
+}
