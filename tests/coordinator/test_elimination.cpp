@@ -13,14 +13,14 @@ using namespace cgp;
 using namespace cgp::coordinator;
 
 // Lemmas 5.2 and 5.3 promise failure probability ≤ β₀ per run. Over R independent runs the
-// failures are Binomial(R, p ≤ β₀); a correct implementation exceeds Rβ₀ + 5.3·√(Rβ₀(1−β₀))
-// with probability < 1e-7 (normal approximation, Rβ₀ = 20). The bound is loose (a union bound),
+// failures are Binomial(R, p ≤ β₀); a correct implementation exceeds Rβ₀ + 5.73·√(Rβ₀(1−β₀))
+// with probability < 1e-8 (normal approximation, Rβ₀ = 20). The bound is loose (a union bound),
 // so the observed rate is usually far below β₀; the test guards against a systematic excess.
 namespace {
 constexpr int kRuns = 400;
 constexpr double kBeta0 = 0.05;
 double binomial_limit() {
-  return kRuns * kBeta0 + 5.3 * std::sqrt(kRuns * kBeta0 * (1 - kBeta0));
+  return kRuns * kBeta0 + 5.73 * std::sqrt(kRuns * kBeta0 * (1 - kBeta0));
 }
 std::vector<UserId> everyone(std::size_t n) {
   std::vector<UserId> users(n);
