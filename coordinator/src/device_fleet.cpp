@@ -1,0 +1,117 @@
+#include "cgp/coordinator/device_fleet.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/coordinator/parallel.hpp"
+
+namespace cgp::coordinator {
+
+struct DeviceFleet::State {
+  DeviceConfig config;
+  std::size_t dimension = 0;
+  std::vector<client::Device> devices;
+  unsigned threads = 1;
+};
+
+DeviceFleet::DeviceFleet(std::unique_ptr<State> state) : state_(std::move(state)) {}
+DeviceFleet::DeviceFleet(DeviceFleet&&) noexcept = default;
+DeviceFleet& DeviceFleet::operator=(DeviceFleet&&) noexcept = default;
+DeviceFleet::~DeviceFleet() = default;
+
+Expected<DeviceFleet> DeviceFleet::create(const DeviceConfig& config,
+                                          std::span<const double> points, std::size_t dimension,
+                                          std::uint64_t seed, unsigned threads) {
+  if (auto s = require_count_in("dimension", dimension, 1, 4096); !s) return s.error();
+  if (points.empty() || points.size() % dimension != 0)
+    return make_error(ErrorCode::dimension_mismatch, "points",
+                      "points must hold n × dimension values, got " +
+                          std::to_string(points.size()) + " for dimension " +
+                          std::to_string(dimension));
+  auto state = std::make_unique<State>();
+  state->config = config;
+  state->dimension = dimension;
+  state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t n = points.size() / dimension;
+  state->devices.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    // One stream per user from the run seed: independent of threads and of other users.
+    auto device = client::Device::open_for_simulation(config, seed, i);
+    if (auto s = device.register_component("location", dimension); !s) return s.error();
+    if (auto s = device.set_component("location", points.subspan(i * dimension, dimension)); !s)
+      return s.error();
+    state->devices.push_back(std::move(device));
+  }
+  return DeviceFleet(std::move(state));
+}
+
+std::size_t DeviceFleet::size() const noexcept {
+  return state_->devices.size();
+}
+std::size_t DeviceFleet::dimension() const noexcept {
+  return state_->dimension;
+}
+double DeviceFleet::initial_budget() const noexcept {
+  return state_->config.rho_capacity();
+}
+client::Device& DeviceFleet::device(UserId user) noexcept {
+  return state_->devices[user];
+}
+
+void DeviceFleet::ask(const RoundRequest& request, RoundReplies& replies) {
+  State& s = *state_;
+  const std::size_t out_dim =
+      request.statistic == StatisticKind::location ? s.dimension : std::size_t{1};
+  const std::size_t asked = request.users.size();
+  replies.resize(asked, out_dim);
+  parallel_chunks(asked, s.threads, [&](std::size_t begin, std::size_t end, unsigned) {
+    for (std::size_t k = begin; k < end; ++k) {
+      const UserId user = request.users[k];
+      if (user >= s.devices.size() || k >= request.rho.size()) {
+        replies.kind[k] = ReplyKind::rejected;
+        continue;
+      }
+      const RequestId id{request.query_id, request.round};
+      const double rho = request.rho[k];
+      Expected<DeviceRequest> built = Error{};
+      switch (request.statistic) {
+        case StatisticKind::location:
+          built = DeviceRequest::location(id, request.component_id, rho);
+          break;
+        case StatisticKind::distance_to_point:
+          built = DeviceRequest::distance_to_point(
+              id, request.component_id, {request.point.begin(), request.point.end()}, rho);
+          break;
+        case StatisticKind::signed_distance_to_region:
+          if (request.region)
+            built = DeviceRequest::signed_distance_to_region(id, request.component_id,
+                                                             *request.region, rho);
+          break;
+      }
+      if (!built) {
+        replies.kind[k] = ReplyKind::rejected;
+        continue;
+      }
+      client::Reply reply = s.devices[user].handle(*built);
+      replies.remaining[k] = reply.remaining_budget;
+      switch (reply.status) {
+        case client::ReplyStatus::answered:
+          replies.kind[k] = ReplyKind::answered;
+          replies.charged[k] = reply.charged_rho;
+          std::copy(reply.values.begin(), reply.values.end(),
+                    replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
+          break;
+        case client::ReplyStatus::refused_budget:
+          replies.kind[k] = ReplyKind::refused;
+          break;
+        case client::ReplyStatus::rejected_invalid:
+          replies.kind[k] = ReplyKind::rejected;
+          break;
+      }
+    }
+  });
+}
+
+}  // namespace cgp::coordinator

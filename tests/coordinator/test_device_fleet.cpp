@@ -1,0 +1,80 @@
+#include <catch2/catch.hpp>
+#include <numeric>
+
+#include "cgp/coordinator/device_fleet.hpp"
+#include "cgp/coordinator/ground_truth.hpp"
+#include "cgp/coordinator/queries.hpp"
+#include "fleet_fixtures.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::coordinator;
+
+TEST_CASE("the same queries run over real Devices", "[coordinator][device-fleet]") {
+  CGP_SEEDED(8001);
+  auto points = test::uniform_square(1500, 10000, seed);
+  double lo[2] = {2000, 2000}, hi[2] = {6000, 5000};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  const double p[2] = {5000, 5000};
+  KnnOracle oracle(points, 2);
+  for (Method method : {Method::BM0, Method::BM1, Method::PM0, Method::PM1}) {
+    INFO("method " << method_name(method));
+    auto fleet = *DeviceFleet::create(*DeviceConfig::cgp(1e9), points, 2, seed, 2);
+    BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+    auto rho = test::uniform_rho(fleet.size(), 1e3);  // σ ≈ 2 cm: exact answers
+    QueryOptions o;
+    o.method = method;
+    o.rounds = 4;
+    o.query_id = "devices";
+    auto count = range_count(fleet, mirror, range, rho, o);
+    REQUIRE(count.has_value());
+    CHECK(count->estimate == static_cast<double>(exact_count(points, 2, range)));
+    o.query_id = "devices-knn";
+    auto nearest = knn(fleet, mirror, p, 5, rho, o);
+    REQUIRE(nearest.has_value());
+    CHECK(nearest->neighbours == oracle.nearest(p, 5));
+    for (UserId u = 0; u < fleet.size(); ++u)
+      CHECK(fleet.device(u).spent() ==
+            Approx(count->report.charged[u] + nearest->report.charged[u]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("a device fleet replays a repeated round without new noise or charge",
+          "[coordinator][device-fleet]") {
+  CGP_SEEDED(8002);
+  auto points = test::uniform_square(50, 1000, seed);
+  auto fleet = *DeviceFleet::create(*DeviceConfig::cgp(1.0), points, 2, seed, 1);
+  std::vector<UserId> users(50);
+  std::iota(users.begin(), users.end(), UserId{0});
+  std::vector<double> rho(50, 1e-3);
+  RoundRequest request;
+  request.query_id = "replay";
+  request.users = users;
+  request.rho = rho;
+  RoundReplies first, second;
+  fleet.ask(request, first);
+  const double spent = fleet.device(0).spent();
+  fleet.ask(request, second);
+  CHECK(first.values == second.values);
+  CHECK(fleet.device(0).spent() == spent);
+}
+
+TEST_CASE("device fleets refuse beyond the budget and the mirror stops asking",
+          "[coordinator][device-fleet]") {
+  CGP_SEEDED(8003);
+  auto points = test::uniform_square(200, 1000, seed);
+  auto fleet = *DeviceFleet::create(*DeviceConfig::cgp(1e-3), points, 2, seed, 1);
+  BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+  auto rho = test::uniform_rho(fleet.size(), 6e-4);
+  double lo[2] = {0, 0}, hi[2] = {500, 500};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  QueryOptions o;
+  o.method = Method::BM1;
+  o.query_id = "first";
+  REQUIRE(range_count(fleet, mirror, range, rho, o).has_value());
+  o.query_id = "second";
+  auto second = range_count(fleet, mirror, range, rho, o);
+  REQUIRE(second.has_value());
+  CHECK(second->report.refused.size() == fleet.size());  // the mirror knew: nobody was asked
+  for (UserId u = 0; u < fleet.size(); ++u) CHECK(fleet.device(u).spent() <= 1e-3);
+}
