@@ -12,6 +12,7 @@ packages=(
   libsodium-dev                          # CSPRNG and hashing on the device
   libsqlite3-dev                         # the device ledger
   catch2                                 # tests (Catch2 v2)
+  libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox   # cgp-sim: CLI, JSON, tables, plots
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
 )
 

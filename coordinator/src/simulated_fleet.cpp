@@ -108,6 +108,11 @@ std::span<const double> SimulatedFleet::location(UserId user) const noexcept {
           state_->dimension};
 }
 
+void SimulatedFleet::reset(std::uint64_t seed) {
+  std::fill(state_->filters.begin(), state_->filters.end(), client::PrivacyFilter(state_->config));
+  state_->seed = seed;
+}
+
 void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   State& s = *state_;
   const std::size_t asked = request.users.size();

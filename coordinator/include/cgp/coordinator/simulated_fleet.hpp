@@ -40,6 +40,9 @@ class SimulatedFleet final : public Fleet {
   double spent(UserId user) const noexcept;
   std::span<const double> location(UserId user) const noexcept;
   unsigned threads() const noexcept;
+  // Every device back to a full, fresh filter, and a new run seed: a new repetition of an
+  // experiment without copying the points again.
+  void reset(std::uint64_t seed);
 
  private:
   struct State;

@@ -1,0 +1,82 @@
+// The experiments of paper §7 over the coordinator: one row per (query, method, c, split, ρ,
+// parameter), each the mean and quartiles over repetitions of the error metric and PrivSav.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/common/privacy/budget_split.hpp"
+#include "cgp/coordinator/queries.hpp"
+#include "cgp/sim/dataset.hpp"
+
+namespace cgp::sim {
+
+struct Summary {
+  double mean = 0, p25 = 0, p75 = 0;
+};
+// Mean and linear-interpolated 25th/75th percentiles; empty input gives zeros.
+Summary summarize(std::vector<double> values);
+
+struct Row {
+  std::string query;   // range | kde | knn | multi-range | threshold
+  std::string method;  // BM0 ...
+  std::size_t c = 1;   // rounds (1 for BM)
+  std::string split;   // even | doubling | none (BM)
+  double rho = 0;      // per query (multi-range: the budget B)
+  double param = 0;    // w | b | k | m | q
+  std::size_t reps = 0;
+  Summary error, privsav;
+  double seconds = 0;  // wall time of all repetitions
+};
+
+struct Common {
+  std::vector<coordinator::Method> methods{coordinator::Method::BM0, coordinator::Method::BM1,
+                                           coordinator::Method::PM0, coordinator::Method::PM1};
+  std::vector<std::size_t> rounds{4};
+  std::vector<privacy::SplitSchedule> splits{privacy::SplitSchedule::even};
+  std::size_t reps = 20;
+  double beta = 0.1;
+  std::uint64_t seed = 1;
+  unsigned threads = 0;
+  bool shift = true;
+  std::vector<std::array<double, 2>> centres;  // --queries, in the data's metres
+};
+
+// A progress bar with rate and ETA on stderr, shown only on a terminal and only once a run has
+// taken more than a second.
+class Progress {
+ public:
+  explicit Progress(std::size_t total);
+  void step();
+  void finish();
+
+ private:
+  std::size_t total_, done_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  bool terminal_;
+  bool shown_ = false;
+};
+
+std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
+                           std::span<const double> widths, const Common& common);
+std::vector<Row> run_kde(const Dataset& data, std::span<const double> rhos,
+                         std::span<const double> bandwidths, const Common& common);
+// queries: query points (another data set, e.g. the IDX test file), or nullptr to draw them
+// from `data` and exclude them from the candidates.
+Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
+                                   std::span<const double> rhos, std::span<const std::size_t> ks,
+                                   const Common& common);
+std::vector<Row> run_multi_range(const Dataset& data, double budget,
+                                 std::span<const std::size_t> ms, double width,
+                                 const Common& common);
+// values: one per row of the curator's table; a row counts when its value ≤ `below`.
+std::vector<Row> run_threshold(std::span<const double> values, double below,
+                               std::span<const double> qs, std::span<const double> rhos,
+                               const Common& common);
+
+}  // namespace cgp::sim

@@ -1,0 +1,240 @@
+#include "cgp/sim/dataset.hpp"
+
+#include <zlib.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/coordinator/synthetic_city.hpp"
+
+namespace cgp::sim {
+namespace {
+
+Error data_error(const std::string& path, const std::string& what) {
+  return make_error(ErrorCode::invalid_argument, "data", "data: " + path + ": " + what);
+}
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      cells.push_back(cell);
+      cell.clear();
+    } else if (c != '\r') {
+      cell += c;
+    }
+  }
+  cells.push_back(cell);
+  for (auto& s : cells) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.erase(s.begin());
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
+  }
+  return cells;
+}
+
+bool parse_number(const std::string& text, double& out) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  if (begin != end && *begin == '+') ++begin;
+  auto [ptr, ec] = std::from_chars(begin, end, out);
+  return ec == std::errc() && ptr == end && std::isfinite(out);
+}
+
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+Expected<Csv> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return data_error(path, "cannot open the file (missing or unreadable)");
+  Csv csv;
+  std::string line;
+  if (!std::getline(in, line)) return data_error(path, "the file is empty");
+  csv.header = split_csv_line(line);
+  std::size_t number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line == "\r") continue;
+    auto cells = split_csv_line(line);
+    if (cells.size() != csv.header.size())
+      return data_error(path, "row " + std::to_string(number) + " has " +
+                                  std::to_string(cells.size()) + " fields, the header " +
+                                  std::to_string(csv.header.size()));
+    csv.rows.push_back(std::move(cells));
+  }
+  if (csv.rows.empty()) return data_error(path, "no data rows after the header");
+  return csv;
+}
+
+int column_of(const Csv& csv, const std::string& name) {
+  for (std::size_t i = 0; i < csv.header.size(); ++i)
+    if (csv.header[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+Expected<std::vector<double>> numeric_column(const Csv& csv, int column, const std::string& path) {
+  std::vector<double> values;
+  values.reserve(csv.rows.size());
+  for (std::size_t r = 0; r < csv.rows.size(); ++r) {
+    double v;
+    const std::string& cell = csv.rows[r][static_cast<std::size_t>(column)];
+    if (!parse_number(cell, v))
+      return data_error(path, "row " + std::to_string(r + 2) + ", column " +
+                                  csv.header[static_cast<std::size_t>(column)] + ": '" + cell +
+                                  "' is not a finite number");
+    values.push_back(v);
+  }
+  return values;
+}
+
+}  // namespace
+
+Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKind projection,
+                                 const std::array<double, 2>* origin) {
+  auto csv = read_csv(path);
+  if (!csv) return csv.error();
+  const int lon = column_of(*csv, "lon"), lat = column_of(*csv, "lat");
+  const int x = column_of(*csv, "x"), y = column_of(*csv, "y");
+  Dataset data;
+  data.dimension = 2;
+  if (lon >= 0 && lat >= 0) {
+    auto lons = numeric_column(*csv, lon, path);
+    if (!lons) return lons.error();
+    auto lats = numeric_column(*csv, lat, path);
+    if (!lats) return lats.error();
+    auto centre = geometry::lonlat_centre(*lons, *lats);
+    if (!centre) return data_error(path, centre.error().message);
+    if (origin) *centre = *origin;
+    data.origin = *centre;
+    auto proj = geometry::LonLatProjection::create(projection, (*centre)[0], (*centre)[1]);
+    if (!proj) return data_error(path, proj.error().message);
+    data.points.reserve(2 * lons->size());
+    for (std::size_t i = 0; i < lons->size(); ++i) {
+      auto xy = proj->forward((*lons)[i], (*lats)[i]);
+      if (!xy) return data_error(path, "row " + std::to_string(i + 2) + ": " + xy.error().message);
+      data.points.push_back((*xy)[0]);
+      data.points.push_back((*xy)[1]);
+    }
+    data.description = path + ": " + std::to_string(lons->size()) + " lon/lat points, " +
+                       std::string(geometry::projection_kind_name(projection)) + " projection";
+    return data;
+  }
+  if (x >= 0 && y >= 0) {
+    auto xs = numeric_column(*csv, x, path);
+    if (!xs) return xs.error();
+    auto ys = numeric_column(*csv, y, path);
+    if (!ys) return ys.error();
+    for (std::size_t i = 0; i < xs->size(); ++i) {
+      data.points.push_back((*xs)[i]);
+      data.points.push_back((*ys)[i]);
+    }
+    data.description = path + ": " + std::to_string(xs->size()) + " x/y points (metres)";
+    return data;
+  }
+  return data_error(
+      path, "needs columns lon,lat or x,y (header: " + [&] {
+        std::string h;
+        for (const auto& c : csv->header) h += (h.empty() ? "" : ",") + c;
+        return h;
+      }() + ")");
+}
+
+Expected<Dataset> load_vectors(const std::string& path) {
+  if (path.ends_with(".gz") || path.find("idx") != std::string::npos) return load_idx(path);
+  auto csv = read_csv(path);
+  if (!csv) return csv.error();
+  // Every column whose first row parses as a number.
+  std::vector<int> columns;
+  for (std::size_t c = 0; c < csv->header.size(); ++c) {
+    double v;
+    if (parse_number(csv->rows[0][c], v)) columns.push_back(static_cast<int>(c));
+  }
+  if (columns.empty()) return data_error(path, "no numeric columns");
+  Dataset data;
+  data.dimension = columns.size();
+  std::vector<std::vector<double>> values;
+  for (int c : columns) {
+    auto column = numeric_column(*csv, c, path);
+    if (!column) return column.error();
+    values.push_back(std::move(*column));
+  }
+  for (std::size_t r = 0; r < csv->rows.size(); ++r)
+    for (const auto& column : values) data.points.push_back(column[r]);
+  data.description = path + ": " + std::to_string(csv->rows.size()) + " vectors of dimension " +
+                     std::to_string(data.dimension);
+  return data;
+}
+
+Expected<std::vector<double>> load_column(const std::string& path, const std::string& column) {
+  auto csv = read_csv(path);
+  if (!csv) return csv.error();
+  const int index = column_of(*csv, column);
+  if (index < 0) return data_error(path, "no column named '" + column + "'");
+  return numeric_column(*csv, index, path);
+}
+
+Expected<Dataset> load_idx(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");  // reads plain files too
+  if (!file) return data_error(path, "cannot open the file (missing or unreadable)");
+  unsigned char header[16];
+  const int got = gzread(file, header, 16);
+  if (got != 16 || header[0] != 0 || header[1] != 0 || header[2] != 0x08 || header[3] != 3) {
+    gzclose(file);
+    return data_error(path, "not an IDX file of unsigned-byte images (magic 0x00000803)");
+  }
+  auto be32 = [&](int at) {
+    return (std::size_t{header[at]} << 24) | (std::size_t{header[at + 1]} << 16) |
+           (std::size_t{header[at + 2]} << 8) | header[at + 3];
+  };
+  const std::size_t n = be32(4), dimension = be32(8) * be32(12);
+  if (n == 0 || dimension == 0 || dimension > 4096) {
+    gzclose(file);
+    return data_error(path, "IDX sizes out of range");
+  }
+  std::vector<unsigned char> raw(n * dimension);
+  const int read = gzread(file, raw.data(), static_cast<unsigned>(raw.size()));
+  gzclose(file);
+  if (read != static_cast<int>(raw.size())) return data_error(path, "IDX file is truncated");
+  Dataset data;
+  data.dimension = dimension;
+  data.points.assign(raw.begin(), raw.end());
+  data.description =
+      path + ": " + std::to_string(n) + " images of " + std::to_string(dimension) + " pixels";
+  return data;
+}
+
+Dataset synthetic_locations(std::size_t users, std::uint64_t seed) {
+  Dataset data;
+  data.dimension = 2;
+  data.points = coordinator::synthetic_city(users, seed);
+  data.description = "built-in synthetic city: " + std::to_string(users) +
+                     " users, 20 km x 20 km, six hotspots (seed " + std::to_string(seed) + ")";
+  return data;
+}
+
+Dataset resample(const Dataset& data, std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick(0, data.size() - 1);
+  Dataset out;
+  out.dimension = data.dimension;
+  out.points.reserve(n * data.dimension);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t j = pick(rng);
+    out.points.insert(out.points.end(),
+                      data.points.begin() + static_cast<std::ptrdiff_t>(j * data.dimension),
+                      data.points.begin() + static_cast<std::ptrdiff_t>((j + 1) * data.dimension));
+  }
+  out.description = data.description + ", " + std::to_string(n) + " drawn with replacement";
+  return out;
+}
+
+}  // namespace cgp::sim

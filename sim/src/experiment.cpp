@@ -1,0 +1,387 @@
+#include "cgp/sim/experiment.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "cgp/common/privacy/device_charge.hpp"
+#include "cgp/common/validate.hpp"
+#include "cgp/coordinator/adaptive_budget.hpp"
+#include "cgp/coordinator/ground_truth.hpp"
+#include "cgp/coordinator/simulated_fleet.hpp"
+
+namespace cgp::sim {
+namespace {
+
+using coordinator::Method;
+
+struct Variant {
+  Method method;
+  std::size_t c;
+  privacy::SplitSchedule split;
+};
+
+std::vector<Variant> variants(const Common& common) {
+  std::vector<Variant> out;
+  for (Method m : common.methods) {
+    if (!coordinator::eliminates(m)) {
+      out.push_back({m, 1, privacy::SplitSchedule::even});
+      continue;
+    }
+    for (std::size_t c : common.rounds)
+      for (auto split : common.splits) out.push_back({m, c, split});
+  }
+  return out;
+}
+
+Row row_for(const std::string& query, const Variant& v, double rho, double param,
+            std::size_t reps) {
+  Row row;
+  row.query = query;
+  row.method = std::string(coordinator::method_name(v.method));
+  row.c = v.c;
+  row.split = coordinator::eliminates(v.method) ? std::string(privacy::split_schedule_name(v.split))
+                                                : "none";
+  row.rho = rho;
+  row.param = param;
+  row.reps = reps;
+  return row;
+}
+
+coordinator::QueryOptions options_for(const Variant& v, const Common& common, std::string id) {
+  coordinator::QueryOptions o;
+  o.method = v.method;
+  o.rounds = v.c;
+  o.split = v.split;
+  o.beta = common.beta;
+  o.shift = common.shift;
+  o.query_id = std::move(id);
+  return o;
+}
+
+// Query centres (§7): uniform over the central 100 km × 100 km of the data, or over the central
+// half of its extent when that is smaller; --queries overrides.
+std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t count,
+                                               const Common& common) {
+  if (!common.centres.empty()) {
+    std::vector<std::array<double, 2>> out(count);
+    for (std::size_t i = 0; i < count; ++i) out[i] = common.centres[i % common.centres.size()];
+    return out;
+  }
+  double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+  for (std::size_t i = 0; i < data.size(); ++i)
+    for (int a = 0; a < 2; ++a) {
+      lo[a] = std::min(lo[a], data.points[2 * i + a]);
+      hi[a] = std::max(hi[a], data.points[2 * i + a]);
+    }
+  std::mt19937_64 rng(common.seed ^ 0xc3a5c85c97cb3127ULL);
+  std::vector<std::array<double, 2>> out(count);
+  std::uniform_real_distribution<double> axis[2];
+  for (int a = 0; a < 2; ++a) {
+    const double mid = (lo[a] + hi[a]) / 2, half = std::min(50000.0, (hi[a] - lo[a]) / 4);
+    axis[a] = std::uniform_real_distribution<double>(mid - half, mid + half);
+  }
+  for (auto& c : out) c = {axis[0](rng), axis[1](rng)};
+  return out;
+}
+
+geometry::Region square_around(const std::array<double, 2>& c, double side) {
+  double lo[2] = {c[0] - side / 2, c[1] - side / 2}, hi[2] = {c[0] + side / 2, c[1] + side / 2};
+  return *geometry::Box::create(lo, hi);
+}
+
+coordinator::SimulatedFleet fleet_for(const Dataset& data, double capacity, const Common& common) {
+  return std::move(*coordinator::SimulatedFleet::create(
+      *DeviceConfig::cgp(capacity), data.points, data.dimension, common.seed, common.threads));
+}
+
+std::uint64_t rep_seed(const Common& common, std::size_t rep) {
+  return common.seed * 0x9e3779b97f4a7c15ULL + rep + 1;
+}
+
+}  // namespace
+
+Summary summarize(std::vector<double> values) {
+  Summary s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(values.size() - 1);
+    const auto i = static_cast<std::size_t>(pos);
+    const double frac = pos - static_cast<double>(i);
+    return i + 1 < values.size() ? values[i] * (1 - frac) + values[i + 1] * frac : values[i];
+  };
+  s.p25 = quantile(0.25);
+  s.p75 = quantile(0.75);
+  return s;
+}
+
+Progress::Progress(std::size_t total)
+    : total_(total), start_(std::chrono::steady_clock::now()), terminal_(isatty(2) != 0) {}
+
+void Progress::step() {
+  ++done_;
+  if (!terminal_) return;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (elapsed < 1.0 && !shown_) return;
+  shown_ = true;
+  const double rate = static_cast<double>(done_) / elapsed;
+  const double eta = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0;
+  const int width = 30;
+  const int filled =
+      static_cast<int>(width * static_cast<double>(done_) / static_cast<double>(total_));
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu  %.2f runs/s  ETA %.0f s ", filled,
+               "##############################", width - filled, "", done_, total_, rate, eta);
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (shown_) std::fprintf(stderr, "\n");
+}
+
+std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
+                           std::span<const double> widths, const Common& common) {
+  const auto vs = variants(common);
+  const auto centres = centres_for(data, common.reps, common);
+  auto fleet = fleet_for(data, *std::max_element(rhos.begin(), rhos.end()), common);
+  Progress progress(widths.size() * rhos.size() * vs.size() * common.reps);
+  std::vector<Row> rows;
+  for (double w : widths) {
+    std::vector<geometry::Region> ranges;
+    std::vector<double> truth;
+    for (const auto& c : centres) {
+      ranges.push_back(square_around(c, w));
+      truth.push_back(static_cast<double>(coordinator::exact_count(data.points, 2, ranges.back())));
+    }
+    for (double rho : rhos) {
+      const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
+      for (const auto& v : vs) {
+        Row row = row_for("range", v, rho, w, common.reps);
+        std::vector<double> errors, savings;
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t rep = 0; rep < common.reps; ++rep) {
+          fleet.reset(rep_seed(common, rep));
+          coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+          auto result = coordinator::range_count(fleet, mirror, ranges[rep], asked,
+                                                 options_for(v, common, "range"));
+          errors.push_back(coordinator::count_error(result->estimate, truth[rep]));
+          savings.push_back(coordinator::privacy_saving(result->report.charged, rho));
+          progress.step();
+        }
+        row.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        row.error = summarize(errors);
+        row.privsav = summarize(savings);
+        rows.push_back(row);
+      }
+    }
+  }
+  progress.finish();
+  return rows;
+}
+
+std::vector<Row> run_kde(const Dataset& data, std::span<const double> rhos,
+                         std::span<const double> bandwidths, const Common& common) {
+  const auto vs = variants(common);
+  const auto centres = centres_for(data, common.reps, common);
+  auto fleet = fleet_for(data, *std::max_element(rhos.begin(), rhos.end()), common);
+  Progress progress(bandwidths.size() * rhos.size() * vs.size() * common.reps);
+  std::vector<Row> rows;
+  for (double b : bandwidths) {
+    std::vector<double> truth;
+    for (const auto& c : centres) truth.push_back(coordinator::exact_kde(data.points, 2, c, b));
+    for (double rho : rhos) {
+      const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
+      for (const auto& v : vs) {
+        Row row = row_for("kde", v, rho, b, common.reps);
+        std::vector<double> errors, savings;
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t rep = 0; rep < common.reps; ++rep) {
+          fleet.reset(rep_seed(common, rep));
+          coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+          auto result = coordinator::kde(fleet, mirror, centres[rep], b, asked,
+                                         options_for(v, common, "kde"));
+          errors.push_back(coordinator::l1_error(result->estimate, truth[rep]));
+          savings.push_back(coordinator::privacy_saving(result->report.charged, rho));
+          progress.step();
+        }
+        row.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        row.error = summarize(errors);
+        row.privsav = summarize(savings);
+        rows.push_back(row);
+      }
+    }
+  }
+  progress.finish();
+  return rows;
+}
+
+Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
+                                   std::span<const double> rhos, std::span<const std::size_t> ks,
+                                   const Common& common) {
+  if (queries && queries->dimension != data.dimension)
+    return make_error(ErrorCode::dimension_mismatch, "queries",
+                      "query points have dimension " + std::to_string(queries->dimension) +
+                          ", the data " + std::to_string(data.dimension));
+  const auto vs = variants(common);
+  auto fleet = fleet_for(data, *std::max_element(rhos.begin(), rhos.end()), common);
+  coordinator::KnnOracle oracle(data.points, data.dimension);
+  // Query points: from the query set, or users of the data excluded from the candidates.
+  std::mt19937_64 rng(common.seed ^ 0x2545f4914f6cdd1dULL);
+  std::vector<std::vector<double>> points;
+  std::vector<std::vector<coordinator::UserId>> candidates(common.reps);
+  for (std::size_t rep = 0; rep < common.reps; ++rep) {
+    const Dataset& source = queries ? *queries : data;
+    const std::size_t i = std::uniform_int_distribution<std::size_t>(0, source.size() - 1)(rng);
+    points.emplace_back(
+        source.points.begin() + static_cast<std::ptrdiff_t>(i * source.dimension),
+        source.points.begin() + static_cast<std::ptrdiff_t>((i + 1) * source.dimension));
+    if (!queries) {
+      candidates[rep].reserve(data.size() - 1);
+      for (std::size_t u = 0; u < data.size(); ++u)
+        if (u != i) candidates[rep].push_back(static_cast<coordinator::UserId>(u));
+    }
+  }
+  Progress progress(ks.size() * rhos.size() * vs.size() * common.reps);
+  std::vector<Row> rows;
+  for (std::size_t k : ks) {
+    std::vector<double> truth;
+    for (std::size_t rep = 0; rep < common.reps; ++rep) {
+      auto ids = oracle.nearest(points[rep], k, candidates[rep]);
+      truth.push_back(coordinator::sum_of_distances(data.points, data.dimension, points[rep], ids));
+    }
+    for (double rho : rhos) {
+      const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
+      for (const auto& v : vs) {
+        Row row = row_for("knn", v, rho, static_cast<double>(k), common.reps);
+        std::vector<double> errors, savings;
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t rep = 0; rep < common.reps; ++rep) {
+          fleet.reset(rep_seed(common, rep));
+          coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+          auto options = options_for(v, common, "knn");
+          options.users = candidates[rep];
+          auto result = coordinator::knn(fleet, mirror, points[rep], k, asked, options);
+          if (!result) return result.error();
+          const double found = coordinator::sum_of_distances(data.points, data.dimension,
+                                                             points[rep], result->neighbours);
+          errors.push_back(coordinator::distance_error(found, truth[rep]));
+          savings.push_back(
+              coordinator::privacy_saving(result->report.charged, rho, options.users));
+          progress.step();
+        }
+        row.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        row.error = summarize(errors);
+        row.privsav = summarize(savings);
+        rows.push_back(row);
+      }
+    }
+  }
+  progress.finish();
+  return rows;
+}
+
+std::vector<Row> run_multi_range(const Dataset& data, double budget,
+                                 std::span<const std::size_t> ms, double width,
+                                 const Common& common) {
+  const auto vs = variants(common);
+  auto fleet = fleet_for(data, budget, common);
+  Progress progress(ms.size() * vs.size() * common.reps);
+  std::vector<Row> rows;
+  for (std::size_t m : ms) {
+    const auto plan = *coordinator::AdaptiveBudget::fixed(budget, m);
+    // m ranges per repetition.
+    Common many = common;
+    many.reps = m * common.reps;
+    const auto centres = centres_for(data, many.reps, many);
+    for (const auto& v : vs) {
+      Row row = row_for("multi-range", v, budget, static_cast<double>(m), common.reps);
+      std::vector<double> errors, savings;
+      const auto start = std::chrono::steady_clock::now();
+      for (std::size_t rep = 0; rep < common.reps; ++rep) {
+        fleet.reset(rep_seed(common, rep));
+        coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+        std::vector<geometry::Region> ranges;
+        for (std::size_t l = 0; l < m; ++l)
+          ranges.push_back(square_around(centres[rep * m + l], width));
+        auto results = coordinator::adaptive_range_counts(fleet, mirror, plan, ranges,
+                                                          options_for(v, common, "multi"));
+        double error = 0;
+        for (std::size_t l = 0; l < m; ++l)
+          error += coordinator::count_error(
+                       (*results)[l].estimate,
+                       static_cast<double>(coordinator::exact_count(data.points, 2, ranges[l]))) /
+                   static_cast<double>(m);
+        errors.push_back(error);
+        double kept = 0;
+        for (coordinator::UserId u = 0; u < fleet.size(); ++u)
+          kept += (budget - fleet.spent(u)) / budget / static_cast<double>(fleet.size());
+        savings.push_back(kept);
+        progress.step();
+      }
+      row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      row.error = summarize(errors);
+      row.privsav = summarize(savings);
+      rows.push_back(row);
+    }
+  }
+  progress.finish();
+  return rows;
+}
+
+std::vector<Row> run_threshold(std::span<const double> values, double below,
+                               std::span<const double> qs, std::span<const double> rhos,
+                               const Common& common) {
+  double count = 0;
+  for (double v : values) count += v <= below ? 1 : 0;
+  const double population = static_cast<double>(values.size());
+  // The curator is one device whose 1-D component is the count (sensitivity 1).
+  Dataset curator;
+  curator.dimension = 1;
+  curator.points = {count};
+  Common only_distance = common;
+  only_distance.methods.clear();
+  for (Method m : common.methods)
+    if (m == Method::BM1 || m == Method::PM1) only_distance.methods.push_back(m);
+  const auto vs = variants(only_distance);
+  auto fleet = fleet_for(curator, *std::max_element(rhos.begin(), rhos.end()), common);
+  Progress progress(qs.size() * rhos.size() * vs.size() * common.reps);
+  std::vector<Row> rows;
+  for (double q : qs) {
+    const bool truth = count < q * population;
+    for (double rho : rhos) {
+      const std::vector<double> asked(1, privacy::rho_within_charge(rho));
+      for (const auto& v : vs) {
+        Row row = row_for("threshold", v, rho, q, common.reps);
+        std::vector<double> errors, savings;
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t rep = 0; rep < common.reps; ++rep) {
+          fleet.reset(rep_seed(common, rep));
+          coordinator::BudgetMirror mirror(1, fleet.initial_budget());
+          auto result = coordinator::threshold(fleet, mirror, 0, q, population, asked,
+                                               options_for(v, common, "threshold"));
+          errors.push_back(result->below == truth ? 0.0 : 1.0);
+          savings.push_back(coordinator::privacy_saving(result->report.charged, rho));
+          progress.step();
+        }
+        row.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        row.error = summarize(errors);
+        row.privsav = summarize(savings);
+        rows.push_back(row);
+      }
+    }
+  }
+  progress.finish();
+  return rows;
+}
+
+}  // namespace cgp::sim

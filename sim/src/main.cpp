@@ -1,0 +1,291 @@
+// cgp-sim: the paper's experiments (Liang & Yi, §7 and Appendix C) over simulated devices.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/sim/dataset.hpp"
+#include "cgp/sim/experiment.hpp"
+#include "cgp/sim/output.hpp"
+
+using namespace cgp;
+using namespace cgp::sim;
+
+namespace {
+
+constexpr int kUsageError = 2;  // bad arguments or parameter values
+constexpr int kDataError = 3;   // missing, unreadable or invalid data
+
+struct Arguments {
+  std::string data, queries, json, plot, column;
+  std::vector<double> rho, w, b, q;
+  std::vector<std::size_t> k, m;
+  double budget = 0, below = NAN, width = 0;
+  std::vector<std::string> methods{"BM0", "BM1", "PM0", "PM1"};
+  std::vector<std::size_t> c{4};
+  std::vector<std::string> split{"even"};
+  std::size_t reps = 20, n = 0;
+  double beta = 0.1;
+  std::uint64_t seed = 1;
+  unsigned threads = 0;
+  std::string projection = "local";
+  bool no_shift = false;
+};
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "cgp-sim: %s\n", message.c_str());
+  return code;
+}
+
+Status positive_list(const char* name, const std::vector<double>& values) {
+  if (values.empty())
+    return make_error(ErrorCode::missing_field, name,
+                      std::string("--") + name + " needs at least one value");
+  for (double v : values)
+    if (!(std::isfinite(v) && v > 0))
+      return make_error(ErrorCode::not_positive, name,
+                        std::string("--") + name + " values must be finite and positive, got " +
+                            format_number(v));
+  return {};
+}
+
+Status count_list(const char* name, const std::vector<std::size_t>& values) {
+  if (values.empty())
+    return make_error(ErrorCode::missing_field, name,
+                      std::string("--") + name + " needs at least one value");
+  for (std::size_t v : values)
+    if (v == 0)
+      return make_error(ErrorCode::out_of_range, name,
+                        std::string("--") + name + " values must be >= 1, got 0");
+  return {};
+}
+
+Expected<Common> common_from(const Arguments& a) {
+  Common common;
+  common.methods.clear();
+  for (const auto& name : a.methods) {
+    auto m = coordinator::parse_method(name);
+    if (!m)
+      return make_error(ErrorCode::invalid_argument, "methods", "--methods: " + m.error().message);
+    common.methods.push_back(*m);
+  }
+  if (auto s = count_list("c", a.c); !s) return s.error();
+  for (std::size_t c : a.c)
+    if (c > privacy::kMaxRounds)
+      return make_error(ErrorCode::out_of_range, "c",
+                        "--c values must be <= 256, got " + std::to_string(c));
+  common.rounds = a.c;
+  common.splits.clear();
+  for (const auto& name : a.split) {
+    auto s = privacy::parse_split_schedule(name);
+    if (!s)
+      return make_error(ErrorCode::invalid_argument, "split",
+                        "--split must be even or double, got '" + name + "'");
+    common.splits.push_back(*s);
+  }
+  if (a.reps == 0) return make_error(ErrorCode::out_of_range, "reps", "--reps must be >= 1, got 0");
+  if (!(a.beta > 0 && a.beta < 1))
+    return make_error(ErrorCode::out_of_range, "beta",
+                      "--beta must be in (0, 1), got " + format_number(a.beta));
+  common.reps = a.reps;
+  common.beta = a.beta;
+  common.seed = a.seed;
+  common.threads = a.threads;
+  common.shift = !a.no_shift;
+  return common;
+}
+
+// Locations for range, kde, multi-range: --data or the synthetic city; --n resamples.
+Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind projection) {
+  Dataset data;
+  if (a.data.empty()) {
+    data = synthetic_locations(a.n ? a.n : 100000, a.seed);
+  } else {
+    auto loaded = load_locations(a.data, projection);
+    if (!loaded) return loaded.error();
+    data = std::move(*loaded);
+    if (a.n) data = resample(data, a.n, a.seed);
+  }
+  return data;
+}
+
+Status load_centres(const Arguments& a, const Dataset& data, geometry::ProjectionKind projection,
+                    Common& common) {
+  if (a.queries.empty()) return {};
+  auto centres = load_locations(a.queries, projection, &data.origin);
+  if (!centres) return centres.error();
+  for (std::size_t i = 0; i < centres->size(); ++i)
+    common.centres.push_back({centres->points[2 * i], centres->points[2 * i + 1]});
+  return {};
+}
+
+int finish(const Arguments& a, const std::string& description, const std::vector<Row>& rows) {
+  std::printf("# %s\n", description.c_str());
+  print_table(stdout, rows);
+  if (!a.json.empty())
+    if (auto s = write_json(a.json, rows); !s) return fail(kDataError, s.error().message);
+  if (!a.plot.empty())
+    if (auto s = write_plot(a.plot, rows); !s) return fail(kDataError, s.error().message);
+  return 0;
+}
+
+// Built-in households for the threshold query: lognormal incomes (median ≈ 58,000).
+std::vector<double> synthetic_incomes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> income(11.0, 0.9);
+  std::vector<double> values(n);
+  for (double& v : values) v = income(rng);
+  return values;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "cgp-sim: the experiments of Liang & Yi, Adaptive Privacy Budgeting (§7, App. C), "
+      "over simulated devices that privatize on their own side"};
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+  app.require_subcommand(1);
+  Arguments a;
+  auto add_common = [&](CLI::App* sub) {
+    sub->add_option("--data", a.data, "CSV (lon,lat | x,y | numeric columns) or IDX file");
+    sub->add_option("--methods", a.methods, "BM0,BM1,PM0,PM1")->delimiter(',');
+    sub->add_option("--c", a.c, "rounds of iterative elimination (list)")->delimiter(',');
+    sub->add_option("--split", a.split, "even|double (list)")->delimiter(',');
+    sub->add_option("--reps", a.reps, "repetitions per row");
+    sub->add_option("--beta", a.beta, "failure probability (beta0 = beta/4)");
+    sub->add_option("--seed", a.seed, "run seed");
+    sub->add_option("--threads", a.threads, "threads (0 = all cores)");
+    sub->add_option("--projection", a.projection, "local|mercator, for lon/lat data");
+    sub->add_option("--json", a.json, "write the rows as JSON");
+    sub->add_option("--plot", a.plot, "write OUT.png and OUT.svg");
+    sub->add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");
+    sub->add_option("--queries", a.queries, "CSV of query centres (x,y or lon,lat)");
+    sub->add_option("--n", a.n, "sample N users from the data, with replacement");
+  };
+  auto* range = app.add_subcommand("range", "private range counting (Alg. 6)");
+  range->add_option("--rho", a.rho, "privacy parameter per user (list)")
+      ->delimiter(',')
+      ->required();
+  range->add_option("--w", a.w, "square side in metres (list)")->delimiter(',')->required();
+  auto* kde = app.add_subcommand("kde", "private Gaussian KDE (Alg. 7)");
+  kde->add_option("--rho", a.rho, "privacy parameter per user (list)")->delimiter(',')->required();
+  kde->add_option("--b", a.b, "bandwidth in metres (list)")->delimiter(',')->required();
+  auto* knn = app.add_subcommand("knn", "private k nearest neighbours (Alg. 8)");
+  knn->add_option("--rho", a.rho, "privacy parameter per user (list)")->delimiter(',')->required();
+  knn->add_option("--k", a.k, "neighbours (list)")->delimiter(',')->required();
+  auto* multi =
+      app.add_subcommand("multi-range", "m range counts with adaptive budgeting (Alg. 3)");
+  multi->add_option("--budget", a.budget, "each user's total budget B")->required();
+  multi->add_option("--m", a.m, "number of queries (list)")->delimiter(',')->required();
+  multi->add_option("--w", a.w, "square side in metres")->required();
+  auto* threshold =
+      app.add_subcommand("threshold", "private threshold query, central model (Alg. 9)");
+  threshold->add_option("--column", a.column, "numeric column of --data")->required();
+  threshold->add_option("--below", a.below,
+                        "count rows with value <= this (default: nonzero rows)");
+  threshold->add_option("--q", a.q, "fractions q in (0, 1) (list)")->delimiter(',')->required();
+  threshold->add_option("--rho", a.rho, "privacy parameter (list)")->delimiter(',')->required();
+  for (auto* sub : {range, kde, knn, multi, threshold}) add_common(sub);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "cgp-sim: %s\n", e.what());
+    return kUsageError;
+  }
+
+  auto common = common_from(a);
+  if (!common) return fail(kUsageError, common.error().message);
+  auto projection = geometry::parse_projection_kind(a.projection);
+  if (!projection)
+    return fail(kUsageError, "--projection must be local or mercator, got '" + a.projection + "'");
+
+  try {
+    if (range->parsed() || kde->parsed()) {
+      if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+      if (auto s = positive_list(range->parsed() ? "w" : "b", range->parsed() ? a.w : a.b); !s)
+        return fail(kUsageError, s.error().message);
+      auto data = locations(a, *projection);
+      if (!data) return fail(kDataError, data.error().message);
+      if (auto s = load_centres(a, *data, *projection, *common); !s)
+        return fail(kDataError, s.error().message);
+      auto rows = range->parsed() ? run_range(*data, a.rho, a.w, *common)
+                                  : run_kde(*data, a.rho, a.b, *common);
+      return finish(a, data->description, rows);
+    }
+    if (multi->parsed()) {
+      if (!(std::isfinite(a.budget) && a.budget > 0))
+        return fail(kUsageError,
+                    "--budget must be finite and positive, got " + format_number(a.budget));
+      if (auto s = count_list("m", a.m); !s) return fail(kUsageError, s.error().message);
+      if (auto s = positive_list("w", a.w); !s) return fail(kUsageError, s.error().message);
+      if (a.w.size() != 1) return fail(kUsageError, "--w takes one value for multi-range");
+      auto data = locations(a, *projection);
+      if (!data) return fail(kDataError, data.error().message);
+      if (auto s = load_centres(a, *data, *projection, *common); !s)
+        return fail(kDataError, s.error().message);
+      return finish(a, data->description, run_multi_range(*data, a.budget, a.m, a.w[0], *common));
+    }
+    if (knn->parsed()) {
+      if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+      if (auto s = count_list("k", a.k); !s) return fail(kUsageError, s.error().message);
+      Dataset data, query_set;
+      const Dataset* queries = nullptr;
+      if (a.data.empty()) {
+        auto train = load_idx(kFashionMnistTrain);
+        if (!train)
+          return fail(kDataError, "knn without --data needs Debian's dataset-fashion-mnist (" +
+                                      train.error().message + ")");
+        data = std::move(*train);
+        auto test = load_idx(kFashionMnistTest);
+        if (!test) return fail(kDataError, test.error().message);
+        query_set = std::move(*test);
+        queries = &query_set;
+      } else {
+        auto loaded = load_vectors(a.data);
+        if (!loaded) return fail(kDataError, loaded.error().message);
+        data = std::move(*loaded);
+      }
+      if (a.n) data = resample(data, a.n, a.seed);
+      for (std::size_t k : a.k)
+        if (k + 1 >= data.size())
+          return fail(kUsageError, "--k must be below the number of candidates (" +
+                                       std::to_string(data.size() - 1) + "), got " +
+                                       std::to_string(k));
+      auto rows = run_knn(data, queries, a.rho, a.k, *common);
+      if (!rows) return fail(kDataError, rows.error().message);
+      return finish(a, data.description, *rows);
+    }
+    // threshold
+    if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+    for (double q : a.q)
+      if (!(q > 0 && q < 1))
+        return fail(kUsageError, "--q values must be in (0, 1), got " + format_number(q));
+    std::vector<double> values;
+    std::string description;
+    double below = a.below;
+    if (a.data.empty()) {
+      values = synthetic_incomes(a.n ? a.n : 10000, a.seed);
+      description = "built-in households: " + std::to_string(values.size()) + " lognormal incomes";
+      if (std::isnan(below)) below = 10000;
+    } else {
+      auto column = load_column(a.data, a.column);
+      if (!column) return fail(kDataError, column.error().message);
+      values = std::move(*column);
+      description =
+          a.data + ": column " + a.column + ", " + std::to_string(values.size()) + " rows";
+    }
+    if (std::isnan(below)) {  // count nonzero rows: turn them into "≤ 0" after negation
+      for (double& v : values) v = v != 0 ? 0.0 : 1.0;
+      below = 0;
+    }
+    return finish(a, description, run_threshold(values, below, a.q, a.rho, *common));
+  } catch (const std::exception& e) {
+    return fail(1, std::string("internal error: ") + e.what());
+  }
+}

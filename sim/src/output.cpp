@@ -1,0 +1,156 @@
+#include "cgp/sim/output.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cgp/common/validate.hpp"
+
+namespace cgp::sim {
+namespace {
+
+std::string variant_label(const Row& r) {
+  if (r.split == "none") return r.method;
+  return fmt::format("{}-c{}{}", r.method, r.c, r.split == "doubling" ? "-log" : "");
+}
+
+}  // namespace
+
+std::string metric_name(const std::string& query) {
+  if (query == "range" || query == "multi-range") return "CountErr";
+  if (query == "kde") return "l1-Err";
+  if (query == "knn") return "DistErr";
+  return "WrongRate";
+}
+
+std::string param_name(const std::string& query) {
+  if (query == "range" || query == "multi-range") return query == "range" ? "w" : "m";
+  if (query == "kde") return "b";
+  if (query == "knn") return "k";
+  return "q";
+}
+
+void print_table(std::FILE* out, const std::vector<Row>& rows) {
+  if (rows.empty()) return;
+  const std::string metric = metric_name(rows.front().query);
+  fmt::print(
+      out,
+      "{:<12} {:<6} {:>4} {:<9} {:>10} {:>9} {:>5} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>9}\n",
+      "query", "method", "c", "split", "rho", param_name(rows.front().query), "reps", metric + "",
+      "p25", "p75", "PrivSav", "p25", "p75", "seconds");
+  for (const Row& r : rows) {
+    fmt::print(out,
+               "{:<12} {:<6} {:>4} {:<9} {:>10.3g} {:>9.4g} {:>5} {:>11.4g} {:>11.4g} {:>11.4g} "
+               "{:>7.1f}% {:>7.1f}% {:>7.1f}% {:>9.3f}\n",
+               r.query, r.method, r.c, r.split, r.rho, r.param, r.reps, r.error.mean, r.error.p25,
+               r.error.p75, 100 * r.privsav.mean, 100 * r.privsav.p25, 100 * r.privsav.p75,
+               r.seconds);
+  }
+}
+
+Status write_json(const std::string& path, const std::vector<Row>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Row& r : rows) {
+    out.push_back({{"query", r.query},
+                   {"method", r.method},
+                   {"c", r.c},
+                   {"split", r.split},
+                   {"rho", r.rho},
+                   {"param", r.param},
+                   {"reps", r.reps},
+                   {"error_mean", r.error.mean},
+                   {"error_p25", r.error.p25},
+                   {"error_p75", r.error.p75},
+                   {"privsav_mean", r.privsav.mean},
+                   {"privsav_p25", r.privsav.p25},
+                   {"privsav_p75", r.privsav.p75},
+                   {"seconds", r.seconds}});
+  }
+  std::ofstream file(path);
+  if (!file) return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + path);
+  file << out.dump(2) << "\n";
+  if (!file) return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + path);
+  return {};
+}
+
+Status write_plot(const std::string& base, const std::vector<Row>& rows) {
+  if (rows.empty()) return {};
+  std::set<double> rhos, params;
+  for (const Row& r : rows) rhos.insert(r.rho), params.insert(r.param);
+  const bool against_rho = rhos.size() > 1;
+  const std::set<double>& panels = against_rho ? params : rhos;
+  std::vector<std::string> labels;
+  for (const Row& r : rows)
+    if (std::find(labels.begin(), labels.end(), variant_label(r)) == labels.end())
+      labels.push_back(variant_label(r));
+
+  const std::string script_path = base + ".gp";
+  std::ofstream gp(script_path);
+  if (!gp)
+    return make_error(ErrorCode::invalid_argument, "plot", "--plot: cannot write " + script_path);
+  const std::string metric = metric_name(rows.front().query);
+  const std::string pname = param_name(rows.front().query);
+  // Inline data blocks: one per (panel, variant): x, error mean, p25, p75, privsav mean, p25, p75.
+  std::size_t block = 0;
+  std::map<std::pair<double, std::string>, std::size_t> blocks;
+  for (double panel : panels) {
+    for (const auto& label : labels) {
+      gp << "$d" << block << " << EOD\n";
+      for (const Row& r : rows) {
+        if (variant_label(r) != label || (against_rho ? r.param : r.rho) != panel) continue;
+        gp << fmt::format("{:.10g} {:.10g} {:.10g} {:.10g} {:.10g} {:.10g} {:.10g}\n",
+                          against_rho ? r.rho : r.param, r.error.mean, r.error.p25, r.error.p75,
+                          100 * r.privsav.mean, 100 * r.privsav.p25, 100 * r.privsav.p75);
+      }
+      gp << "EOD\n";
+      blocks[{panel, label}] = block++;
+    }
+  }
+  const std::size_t columns = panels.size();
+  for (const char* terminal : {"svg", "png"}) {
+    if (std::string(terminal) == "svg")
+      gp << fmt::format("set terminal svg size {},{} dynamic font 'sans,11'\n", 360 * columns + 40,
+                        620);
+    else
+      gp << fmt::format("set terminal png size {},{} font 'sans,10'\n", 360 * columns + 40, 620);
+    gp << "set output '" << base << "." << terminal << "'\n";
+    gp << fmt::format("set multiplot layout 2,{}\n", columns);
+    gp << "set key top right font ',8'\nset grid\n";
+    if (against_rho)
+      gp << "set logscale x\nset format x '%.0e'\n";
+    else
+      gp << "unset logscale x\nset format x '%g'\n";
+    for (int panel_row = 0; panel_row < 2; ++panel_row) {
+      for (double panel : panels) {
+        gp << "set title '" << (against_rho ? pname : std::string("rho")) << " = "
+           << fmt::format("{:g}", panel) << "'\n";
+        gp << "set xlabel '" << (against_rho ? "rho" : pname) << "'\n";
+        gp << "set ylabel '" << (panel_row == 0 ? metric : std::string("PrivSav (%)")) << "'\n";
+        gp << "plot ";
+        bool first = true;
+        for (const auto& label : labels) {
+          const std::size_t b = blocks[{panel, label}];
+          gp << (first ? "" : ", ") << "$d" << b << " using 1:" << (panel_row == 0 ? 2 : 5)
+             << " with linespoints title '" << label << "'";
+          first = false;
+        }
+        gp << "\n";
+      }
+    }
+    gp << "unset multiplot\n";
+  }
+  gp.close();
+  const std::string command = "gnuplot '" + script_path + "' 2>&1";
+  if (std::system(command.c_str()) != 0)
+    return make_error(ErrorCode::invalid_argument, "plot",
+                      "--plot: gnuplot failed (is gnuplot-nox installed?) on " + script_path);
+  std::remove(script_path.c_str());
+  return {};
+}
+
+}  // namespace cgp::sim
