@@ -1,0 +1,186 @@
+// cgp-sim end to end: each subcommand on small generated data, JSON keys, errors and exit
+// codes, reproducibility with --seed.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "support/seed.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int exit_code;
+  std::string out, err;
+};
+
+// Runs cgp-sim with `arguments` (a shell-quoted string), capturing stdout and stderr.
+Run run_sim(const std::string& arguments) {
+  const fs::path dir = fs::temp_directory_path();
+  const std::string tag = std::to_string(::getpid());
+  const fs::path out = dir / ("cgp-sim-out-" + tag), err = dir / ("cgp-sim-err-" + tag);
+  const std::string command = std::string(CGP_SIM_PATH) + " " + arguments + " >" + out.string() +
+                              " 2>" + err.string();
+  const int status = std::system(command.c_str());
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  Run run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  fs::remove(out);
+  fs::remove(err);
+  return run;
+}
+
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    dir = fs::temp_directory_path() / ("cgp-sim-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string file(const std::string& name, const std::string& content) const {
+    std::ofstream(dir / name) << content;
+    return (dir / name).string();
+  }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+};
+
+std::string xy_csv(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> coordinate(5000, 1500);
+  std::string csv = "x,y\n";
+  for (std::size_t i = 0; i < n; ++i) csv += std::to_string(coordinate(rng)) + "," + std::to_string(coordinate(rng)) + "\n";
+  return csv;
+}
+
+nlohmann::json parse_rows(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+void check_keys(const nlohmann::json& rows) {
+  REQUIRE(rows.is_array());
+  REQUIRE_FALSE(rows.empty());
+  for (const auto& row : rows)
+    for (const char* key : {"query", "method", "c", "split", "rho", "param", "reps", "error_mean",
+                            "error_p25", "error_p75", "privsav_mean", "privsav_p25",
+                            "privsav_p75", "seconds"})
+      CHECK(row.contains(key));
+}
+
+}  // namespace
+
+TEST_CASE("cgp-sim: every subcommand runs on small data and writes complete JSON rows", "[sim]") {
+  CGP_SEEDED(9001);
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(300, seed));
+  std::string vectors = "a,b,c,label\n";
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> v(0, 10);
+  for (int i = 0; i < 200; ++i) vectors += std::to_string(v(rng)) + "," + std::to_string(v(rng)) + "," + std::to_string(v(rng)) + ",x\n";
+  const auto vec = scratch.file("vectors.csv", vectors);
+  std::string incomes = "household,income\n";
+  for (int i = 0; i < 500; ++i) incomes += std::to_string(i) + "," + std::to_string(1000 * (i % 60)) + "\n";
+  const auto inc = scratch.file("incomes.csv", incomes);
+  const std::string json = scratch.path("rows.json");
+  const std::string common = " --reps 2 --c 4 --seed 3 --json " + json;
+
+  struct Case {
+    std::string arguments;
+    std::size_t rows;
+  };
+  const Case cases[] = {
+      {"range --data " + points + " --rho 1e-4,1e-3 --w 1000" + common, 2 * 4},
+      {"kde --data " + points + " --rho 1e-4 --b 300,600" + common, 2 * 4},
+      {"knn --data " + vec + " --rho 1e-2 --k 3 --methods BM1,PM1 --split even,double" + common, 1 + 2},
+      {"multi-range --data " + points + " --budget 1e-3 --m 3 --w 1500" + common, 4},
+      {"threshold --data " + inc + " --column income --below 9000 --q 0.1,0.5 --rho 1" + common, 2 * 2},
+  };
+  for (const Case& c : cases) {
+    INFO("cgp-sim " << c.arguments);
+    Run run = run_sim(c.arguments);
+    INFO("stderr: " << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("PrivSav") != std::string::npos);  // the table header
+    auto rows = parse_rows(json);
+    check_keys(rows);
+    CHECK(rows.size() == c.rows);
+  }
+}
+
+TEST_CASE("cgp-sim: --seed makes two runs identical", "[sim]") {
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(300, 5));
+  std::string runs[3];
+  for (int i = 0; i < 3; ++i) {
+    const std::string json = scratch.path("r" + std::to_string(i) + ".json");
+    Run run = run_sim("range --data " + points + " --rho 1e-4 --w 800 --reps 3 --threads " +
+                      std::to_string(1 + i % 2) + " --seed " + (i < 2 ? "11" : "12") + " --json " + json);
+    REQUIRE(run.exit_code == 0);
+    auto rows = parse_rows(json);
+    for (auto& row : rows) row.erase("seconds");
+    runs[i] = rows.dump();
+  }
+  CHECK(runs[0] == runs[1]);  // same seed, 1 and 2 threads
+  CHECK(runs[0] != runs[2]);  // another seed
+}
+
+TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]") {
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(50, 1));
+  const auto header_only = scratch.file("empty.csv", "x,y\n");
+  const auto words = scratch.file("words.csv", "x,y\n1,2\nthree,4\n");
+  const auto no_columns = scratch.file("cols.csv", "a,b\n1,2\n");
+  struct Case {
+    std::string arguments;
+    int exit_code;
+    std::string mentions;
+  };
+  const Case cases[] = {
+      {"range --data /nonexistent.csv --rho 1e-4 --w 100", 3, "cannot open"},
+      {"range --data " + header_only + " --rho 1e-4 --w 100", 3, "no data rows"},
+      {"range --data " + words + " --rho 1e-4 --w 100", 3, "'three' is not a finite number"},
+      {"range --data " + no_columns + " --rho 1e-4 --w 100", 3, "lon,lat or x,y"},
+      {"threshold --data " + points + " --column income --q 0.5 --rho 1", 3, "no column named 'income'"},
+      {"range --data " + points + " --rho -1 --w 100", 2, "--rho"},
+      {"range --data " + points + " --rho 1e-4 --w 0", 2, "--w"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --methods XM9", 2, "--methods"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --beta 2", 2, "--beta"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --split triple", 2, "--split"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --projection utm", 2, "--projection"},
+      {"threshold --data " + points + " --column x --q 1.5 --rho 1", 2, "--q"},
+      {"range --data " + points + " --w 100", 2, "--rho"},
+      {"range --data " + points + " --rho abc --w 100", 2, "rho"},
+      {"bogus", 2, "subcommand"},
+  };
+  for (const Case& c : cases) {
+    INFO("cgp-sim " << c.arguments);
+    Run run = run_sim(c.arguments);
+    INFO("stderr: " << run.err);
+    CHECK(run.exit_code == c.exit_code);
+    CHECK(run.err.find(c.mentions) != std::string::npos);
+    // One line.
+    CHECK(std::count(run.err.begin(), run.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("cgp-sim: --plot writes PNG and SVG figures", "[sim]") {
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(200, 2));
+  const std::string base = scratch.path("figure");
+  Run run = run_sim("range --data " + points + " --rho 1e-4,1e-3 --w 500,1000 --reps 2 --plot " + base);
+  INFO("stderr: " << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(fs::file_size(base + ".svg") > 1000);
+  CHECK(fs::file_size(base + ".png") > 1000);
+}
