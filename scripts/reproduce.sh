@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Reproduces the README's "Reproducing the paper" section: every experiment, its JSON and its
+# figures under docs/ (SVG committed, PNG for a quick look). Needs ../shared/data (NYC
+# collisions) and Debian's dataset-fashion-mnist. Run from the repository root.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/setup.sh"
+if ! dpkg-query -W -f='${Status}' dataset-fashion-mnist 2>/dev/null | grep -q "ok installed"; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq dataset-fashion-mnist >/dev/null
+fi
+cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$root/build-release" --target cgp-sim
+sim="$root/build-release/sim/cgp-sim"
+nyc="$root/../shared/data/nyc_collisions/nyc_collisions_points.csv"
+out="$root/docs"
+mkdir -p "$out"
+run() {  # name, then cgp-sim arguments
+  local name=$1; shift
+  echo "== cgp-sim $* --json docs/$name.json --plot docs/$name" >&2
+  local start=$SECONDS
+  "$sim" "$@" --json "$out/$name.json" --plot "$out/$name" > "$out/$name.txt"
+  echo "   $((SECONDS - start)) s" >&2
+}
+run range_nyc range --data "$nyc" --rho 1e-6,1e-5,1e-4,1e-3,1e-2 --w 500,1000,2000 --reps 30 --c 4,64
+run kde_nyc kde --data "$nyc" --n 200000 --rho 1e-6,1e-5,1e-4,1e-3 --b 250,1000 --reps 20 --c 64
+run knn_fmnist knn --rho 1e-4,1e-3,1e-2,1e-1 --k 1,10,50 --reps 20 --c 64 --methods BM1,PM1
+run knn_fmnist_point knn --n 5000 --rho 1e-3,1e-1 --k 10 --reps 5 --c 64 --methods BM0,PM0,BM1,PM1
+run multi_nyc multi-range --data "$nyc" --budget 1e-4 --m 7,14,28,56 --w 1000 --reps 5 --c 64 --methods BM1,PM1
+run shift_nyc range --data "$nyc" --rho 1e-6,1e-5,1e-4,1e-3 --w 500,1000 --reps 30 --c 4 --methods BM1,PM1
+run noshift_nyc range --data "$nyc" --rho 1e-6,1e-5,1e-4,1e-3 --w 500,1000 --reps 30 --c 4 --methods BM1,PM1 --no-shift
+rm -f "$out"/*.png
