@@ -112,6 +112,8 @@ Status write_plot(const std::string& base, const std::vector<Row>& rows) {
     }
   }
   const std::size_t columns = panels.size();
+  const bool positive_errors =
+      std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.error.mean > 0; });
   for (const char* terminal : {"svg", "png"}) {
     if (std::string(terminal) == "svg")
       gp << fmt::format("set terminal svg size {},{} dynamic font 'sans,11'\n", 360 * columns + 40,
@@ -126,6 +128,9 @@ Status write_plot(const std::string& base, const std::vector<Row>& rows) {
     else
       gp << "unset logscale x\nset format x '%g'\n";
     for (int panel_row = 0; panel_row < 2; ++panel_row) {
+      // Errors span orders of magnitude: log scale when every mean is positive.
+      if (panel_row == 0 && positive_errors) gp << "set logscale y\n";
+      else gp << "unset logscale y\n";
       for (double panel : panels) {
         gp << "set title '" << (against_rho ? pname : std::string("rho")) << " = "
            << fmt::format("{:g}", panel) << "'\n";
