@@ -63,10 +63,17 @@ coordinator::QueryOptions options_for(const Variant& v, const Common& common, st
   return o;
 }
 
+geometry::Region square_around(const std::array<double, 2>& c, double side) {
+  double lo[2] = {c[0] - side / 2, c[1] - side / 2}, hi[2] = {c[0] + side / 2, c[1] + side / 2};
+  return *geometry::Box::create(lo, hi);
+}
+
 // Query centres (§7): uniform over the central 100 km × 100 km of the data, or over the central
 // half of its extent when that is smaller; --queries overrides.
+// accept: drawn centres failing it are redrawn (at most 1000 times each); --queries are kept.
+template <class Accept>
 std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t count,
-                                               const Common& common) {
+                                               const Common& common, Accept&& accept) {
   if (!common.centres.empty()) {
     std::vector<std::array<double, 2>> out(count);
     for (std::size_t i = 0; i < count; ++i) out[i] = common.centres[i % common.centres.size()];
@@ -85,13 +92,18 @@ std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t 
     const double mid = (lo[a] + hi[a]) / 2, half = std::min(50000.0, (hi[a] - lo[a]) / 4);
     axis[a] = std::uniform_real_distribution<double>(mid - half, mid + half);
   }
-  for (auto& c : out) c = {axis[0](rng), axis[1](rng)};
+  for (auto& c : out) {
+    int tries = 0;
+    do {
+      c = {axis[0](rng), axis[1](rng)};
+    } while (!accept(c) && ++tries < 1000);
+  }
   return out;
 }
 
-geometry::Region square_around(const std::array<double, 2>& c, double side) {
-  double lo[2] = {c[0] - side / 2, c[1] - side / 2}, hi[2] = {c[0] + side / 2, c[1] + side / 2};
-  return *geometry::Box::create(lo, hi);
+std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t count,
+                                               const Common& common) {
+  return centres_for(data, count, common, [](const std::array<double, 2>&) { return true; });
 }
 
 coordinator::SimulatedFleet fleet_for(const Dataset& data, double capacity, const Common& common) {
@@ -148,11 +160,15 @@ void Progress::finish() {
 std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
                            std::span<const double> widths, const Common& common) {
   const auto vs = variants(common);
-  const auto centres = centres_for(data, common.reps, common);
   auto fleet = fleet_for(data, *std::max_element(rhos.begin(), rhos.end()), common);
   Progress progress(widths.size() * rhos.size() * vs.size() * common.reps);
   std::vector<Row> rows;
   for (double w : widths) {
+    // CountErr divides by the true count: drawn ranges that hold no point are redrawn.
+    const auto centres =
+        centres_for(data, common.reps, common, [&](const std::array<double, 2>& c) {
+          return coordinator::exact_count(data.points, 2, square_around(c, w)) > 0;
+        });
     std::vector<geometry::Region> ranges;
     std::vector<double> truth;
     for (const auto& c : centres) {
@@ -299,9 +315,10 @@ std::vector<Row> run_multi_range(const Dataset& data, double budget,
   for (std::size_t m : ms) {
     const auto plan = *coordinator::AdaptiveBudget::fixed(budget, m);
     // m ranges per repetition.
-    Common many = common;
-    many.reps = m * common.reps;
-    const auto centres = centres_for(data, many.reps, many);
+    const auto centres =
+        centres_for(data, m * common.reps, common, [&](const std::array<double, 2>& c) {
+          return coordinator::exact_count(data.points, 2, square_around(c, width)) > 0;
+        });
     for (const auto& v : vs) {
       Row row = row_for("multi-range", v, budget, static_cast<double>(m), common.reps);
       std::vector<double> errors, savings;

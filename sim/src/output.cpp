@@ -129,8 +129,10 @@ Status write_plot(const std::string& base, const std::vector<Row>& rows) {
       gp << "unset logscale x\nset format x '%g'\n";
     for (int panel_row = 0; panel_row < 2; ++panel_row) {
       // Errors span orders of magnitude: log scale when every mean is positive.
-      if (panel_row == 0 && positive_errors) gp << "set logscale y\n";
-      else gp << "unset logscale y\n";
+      if (panel_row == 0 && positive_errors)
+        gp << "set logscale y\n";
+      else
+        gp << "unset logscale y\n";
       for (double panel : panels) {
         gp << "set title '" << (against_rho ? pname : std::string("rho")) << " = "
            << fmt::format("{:g}", panel) << "'\n";
