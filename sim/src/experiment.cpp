@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "cgp/common/privacy/device_charge.hpp"
@@ -115,6 +116,27 @@ std::uint64_t rep_seed(const Common& common, std::size_t rep) {
   return common.seed * 0x9e3779b97f4a7c15ULL + rep + 1;
 }
 
+// One row: `reps` repetitions, each on fresh budgets with its own seed; `body(rep, mirror)`
+// runs the query and returns (error, PrivSav).
+template <class Body>
+Row measure(Row row, coordinator::SimulatedFleet& fleet, const Common& common, Progress& progress,
+            Body&& body) {
+  std::vector<double> errors, savings;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t rep = 0; rep < common.reps; ++rep) {
+    fleet.reset(rep_seed(common, rep));
+    coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+    const auto [error, saving] = body(rep, mirror);
+    errors.push_back(error);
+    savings.push_back(saving);
+    progress.step();
+  }
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  row.error = summarize(errors);
+  row.privsav = summarize(savings);
+  return row;
+}
+
 }  // namespace
 
 Summary summarize(std::vector<double> values) {
@@ -178,23 +200,14 @@ std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
     for (double rho : rhos) {
       const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
-        Row row = row_for("range", v, rho, w, common.reps);
-        std::vector<double> errors, savings;
-        const auto start = std::chrono::steady_clock::now();
-        for (std::size_t rep = 0; rep < common.reps; ++rep) {
-          fleet.reset(rep_seed(common, rep));
-          coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-          auto result = coordinator::range_count(fleet, mirror, ranges[rep], asked,
-                                                 options_for(v, common, "range"));
-          errors.push_back(coordinator::count_error(result->estimate, truth[rep]));
-          savings.push_back(coordinator::privacy_saving(result->report.charged, rho));
-          progress.step();
-        }
-        row.seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        row.error = summarize(errors);
-        row.privsav = summarize(savings);
-        rows.push_back(row);
+        rows.push_back(
+            measure(row_for("range", v, rho, w, common.reps), fleet, common, progress,
+                    [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
+                      auto result = coordinator::range_count(fleet, mirror, ranges[rep], asked,
+                                                             options_for(v, common, "range"));
+                      return std::pair{coordinator::count_error(result->estimate, truth[rep]),
+                                       coordinator::privacy_saving(result->report.charged, rho)};
+                    }));
       }
     }
   }
@@ -215,23 +228,14 @@ std::vector<Row> run_kde(const Dataset& data, std::span<const double> rhos,
     for (double rho : rhos) {
       const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
-        Row row = row_for("kde", v, rho, b, common.reps);
-        std::vector<double> errors, savings;
-        const auto start = std::chrono::steady_clock::now();
-        for (std::size_t rep = 0; rep < common.reps; ++rep) {
-          fleet.reset(rep_seed(common, rep));
-          coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-          auto result = coordinator::kde(fleet, mirror, centres[rep], b, asked,
-                                         options_for(v, common, "kde"));
-          errors.push_back(coordinator::l1_error(result->estimate, truth[rep]));
-          savings.push_back(coordinator::privacy_saving(result->report.charged, rho));
-          progress.step();
-        }
-        row.seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        row.error = summarize(errors);
-        row.privsav = summarize(savings);
-        rows.push_back(row);
+        rows.push_back(
+            measure(row_for("kde", v, rho, b, common.reps), fleet, common, progress,
+                    [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
+                      auto result = coordinator::kde(fleet, mirror, centres[rep], b, asked,
+                                                     options_for(v, common, "kde"));
+                      return std::pair{coordinator::l1_error(result->estimate, truth[rep]),
+                                       coordinator::privacy_saving(result->report.charged, rho)};
+                    }));
       }
     }
   }
@@ -276,28 +280,24 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
     for (double rho : rhos) {
       const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
-        Row row = row_for("knn", v, rho, static_cast<double>(k), common.reps);
-        std::vector<double> errors, savings;
-        const auto start = std::chrono::steady_clock::now();
-        for (std::size_t rep = 0; rep < common.reps; ++rep) {
-          fleet.reset(rep_seed(common, rep));
-          coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-          auto options = options_for(v, common, "knn");
-          options.users = candidates[rep];
-          auto result = coordinator::knn(fleet, mirror, points[rep], k, asked, options);
-          if (!result) return result.error();
-          const double found = coordinator::sum_of_distances(data.points, data.dimension,
-                                                             points[rep], result->neighbours);
-          errors.push_back(coordinator::distance_error(found, truth[rep]));
-          savings.push_back(
-              coordinator::privacy_saving(result->report.charged, rho, options.users));
-          progress.step();
-        }
-        row.seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        row.error = summarize(errors);
-        row.privsav = summarize(savings);
-        rows.push_back(row);
+        std::optional<Error> failure;
+        rows.push_back(
+            measure(row_for("knn", v, rho, static_cast<double>(k), common.reps), fleet, common,
+                    progress, [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
+                      auto options = options_for(v, common, "knn");
+                      options.users = candidates[rep];
+                      auto result = coordinator::knn(fleet, mirror, points[rep], k, asked, options);
+                      if (!result) {
+                        failure = result.error();
+                        return std::pair{std::nan(""), std::nan("")};
+                      }
+                      const double found = coordinator::sum_of_distances(
+                          data.points, data.dimension, points[rep], result->neighbours);
+                      return std::pair{
+                          coordinator::distance_error(found, truth[rep]),
+                          coordinator::privacy_saving(result->report.charged, rho, options.users)};
+                    }));
+        if (failure) return *failure;
       }
     }
   }
@@ -320,34 +320,26 @@ std::vector<Row> run_multi_range(const Dataset& data, double budget,
           return coordinator::exact_count(data.points, 2, square_around(c, width)) > 0;
         });
     for (const auto& v : vs) {
-      Row row = row_for("multi-range", v, budget, static_cast<double>(m), common.reps);
-      std::vector<double> errors, savings;
-      const auto start = std::chrono::steady_clock::now();
-      for (std::size_t rep = 0; rep < common.reps; ++rep) {
-        fleet.reset(rep_seed(common, rep));
-        coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-        std::vector<geometry::Region> ranges;
-        for (std::size_t l = 0; l < m; ++l)
-          ranges.push_back(square_around(centres[rep * m + l], width));
-        auto results = coordinator::adaptive_range_counts(fleet, mirror, plan, ranges,
-                                                          options_for(v, common, "multi"));
-        double error = 0;
-        for (std::size_t l = 0; l < m; ++l)
-          error += coordinator::count_error(
-                       (*results)[l].estimate,
-                       static_cast<double>(coordinator::exact_count(data.points, 2, ranges[l]))) /
-                   static_cast<double>(m);
-        errors.push_back(error);
-        double kept = 0;
-        for (coordinator::UserId u = 0; u < fleet.size(); ++u)
-          kept += (budget - fleet.spent(u)) / budget / static_cast<double>(fleet.size());
-        savings.push_back(kept);
-        progress.step();
-      }
-      row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      row.error = summarize(errors);
-      row.privsav = summarize(savings);
-      rows.push_back(row);
+      rows.push_back(measure(
+          row_for("multi-range", v, budget, static_cast<double>(m), common.reps), fleet, common,
+          progress, [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
+            std::vector<geometry::Region> ranges;
+            for (std::size_t l = 0; l < m; ++l)
+              ranges.push_back(square_around(centres[rep * m + l], width));
+            auto results = coordinator::adaptive_range_counts(fleet, mirror, plan, ranges,
+                                                              options_for(v, common, "multi"));
+            double error = 0;
+            for (std::size_t l = 0; l < m; ++l)
+              error +=
+                  coordinator::count_error(
+                      (*results)[l].estimate,
+                      static_cast<double>(coordinator::exact_count(data.points, 2, ranges[l]))) /
+                  static_cast<double>(m);
+            double kept = 0;
+            for (coordinator::UserId u = 0; u < fleet.size(); ++u)
+              kept += (budget - fleet.spent(u)) / budget / static_cast<double>(fleet.size());
+            return std::pair{error, kept};
+          }));
     }
   }
   progress.finish();
@@ -377,23 +369,14 @@ std::vector<Row> run_threshold(std::span<const double> values, double below,
     for (double rho : rhos) {
       const std::vector<double> asked(1, privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
-        Row row = row_for("threshold", v, rho, q, common.reps);
-        std::vector<double> errors, savings;
-        const auto start = std::chrono::steady_clock::now();
-        for (std::size_t rep = 0; rep < common.reps; ++rep) {
-          fleet.reset(rep_seed(common, rep));
-          coordinator::BudgetMirror mirror(1, fleet.initial_budget());
-          auto result = coordinator::threshold(fleet, mirror, 0, q, population, asked,
-                                               options_for(v, common, "threshold"));
-          errors.push_back(result->below == truth ? 0.0 : 1.0);
-          savings.push_back(coordinator::privacy_saving(result->report.charged, rho));
-          progress.step();
-        }
-        row.seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        row.error = summarize(errors);
-        row.privsav = summarize(savings);
-        rows.push_back(row);
+        rows.push_back(
+            measure(row_for("threshold", v, rho, q, common.reps), fleet, common, progress,
+                    [&](std::size_t, coordinator::BudgetMirror& mirror) {
+                      auto result = coordinator::threshold(fleet, mirror, 0, q, population, asked,
+                                                           options_for(v, common, "threshold"));
+                      return std::pair{result->below == truth ? 0.0 : 1.0,
+                                       coordinator::privacy_saving(result->report.charged, rho)};
+                    }));
       }
     }
   }
