@@ -11,9 +11,10 @@ if ! dpkg-query -W -f='${Status}' dataset-fashion-mnist 2>/dev/null | grep -q "o
 fi
 cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$root/build-release" --target cgp-sim
-sim="$root/build-release/sim/cgp-sim"
-nyc="$root/../shared/data/nyc_collisions/nyc_collisions_points.csv"
-out="$root/docs"
+cd "$root"
+sim="build-release/sim/cgp-sim"
+nyc="../shared/data/nyc_collisions/nyc_collisions_points.csv"
+out="docs"
 mkdir -p "$out"
 run() {  # name, then cgp-sim arguments
   local name=$1; shift
