@@ -24,12 +24,7 @@ DeviceFleet::~DeviceFleet() = default;
 Expected<DeviceFleet> DeviceFleet::create(const DeviceConfig& config,
                                           std::span<const double> points, std::size_t dimension,
                                           std::uint64_t seed, unsigned threads) {
-  if (auto s = require_count_in("dimension", dimension, 1, 4096); !s) return s.error();
-  if (points.empty() || points.size() % dimension != 0)
-    return make_error(ErrorCode::dimension_mismatch, "points",
-                      "points must hold n × dimension values, got " +
-                          std::to_string(points.size()) + " for dimension " +
-                          std::to_string(dimension));
+  if (auto s = validate_fleet_points(points, dimension); !s) return s.error();
   auto state = std::make_unique<State>();
   state->config = config;
   state->dimension = dimension;

@@ -71,16 +71,7 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::span<const double> points,
                                                 std::size_t dimension, std::uint64_t seed,
                                                 unsigned threads) {
-  if (auto s = require_count_in("dimension", dimension, 1, 4096); !s) return s.error();
-  if (points.empty() || points.size() % dimension != 0) {
-    return make_error(ErrorCode::dimension_mismatch, "points",
-                      "points must hold n × dimension values, got " +
-                          std::to_string(points.size()) + " for dimension " +
-                          std::to_string(dimension));
-  }
-  if (points.size() / dimension > std::numeric_limits<UserId>::max())
-    return make_error(ErrorCode::too_large, "points", "more users than fit a 32-bit user id");
-  if (auto s = require_all_finite("points", points); !s) return s.error();
+  if (auto s = validate_fleet_points(points, dimension); !s) return s.error();
   auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1});
   state->points.assign(points.begin(), points.end());
   state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));

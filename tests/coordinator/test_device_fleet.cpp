@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 #include <numeric>
 
+#include <cmath>
+
 #include "cgp/coordinator/device_fleet.hpp"
 #include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
@@ -77,4 +79,14 @@ TEST_CASE("device fleets refuse beyond the budget and the mirror stops asking",
   REQUIRE(second.has_value());
   CHECK(second->report.refused.size() == fleet.size());  // the mirror knew: nobody was asked
   for (UserId u = 0; u < fleet.size(); ++u) CHECK(fleet.device(u).spent() <= 1e-3);
+}
+
+TEST_CASE("fleets reject bad points by name", "[coordinator][fleet]") {
+  const auto config = *DeviceConfig::cgp(1.0);
+  std::vector<double> odd{1, 2, 3}, nan_point{1, NAN}, empty;
+  CHECK(SimulatedFleet::create(config, odd, 2, 1).error().parameter == "points");
+  CHECK(DeviceFleet::create(config, odd, 2, 1).error().code == ErrorCode::dimension_mismatch);
+  CHECK(SimulatedFleet::create(config, nan_point, 2, 1).error().parameter == "points[1]");
+  CHECK(DeviceFleet::create(config, empty, 2, 1).error().parameter == "points");
+  CHECK(SimulatedFleet::create(config, odd, 0, 1).error().parameter == "dimension");
 }

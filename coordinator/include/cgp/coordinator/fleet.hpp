@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cgp/common/expected.hpp"
 #include "cgp/common/geometry/region.hpp"
 #include "cgp/common/request.hpp"
 
@@ -42,6 +43,10 @@ struct RoundReplies {
   std::vector<double> remaining;  // each device's remaining budget after the round
   void resize(std::size_t users, std::size_t dimension);
 };
+
+// Checks the users' points of an in-process fleet: n × dimension finite values, 1 ≤ dimension
+// ≤ 4096, n ≥ 1 and fitting a UserId.
+Status validate_fleet_points(std::span<const double> points, std::size_t dimension);
 
 class Fleet {
  public:
