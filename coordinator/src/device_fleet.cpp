@@ -64,27 +64,11 @@ void DeviceFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   parallel_chunks(asked, s.threads, [&](std::size_t begin, std::size_t end, unsigned) {
     for (std::size_t k = begin; k < end; ++k) {
       const UserId user = request.users[k];
-      if (user >= s.devices.size() || k >= request.rho.size()) {
+      if (user >= s.devices.size()) {
         replies.kind[k] = ReplyKind::rejected;
         continue;
       }
-      const RequestId id{request.query_id, request.round};
-      const double rho = request.rho[k];
-      Expected<DeviceRequest> built = Error{};
-      switch (request.statistic) {
-        case StatisticKind::location:
-          built = DeviceRequest::location(id, request.component_id, rho);
-          break;
-        case StatisticKind::distance_to_point:
-          built = DeviceRequest::distance_to_point(
-              id, request.component_id, {request.point.begin(), request.point.end()}, rho);
-          break;
-        case StatisticKind::signed_distance_to_region:
-          if (request.region)
-            built = DeviceRequest::signed_distance_to_region(id, request.component_id,
-                                                             *request.region, rho);
-          break;
-      }
+      auto built = device_request_for(request, k);
       if (!built) {
         replies.kind[k] = ReplyKind::rejected;
         continue;

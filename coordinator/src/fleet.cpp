@@ -20,6 +20,25 @@ Status validate_fleet_points(std::span<const double> points, std::size_t dimensi
   return require_all_finite("points", points);
 }
 
+Expected<DeviceRequest> device_request_for(const RoundRequest& request, std::size_t k) {
+  if (k >= request.rho.size())
+    return make_error(ErrorCode::dimension_mismatch, "rho", "no rho for this user");
+  const RequestId id{request.query_id, request.round};
+  const double rho = request.rho[k];
+  switch (request.statistic) {
+    case StatisticKind::location:
+      return DeviceRequest::location(id, request.component_id, rho);
+    case StatisticKind::distance_to_point:
+      return DeviceRequest::distance_to_point(
+          id, request.component_id, {request.point.begin(), request.point.end()}, rho);
+    case StatisticKind::signed_distance_to_region:
+      if (!request.region) break;
+      return DeviceRequest::signed_distance_to_region(id, request.component_id, *request.region,
+                                                      rho);
+  }
+  return make_error(ErrorCode::missing_field, "region", "the statistic needs a region");
+}
+
 void RoundReplies::resize(std::size_t users, std::size_t dimension) {
   output_dimension = dimension;
   kind.assign(users, ReplyKind::no_answer);

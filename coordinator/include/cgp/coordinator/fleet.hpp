@@ -48,6 +48,9 @@ struct RoundReplies {
 // ≤ 4096, n ≥ 1 and fitting a UserId.
 Status validate_fleet_points(std::span<const double> points, std::size_t dimension);
 
+// The device request a round sends to its k-th user (id = (query_id, round)).
+Expected<DeviceRequest> device_request_for(const RoundRequest& request, std::size_t k);
+
 class Fleet {
  public:
   virtual ~Fleet() = default;

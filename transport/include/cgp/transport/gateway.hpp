@@ -1,0 +1,54 @@
+// The coordinator's side of the network (DESIGN §4): a gRPC server devices dial into, and a
+// Fleet over the connected devices, so that the query engine runs unchanged over the network.
+//
+// This is the first slice of the network issue: plaintext on loopback, no credentials yet, a
+// thread per connected device (gRPC's synchronous server).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/coordinator/fleet.hpp"
+
+namespace cgp::transport {
+
+class DeviceGateway {
+ public:
+  // Listens on `address` ("127.0.0.1:0" picks a free port).
+  static Expected<std::unique_ptr<DeviceGateway>> start(const std::string& address);
+  ~DeviceGateway();
+  int port() const noexcept;
+  std::size_t connected() const;
+  // Waits until at least `count` devices have said Hello, or the timeout passes.
+  bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
+
+  struct Impl;
+
+ private:
+  explicit DeviceGateway(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Users are devices by id: user i is device_ids[i]. A device that is not connected, or does not
+// answer within the round deadline, is reported as no_answer.
+class NetworkFleet final : public coordinator::Fleet {
+ public:
+  NetworkFleet(DeviceGateway& gateway, std::vector<std::string> device_ids, std::size_t dimension,
+               double initial_budget, std::chrono::milliseconds round_deadline);
+  std::size_t size() const noexcept override { return device_ids_.size(); }
+  std::size_t dimension() const noexcept override { return dimension_; }
+  double initial_budget() const noexcept override { return initial_budget_; }
+  void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
+
+ private:
+  DeviceGateway& gateway_;
+  std::vector<std::string> device_ids_;
+  std::size_t dimension_;
+  double initial_budget_;
+  std::chrono::milliseconds round_deadline_;
+};
+
+}  // namespace cgp::transport
