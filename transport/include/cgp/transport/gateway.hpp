@@ -15,6 +15,8 @@
 
 namespace cgp::transport {
 
+class NetworkFleet;
+
 class DeviceGateway {
  public:
   // Listens on `address` ("127.0.0.1:0" picks a free port).
@@ -25,9 +27,9 @@ class DeviceGateway {
   // Waits until at least `count` devices have said Hello, or the timeout passes.
   bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
 
-  struct Impl;
-
  private:
+  friend class NetworkFleet;
+  struct Impl;
   explicit DeviceGateway(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,189 @@
+#include "cgp/transport/gateway.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/common/wire/codec.hpp"
+#include "cgp/common/wire/limits.hpp"
+#include "cgp/v1/service.grpc.pb.h"
+
+namespace cgp::transport {
+namespace {
+
+using Stream = grpc::ServerReaderWriter<v1::CoordinatorToDevice, v1::DeviceToCoordinator>;
+using ReplyKey = std::pair<std::string, std::uint32_t>;
+
+// One connected device: its stream, and the replies it sent that a round has not taken yet.
+struct Session {
+  Stream* stream = nullptr;
+  std::mutex write_mutex;
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::map<ReplyKey, v1::DeviceReply> replies;
+  bool closed = false;
+
+  bool write(const v1::CoordinatorToDevice& message) {
+    std::lock_guard lock(write_mutex);
+    return stream->Write(message);
+  }
+};
+
+}  // namespace
+
+struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  mutable std::mutex mutex;
+  mutable std::condition_variable changed;
+  std::map<std::string, std::shared_ptr<Session>> sessions;
+
+  std::shared_ptr<Session> session(const std::string& id) const {
+    std::lock_guard lock(mutex);
+    auto it = sessions.find(id);
+    return it == sessions.end() ? nullptr : it->second;
+  }
+
+  grpc::Status Connect(grpc::ServerContext*, Stream* stream) override {
+    v1::DeviceToCoordinator message;
+    if (!stream->Read(&message) || !message.has_hello())
+      return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"};
+    const std::string id = message.hello().device_id();
+    if (id.empty() || id.size() > wire::kMaxIdBytes)
+      return {grpc::StatusCode::INVALID_ARGUMENT, "device_id must have 1 to 128 bytes"};
+    auto current = std::make_shared<Session>();
+    current->stream = stream;
+    v1::CoordinatorToDevice welcome;
+    welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
+    if (!stream->Write(welcome)) return {grpc::StatusCode::UNAVAILABLE, "device went away"};
+    {
+      std::lock_guard lock(mutex);
+      sessions[id] = current;  // a reconnecting device replaces its old stream
+    }
+    changed.notify_all();
+    while (stream->Read(&message)) {
+      if (message.has_reply()) {
+        const auto& reply = message.reply();
+        std::lock_guard lock(current->mutex);
+        current->replies[{reply.id().query_id(), reply.id().round()}] = reply;
+        current->arrived.notify_all();
+      } else if (message.has_goodbye()) {
+        break;
+      }
+    }
+    {
+      std::lock_guard lock(current->mutex);
+      current->closed = true;
+      current->arrived.notify_all();
+    }
+    {
+      std::lock_guard lock(mutex);
+      auto it = sessions.find(id);
+      if (it != sessions.end() && it->second == current) sessions.erase(it);
+    }
+    changed.notify_all();
+    return grpc::Status::OK;
+  }
+};
+
+DeviceGateway::DeviceGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DeviceGateway::~DeviceGateway() {
+  // Ends every device stream: their Read calls return and their handlers finish.
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const std::string& address) {
+  auto impl = std::make_unique<Impl>();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl->port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
+  builder.RegisterService(impl.get());
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->port == 0)
+    return make_error(ErrorCode::invalid_argument, "listen", "cannot listen on " + address);
+  return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
+}
+
+int DeviceGateway::port() const noexcept { return impl_->port; }
+
+std::size_t DeviceGateway::connected() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->sessions.size();
+}
+
+bool DeviceGateway::wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mutex);
+  return impl_->changed.wait_for(lock, timeout, [&] { return impl_->sessions.size() >= count; });
+}
+
+NetworkFleet::NetworkFleet(DeviceGateway& gateway, std::vector<std::string> device_ids,
+                           std::size_t dimension, double initial_budget,
+                           std::chrono::milliseconds round_deadline)
+    : gateway_(gateway),
+      device_ids_(std::move(device_ids)),
+      dimension_(dimension),
+      initial_budget_(initial_budget),
+      round_deadline_(round_deadline) {}
+
+void NetworkFleet::ask(const coordinator::RoundRequest& request,
+                       coordinator::RoundReplies& replies) {
+  using coordinator::ReplyKind;
+  const std::size_t asked = request.users.size();
+  const std::size_t out_dim = request.statistic == StatisticKind::location ? dimension_ : 1;
+  replies.resize(asked, out_dim);
+  std::vector<std::shared_ptr<Session>> waiting(asked);
+  for (std::size_t k = 0; k < asked; ++k) {
+    const auto user = request.users[k];
+    if (user >= device_ids_.size()) {
+      replies.kind[k] = ReplyKind::rejected;
+      continue;
+    }
+    auto built = coordinator::device_request_for(request, k);
+    if (!built) {
+      replies.kind[k] = ReplyKind::rejected;
+      continue;
+    }
+    auto session = gateway_.impl_->session(device_ids_[user]);
+    if (!session) continue;  // not connected: no_answer
+    v1::CoordinatorToDevice push;
+    *push.mutable_request() = wire::request_to_wire(*built);
+    if (session->write(push)) waiting[k] = std::move(session);
+  }
+  // Collect until the round's deadline: late or missing devices are reported as no_answer.
+  const auto deadline = std::chrono::steady_clock::now() + round_deadline_;
+  const ReplyKey key{request.query_id, request.round};
+  for (std::size_t k = 0; k < asked; ++k) {
+    auto& session = waiting[k];
+    if (!session) continue;
+    std::unique_lock lock(session->mutex);
+    if (!session->arrived.wait_until(lock, deadline, [&] {
+          return session->closed || session->replies.count(key) > 0;
+        }))
+      continue;
+    auto it = session->replies.find(key);
+    if (it == session->replies.end()) continue;
+    const v1::DeviceReply reply = std::move(it->second);
+    session->replies.erase(it);
+    replies.remaining[k] = reply.remaining_budget();
+    switch (reply.status()) {
+      case v1::ANSWERED:
+        if (static_cast<std::size_t>(reply.values_size()) != out_dim) {
+          replies.kind[k] = ReplyKind::rejected;  // a malformed answer is not used
+          break;
+        }
+        replies.kind[k] = ReplyKind::answered;
+        replies.charged[k] = reply.charged_rho();
+        std::copy(reply.values().begin(), reply.values().end(),
+                  replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
+        break;
+      case v1::REFUSED_BUDGET: replies.kind[k] = ReplyKind::refused; break;
+      default: replies.kind[k] = ReplyKind::rejected; break;
+    }
+  }
+}
+
+}  // namespace cgp::transport
