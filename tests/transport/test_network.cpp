@@ -1,11 +1,16 @@
 // Devices over gRPC on loopback: the same seeded query gives the same result over the network as
 // in-process, and a device that is not there is reported, not waited for.
+#include <unistd.h>
 #include <catch2/catch.hpp>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/coordinator/device_fleet.hpp"
+#include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/gateway.hpp"
@@ -104,4 +109,107 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
     for (UserId u = 0; u < online; ++u) CHECK(remote.devices[u].spent() > 0);
     gateway.reset();
   }
+}
+
+namespace {
+
+// A throwaway self-signed certificate for localhost / 127.0.0.1, made with openssl at test time.
+struct ThrowawayCertificate {
+  std::string certificate, key;
+  ThrowawayCertificate() {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("cgp-tls-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string command =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+        (dir / "key.pem").string() + " -out " + (dir / "cert.pem").string() + " >/dev/null 2>&1";
+    REQUIRE(std::system(command.c_str()) == 0);
+    auto slurp = [](const std::filesystem::path& p) {
+      std::ifstream in(p);
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    certificate = slurp(dir / "cert.pem");
+    key = slurp(dir / "key.pem");
+    std::filesystem::remove_all(dir);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("network: TLS and per-device credentials", "[transport][network][security]") {
+  CGP_SEEDED(9103);
+  ThrowawayCertificate tls;
+  const std::size_t n = 6;
+  auto points = test::uniform_square(n, 1000, seed);
+  const auto config = *DeviceConfig::cgp(1e4);
+  transport::GatewayOptions options;
+  options.address = "127.0.0.1:0";
+  options.tls_certificate_chain = tls.certificate;
+  options.tls_private_key = tls.key;
+  for (std::size_t i = 0; i < n; ++i)
+    options.device_credentials["device-" + std::to_string(i)] =
+        "secret-" + std::to_string(i * 7919);
+  auto gateway = *transport::DeviceGateway::start(options);
+  // An IP literal (the certificate names it too): no DNS lookup, whose c-ares resolver leaks.
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+
+  std::vector<client::Device> devices;
+  for (std::size_t i = 0; i < n + 3; ++i) {
+    devices.push_back(client::Device::open_for_simulation(config, seed, i));
+    REQUIRE(devices.back().register_component("location", 2).ok());
+    double here[2] = {points[2 * (i % n)], points[2 * (i % n) + 1]};
+    REQUIRE(devices.back().set_component("location", here).ok());
+  }
+  std::vector<Status> outcomes(n + 3);
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        outcomes[i] =
+            transport::serve_device({address, "device-" + std::to_string(i),
+                                     "secret-" + std::to_string(i * 7919), tls.certificate},
+                                    devices[i]);
+      });
+    // A wrong credential, another device's id with its own credential, and plaintext to a TLS
+    // server: all refused.
+    threads.emplace_back([&] {
+      outcomes[n] =
+          transport::serve_device({address, "device-0", "guess", tls.certificate}, devices[n]);
+    });
+    threads.emplace_back([&] {
+      outcomes[n + 1] = transport::serve_device(
+          {address, "device-1", "secret-" + std::to_string(2 * 7919), tls.certificate},
+          devices[n + 1]);
+    });
+    threads.emplace_back([&] {
+      outcomes[n + 2] =
+          transport::serve_device({"127.0.0.1:" + std::to_string(gateway->port()), "device-2",
+                                   "secret-" + std::to_string(2 * 7919), ""},
+                                  devices[n + 2]);
+    });
+    REQUIRE(gateway->wait_for_devices(n, 20s));
+    transport::NetworkFleet fleet(*gateway, ids(n), 2, 1e4, 10s);
+    BudgetMirror mirror(n, fleet.initial_budget());
+    auto rho = test::uniform_rho(n, 1e3);  // exact answers
+    QueryOptions query;
+    query.method = Method::BM0;
+    query.query_id = "tls";
+    double lo[2] = {0, 0}, hi[2] = {500, 500};
+    const geometry::Region range = *geometry::Box::create(lo, hi);
+    auto result = range_count(fleet, mirror, range, rho, query);
+    REQUIRE(result.has_value());
+    CHECK(result->estimate == static_cast<double>(exact_count(points, 2, range)));
+    CHECK(result->report.unanswered.empty());
+    CHECK(result->report.refused.empty());
+    // The impostors never answered anything: their devices spent nothing.
+    for (std::size_t i = n; i < n + 3; ++i) CHECK(devices[i].spent() == 0);
+    gateway.reset();
+  }
+  for (std::size_t i = n; i < n + 2; ++i) {
+    INFO("impostor " << i);
+    REQUIRE_FALSE(outcomes[i].ok());
+    CHECK(outcomes[i].error().parameter == "credential");
+  }
+  CHECK_FALSE(outcomes[n + 2].ok());  // plaintext against TLS
 }

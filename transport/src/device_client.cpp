@@ -11,16 +11,30 @@ namespace cgp::transport {
 
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device) {
+  return serve_device(DeviceConnection{coordinator_address, device_id, "", ""}, device);
+}
+
+Status serve_device(const DeviceConnection& connection, client::Device& device) {
+  const std::string& coordinator_address = connection.coordinator_address;
+  const std::string& device_id = connection.device_id;
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
-  auto channel = grpc::CreateCustomChannel(coordinator_address, grpc::InsecureChannelCredentials(),
-                                           arguments);
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (connection.tls_root_certificate.empty()) {
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = connection.tls_root_certificate;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel(coordinator_address, credentials, arguments);
   auto stub = v1::DeviceGateway::NewStub(channel);
   grpc::ClientContext context;
   auto stream = stub->Connect(&context);
   v1::DeviceToCoordinator hello;
   hello.mutable_hello()->set_device_id(device_id);
   hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+  hello.mutable_hello()->set_credential(connection.credential);
   if (!stream->Write(hello))
     return make_error(ErrorCode::invalid_argument, "coordinator",
                       "coordinator: cannot reach " + coordinator_address);
@@ -32,15 +46,17 @@ Status serve_device(const std::string& coordinator_address, const std::string& d
     }
     // The device sees exactly the bytes a coordinator sent: the same path as the C ABI.
     const std::string request = wire::serialize(message.request());
-    const std::string reply = device.handle(
-        {reinterpret_cast<const std::uint8_t*>(request.data()), request.size()});
+    const std::string reply =
+        device.handle({reinterpret_cast<const std::uint8_t*>(request.data()), request.size()});
     v1::DeviceToCoordinator out;
     if (!out.mutable_reply()->ParseFromString(reply) || !stream->Write(out)) break;
   }
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
-  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED &&
-      status.error_code() != grpc::StatusCode::UNAVAILABLE)
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+    return make_error(ErrorCode::invalid_argument, "credential",
+                      "credential: the coordinator refused device " + device_id);
+  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED)
     return make_error(ErrorCode::invalid_argument, "coordinator",
                       "coordinator: " + status.error_message());
   return {};

@@ -1,6 +1,9 @@
 #include "cgp/transport/gateway.hpp"
 
 #include <grpcpp/grpcpp.h>
+#include <sodium.h>
+
+#include <array>
 
 #include <condition_variable>
 #include <map>
@@ -36,6 +39,8 @@ struct Session {
 
 struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
   std::unique_ptr<grpc::Server> server;
+  // device id -> SHA-256 of its credential (credentials themselves are not kept).
+  std::map<std::string, std::array<unsigned char, crypto_hash_sha256_BYTES>> credential_digests;
   int port = 0;
   mutable std::mutex mutex;
   mutable std::condition_variable changed;
@@ -54,6 +59,20 @@ struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
     const std::string id = message.hello().device_id();
     if (id.empty() || id.size() > wire::kMaxIdBytes)
       return {grpc::StatusCode::INVALID_ARGUMENT, "device_id must have 1 to 128 bytes"};
+    if (!credential_digests.empty()) {
+      // Binding the stream to the id whose credential it presented: a device cannot answer for
+      // another id, since replies are taken only from that id's stream.
+      const std::string& credential = message.hello().credential();
+      if (credential.size() > wire::kMaxCredentialBytes)
+        return {grpc::StatusCode::UNAUTHENTICATED, "credential refused"};
+      std::array<unsigned char, crypto_hash_sha256_BYTES> digest;
+      crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
+                         credential.size());
+      auto expected = credential_digests.find(id);
+      if (expected == credential_digests.end() ||
+          sodium_memcmp(expected->second.data(), digest.data(), digest.size()) != 0)
+        return {grpc::StatusCode::UNAUTHENTICATED, "credential refused"};
+    }
     auto current = std::make_shared<Session>();
     current->stream = stream;
     v1::CoordinatorToDevice welcome;
@@ -97,9 +116,34 @@ DeviceGateway::~DeviceGateway() {
 }
 
 Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const std::string& address) {
+  GatewayOptions options;
+  options.address = address;
+  return start(options);
+}
+
+Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptions& options) {
+  if (sodium_init() < 0)
+    return make_error(ErrorCode::invalid_argument, "credentials", "libsodium cannot initialise");
   auto impl = std::make_unique<Impl>();
+  for (const auto& [id, credential] : options.device_credentials) {
+    auto& digest = impl->credential_digests[id];
+    crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
+                       credential.size());
+  }
+  std::shared_ptr<grpc::ServerCredentials> transport_credentials;
+  if (options.tls_certificate_chain.empty() != options.tls_private_key.empty())
+    return make_error(ErrorCode::missing_field, "tls",
+                      "TLS needs both a certificate chain and a private key");
+  if (options.tls_certificate_chain.empty()) {
+    transport_credentials = grpc::InsecureServerCredentials();
+  } else {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_certificate_chain});
+    transport_credentials = grpc::SslServerCredentials(ssl);
+  }
+  const std::string& address = options.address;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl->port);
+  builder.AddListeningPort(address, transport_credentials, &impl->port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
   builder.RegisterService(impl.get());
   impl->server = builder.BuildAndStart();
@@ -108,7 +152,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const std::string&
   return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
 }
 
-int DeviceGateway::port() const noexcept { return impl_->port; }
+int DeviceGateway::port() const noexcept {
+  return impl_->port;
+}
 
 std::size_t DeviceGateway::connected() const {
   std::lock_guard lock(impl_->mutex);
@@ -160,9 +206,8 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
     auto& session = waiting[k];
     if (!session) continue;
     std::unique_lock lock(session->mutex);
-    if (!session->arrived.wait_until(lock, deadline, [&] {
-          return session->closed || session->replies.count(key) > 0;
-        }))
+    if (!session->arrived.wait_until(
+            lock, deadline, [&] { return session->closed || session->replies.count(key) > 0; }))
       continue;
     auto it = session->replies.find(key);
     if (it == session->replies.end()) continue;
@@ -180,8 +225,12 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
         std::copy(reply.values().begin(), reply.values().end(),
                   replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
         break;
-      case v1::REFUSED_BUDGET: replies.kind[k] = ReplyKind::refused; break;
-      default: replies.kind[k] = ReplyKind::rejected; break;
+      case v1::REFUSED_BUDGET:
+        replies.kind[k] = ReplyKind::refused;
+        break;
+      default:
+        replies.kind[k] = ReplyKind::rejected;
+        break;
     }
   }
 }

@@ -9,7 +9,17 @@
 
 namespace cgp::transport {
 
-// Blocks until the coordinator closes the stream or the connection fails.
+struct DeviceConnection {
+  std::string coordinator_address;  // host:port
+  std::string device_id;
+  std::string credential;            // sent in Hello; checked by the coordinator
+  std::string tls_root_certificate;  // PEM; empty = plaintext
+};
+
+// Blocks until the coordinator closes the stream or the connection fails; a refused connection
+// (wrong credential) is an error naming it.
+Status serve_device(const DeviceConnection& connection, client::Device& device);
+// Plaintext, no credential.
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device);
 

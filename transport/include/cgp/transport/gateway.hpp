@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,9 +18,19 @@ namespace cgp::transport {
 
 class NetworkFleet;
 
+struct GatewayOptions {
+  std::string address = "127.0.0.1:0";  // port 0 picks a free port
+  // TLS: PEM server certificate chain and private key. Empty: plaintext (loopback tests only).
+  std::string tls_certificate_chain, tls_private_key;
+  // device id -> credential. Non-empty: a device must present its own id's credential in Hello,
+  // or its connection is refused (UNAUTHENTICATED) before it can take part.
+  std::map<std::string, std::string> device_credentials;
+};
+
 class DeviceGateway {
  public:
-  // Listens on `address` ("127.0.0.1:0" picks a free port).
+  static Expected<std::unique_ptr<DeviceGateway>> start(const GatewayOptions& options);
+  // Plaintext, no credentials.
   static Expected<std::unique_ptr<DeviceGateway>> start(const std::string& address);
   ~DeviceGateway();
   int port() const noexcept;
