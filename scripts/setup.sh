@@ -14,6 +14,7 @@ packages=(
   catch2                                 # tests (Catch2 v2)
   libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox   # cgp-sim: CLI, JSON, tables, plots
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
+  openssl                                # tests make throwaway TLS certificates
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
 )
 
