@@ -1,0 +1,120 @@
+// cgp-device: one real device — its own ledger (SQLite), filter and secure noise — serving a
+// coordinator over gRPC until the coordinator closes the stream.
+//
+//   cgp-device --coordinator HOST:PORT --id ID [--credential FILE] [--tls-root FILE]
+//              --ledger PATH --budget RHO [--sticky-halt]
+//              [--location X,Y] [--component NAME=V1,V2,...]... [--components FILE]
+//
+// --components FILE: one component per line, "name,v1,v2,...". Exit 0 when the coordinator
+// ends the session, 1 on a refused credential or lost connection, 2 on bad arguments.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cgp/client/device.hpp"
+#include "cgp/transport/device_client.hpp"
+
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "cgp-device: %s\n", message.c_str());
+  return code;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+bool parse_values(const std::string& text, std::vector<double>& out) {
+  out.clear();
+  std::stringstream cells(text);
+  std::string cell;
+  while (std::getline(cells, cell, ',')) {
+    try {
+      std::size_t used = 0;
+      out.push_back(std::stod(cell, &used));
+      if (used != cell.size()) return false;
+    } catch (...) {
+      return false;
+    }
+  }
+  return !out.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cgp-device: one device serving a cgpkit coordinator"};
+  std::string coordinator, id, credential_file, tls_root_file, ledger, components_file;
+  double budget = 0;
+  bool sticky = false;
+  std::vector<double> location;
+  std::vector<std::string> components;
+  app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
+  app.add_option("--id", id, "this device's id")->required();
+  app.add_option("--credential", credential_file, "file holding this device's credential");
+  app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
+  app.add_option("--ledger", ledger, "SQLite ledger file (created if absent)")->required();
+  app.add_option("--budget", budget, "total rho of the CGP filter")->required();
+  app.add_flag("--sticky-halt", sticky, "halt for good after the first refusal (Alg. 1)");
+  app.add_option("--location", location, "X,Y in metres: component 'location'")->delimiter(',');
+  app.add_option("--component", components, "NAME=V1,V2,... (repeatable)");
+  app.add_option("--components", components_file, "file: one 'name,v1,v2,...' per line");
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return fail(2, e.what());
+  }
+  auto config = cgp::DeviceConfig::cgp(budget, sticky);
+  if (!config) return fail(2, "--budget: " + config.error().message);
+  auto device = cgp::client::Device::open_secure(*config, ledger.c_str());
+  if (!device) return fail(1, device.error().message);
+  if (!device->ledger_status().ok())
+    std::fprintf(stderr, "cgp-device: %s (the device will refuse every request)\n",
+                 device->ledger_status().error().message.c_str());
+
+  std::vector<std::pair<std::string, std::vector<double>>> values;
+  if (!location.empty()) values.emplace_back("location", location);
+  for (const auto& spec : components) {
+    const auto equals = spec.find('=');
+    std::vector<double> v;
+    if (equals == std::string::npos || !parse_values(spec.substr(equals + 1), v))
+      return fail(2, "--component must be NAME=V1,V2,..., got '" + spec + "'");
+    values.emplace_back(spec.substr(0, equals), v);
+  }
+  if (!components_file.empty()) {
+    std::ifstream in(components_file);
+    if (!in) return fail(2, "--components: cannot read " + components_file);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      const auto comma = line.find(',');
+      std::vector<double> v;
+      if (comma == std::string::npos || !parse_values(line.substr(comma + 1), v))
+        return fail(2, "--components: bad line '" + line + "'");
+      values.emplace_back(line.substr(0, comma), v);
+    }
+  }
+  for (const auto& [name, v] : values) {
+    if (auto s = device->register_component(name, v.size()); !s) return fail(2, s.error().message);
+    if (auto s = device->set_component(name, v); !s) return fail(2, s.error().message);
+  }
+
+  cgp::transport::DeviceConnection connection{coordinator, id, "", ""};
+  if (!credential_file.empty() && !read_file(credential_file, connection.credential))
+    return fail(2, "--credential: cannot read " + credential_file);
+  if (!tls_root_file.empty() && !read_file(tls_root_file, connection.tls_root_certificate))
+    return fail(2, "--tls-root: cannot read " + tls_root_file);
+  auto served = cgp::transport::serve_device(connection, *device);
+  if (!served) return fail(1, served.error().message);
+  return 0;
+}
