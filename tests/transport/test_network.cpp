@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "../coordinator/fleet_fixtures.hpp"
@@ -90,7 +91,14 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
   const std::size_t n = 12, online = 8;
   auto points = test::uniform_square(n, 1000, seed);
   const auto config = *DeviceConfig::cgp(1.0);
-  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  std::mutex log_mutex;
+  std::vector<std::string> log;
+  transport::GatewayOptions gateway_options;
+  gateway_options.log = [&](const std::string& line) {
+    std::lock_guard lock(log_mutex);
+    log.push_back(line);
+  };
+  auto gateway = *transport::DeviceGateway::start(gateway_options);
   const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
   {
     RemoteDevices remote(config, points, seed, address, online);
@@ -107,6 +115,22 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
     CHECK(result->report.unanswered.size() == n - online);
     for (UserId u : result->report.unanswered) CHECK(u >= online);
     for (UserId u = 0; u < online; ++u) CHECK(remote.devices[u].spent() > 0);
+    // Counters and one structured line per event.
+    const auto counters = gateway->counters();
+    CHECK(counters.connects == online);
+    CHECK(counters.rounds == 1);
+    CHECK(counters.requests == online);
+    CHECK(counters.replies == online);
+    CHECK(counters.unanswered == n - online);
+    {
+      std::lock_guard lock(log_mutex);
+      CHECK(std::count_if(log.begin(), log.end(), [](const std::string& l) {
+              return l.rfind("event=connect device=device-", 0) == 0;
+            }) == static_cast<long>(online));
+      CHECK(std::find(log.begin(), log.end(),
+                      "event=round query=partial round=1 asked=12 replies=8 unanswered=4") !=
+            log.end());
+    }
     gateway.reset();
   }
 }

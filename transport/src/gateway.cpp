@@ -45,6 +45,18 @@ struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
   mutable std::mutex mutex;
   mutable std::condition_variable changed;
   std::map<std::string, std::shared_ptr<Session>> sessions;
+  std::function<void(const std::string&)> log_sink;
+  mutable std::mutex counters_mutex;
+  GatewayCounters counts;
+
+  void log(const std::string& line) const {
+    if (log_sink) log_sink(line);
+  }
+  template <class Update>
+  void count(Update&& update) {
+    std::lock_guard lock(counters_mutex);
+    update(counts);
+  }
 
   std::shared_ptr<Session> session(const std::string& id) const {
     std::lock_guard lock(mutex);
@@ -54,8 +66,11 @@ struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
 
   grpc::Status Connect(grpc::ServerContext*, Stream* stream) override {
     v1::DeviceToCoordinator message;
-    if (!stream->Read(&message) || !message.has_hello())
+    if (!stream->Read(&message) || !message.has_hello()) {
+      count([](GatewayCounters& c) { ++c.refused_connections; });
+      log("event=refused reason=no-hello");
       return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"};
+    }
     const std::string id = message.hello().device_id();
     if (id.empty() || id.size() > wire::kMaxIdBytes)
       return {grpc::StatusCode::INVALID_ARGUMENT, "device_id must have 1 to 128 bytes"};
@@ -63,15 +78,21 @@ struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
       // Binding the stream to the id whose credential it presented: a device cannot answer for
       // another id, since replies are taken only from that id's stream.
       const std::string& credential = message.hello().credential();
-      if (credential.size() > wire::kMaxCredentialBytes)
+      if (credential.size() > wire::kMaxCredentialBytes) {
+        count([](GatewayCounters& c) { ++c.refused_connections; });
+        log("event=refused reason=credential device=" + id);
         return {grpc::StatusCode::UNAUTHENTICATED, "credential refused"};
+      }
       std::array<unsigned char, crypto_hash_sha256_BYTES> digest;
       crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
                          credential.size());
       auto expected = credential_digests.find(id);
       if (expected == credential_digests.end() ||
-          sodium_memcmp(expected->second.data(), digest.data(), digest.size()) != 0)
+          sodium_memcmp(expected->second.data(), digest.data(), digest.size()) != 0) {
+        count([](GatewayCounters& c) { ++c.refused_connections; });
+        log("event=refused reason=credential device=" + id);
         return {grpc::StatusCode::UNAUTHENTICATED, "credential refused"};
+      }
     }
     auto current = std::make_shared<Session>();
     current->stream = stream;
@@ -83,6 +104,8 @@ struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
       sessions[id] = current;  // a reconnecting device replaces its old stream
     }
     changed.notify_all();
+    count([](GatewayCounters& c) { ++c.connects; });
+    log("event=connect device=" + id);
     while (stream->Read(&message)) {
       if (message.has_reply()) {
         const auto& reply = message.reply();
@@ -104,6 +127,8 @@ struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
       if (it != sessions.end() && it->second == current) sessions.erase(it);
     }
     changed.notify_all();
+    count([](GatewayCounters& c) { ++c.disconnects; });
+    log("event=disconnect device=" + id);
     return grpc::Status::OK;
   }
 };
@@ -125,6 +150,7 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   if (sodium_init() < 0)
     return make_error(ErrorCode::invalid_argument, "credentials", "libsodium cannot initialise");
   auto impl = std::make_unique<Impl>();
+  impl->log_sink = options.log;
   for (const auto& [id, credential] : options.device_credentials) {
     auto& digest = impl->credential_digests[id];
     crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
@@ -154,6 +180,11 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
 
 int DeviceGateway::port() const noexcept {
   return impl_->port;
+}
+
+GatewayCounters DeviceGateway::counters() const {
+  std::lock_guard lock(impl_->counters_mutex);
+  return impl_->counts;
 }
 
 std::size_t DeviceGateway::connected() const {
@@ -199,6 +230,8 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
     *push.mutable_request() = wire::request_to_wire(*built);
     if (session->write(push)) waiting[k] = std::move(session);
   }
+  std::uint64_t sent = 0;
+  for (const auto& w : waiting) sent += w ? 1 : 0;
   // Collect until the round's deadline: late or missing devices are reported as no_answer.
   const auto deadline = std::chrono::steady_clock::now() + round_deadline_;
   const ReplyKey key{request.query_id, request.round};
@@ -233,6 +266,21 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
         break;
     }
   }
+  std::uint64_t answered = 0, unanswered = 0;
+  for (auto kind : replies.kind) {
+    answered += kind != ReplyKind::no_answer ? 1 : 0;
+    unanswered += kind == ReplyKind::no_answer ? 1 : 0;
+  }
+  gateway_.impl_->count([&](GatewayCounters& c) {
+    ++c.rounds;
+    c.requests += sent;
+    c.replies += answered;
+    c.unanswered += unanswered;
+  });
+  gateway_.impl_->log("event=round query=" + request.query_id +
+                      " round=" + std::to_string(request.round) +
+                      " asked=" + std::to_string(asked) + " replies=" + std::to_string(answered) +
+                      " unanswered=" + std::to_string(unanswered));
 }
 
 }  // namespace cgp::transport

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +27,15 @@ struct GatewayOptions {
   // device id -> credential. Non-empty: a device must present its own id's credential in Hello,
   // or its connection is refused (UNAUTHENTICATED) before it can take part.
   std::map<std::string, std::string> device_credentials;
+  // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
+  // from several threads at once. Empty: no log.
+  std::function<void(const std::string&)> log;
+};
+
+// What the gateway has seen since it started.
+struct GatewayCounters {
+  std::uint64_t connects = 0, disconnects = 0, refused_connections = 0;
+  std::uint64_t rounds = 0, requests = 0, replies = 0, unanswered = 0;
 };
 
 class DeviceGateway {
@@ -35,6 +46,7 @@ class DeviceGateway {
   ~DeviceGateway();
   int port() const noexcept;
   std::size_t connected() const;
+  GatewayCounters counters() const;
   // Waits until at least `count` devices have said Hello, or the timeout passes.
   bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
 
