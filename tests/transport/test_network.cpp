@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "../coordinator/fleet_fixtures.hpp"
@@ -236,4 +237,34 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
     CHECK(outcomes[i].error().parameter == "credential");
   }
   CHECK_FALSE(outcomes[n + 2].ok());  // plaintext against TLS
+}
+
+TEST_CASE("network: a replayed round gets the identical answer and no new charge",
+          "[transport][network]") {
+  CGP_SEEDED(9104);
+  const std::size_t n = 5;
+  auto points = test::uniform_square(n, 1000, seed);
+  const auto config = *DeviceConfig::cgp(1.0);
+  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  {
+    RemoteDevices remote(config, points, seed, address, n);
+    REQUIRE(gateway->wait_for_devices(n, 20s));
+    transport::NetworkFleet fleet(*gateway, ids(n), 2, 1.0, 10s);
+    std::vector<UserId> users(n);
+    std::iota(users.begin(), users.end(), UserId{0});
+    std::vector<double> rho(n, 1e-3);
+    RoundRequest request;
+    request.query_id = "replay";
+    request.users = users;
+    request.rho = rho;
+    RoundReplies first, second;
+    fleet.ask(request, first);
+    std::vector<double> spent;
+    for (auto& d : remote.devices) spent.push_back(d.spent());
+    fleet.ask(request, second);  // e.g. a coordinator retrying after a timeout
+    CHECK(second.values == first.values);
+    for (std::size_t i = 0; i < n; ++i) CHECK(remote.devices[i].spent() == spent[i]);
+    gateway.reset();
+  }
 }
