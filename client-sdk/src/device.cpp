@@ -82,27 +82,6 @@ RequestDigest digest_of(const std::string& canonical) {
   return digest;
 }
 
-// The largest |coordinate| a request itself mentions (query point, region): public data.
-double public_coordinate_extent(const DeviceRequest& request) {
-  double extent = 0;
-  auto widen = [&](double v) { extent = std::max(extent, std::fabs(v)); };
-  for (double v : request.point()) widen(v);
-  if (const auto& region = request.region()) {
-    if (const auto* box = std::get_if<geometry::Box>(&*region)) {
-      for (double v : box->lo()) widen(v);
-      for (double v : box->hi()) widen(v);
-    } else if (const auto* ball = std::get_if<geometry::Ball>(&*region)) {
-      for (double v : ball->center()) widen(std::fabs(v) + ball->radius());
-    } else {
-      const auto& polygon = std::get<geometry::Polygon>(*region);
-      for (const auto& p : polygon.outer()) widen(std::max(std::fabs(p[0]), std::fabs(p[1])));
-      for (const auto& hole : polygon.holes())
-        for (const auto& p : hole) widen(std::max(std::fabs(p[0]), std::fabs(p[1])));
-    }
-  }
-  return extent;
-}
-
 }  // namespace
 
 struct Device::State {
@@ -176,7 +155,7 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   // K comes from the statistic's kind, known here; nothing on the wire sets it.
   auto plan = plan_noise(lipschitz_constant(request.statistic()), request.rho());
   if (!plan) return finish(rejected(id, plan.error()));
-  if (public_coordinate_extent(request) > plan->coordinate_limit) {
+  if (spec.public_extent() > plan->coordinate_limit) {
     return finish(rejected(
         id, make_error(ErrorCode::out_of_range, "rho",
                        "rho = " + format_number(request.rho()) +

@@ -1,6 +1,7 @@
 #include "cgp/client/statistic.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "cgp/common/geometry/signed_distance.hpp"
@@ -26,6 +27,27 @@ std::size_t StatisticSpec::required_dimension() const noexcept {
       return region ? geometry::dimension(*region) : 0;
   }
   return 0;
+}
+
+double StatisticSpec::public_extent() const noexcept {
+  double extent = 0;
+  auto widen = [&](double v) { extent = std::max(extent, std::fabs(v)); };
+  for (double v : point) widen(v);
+  if (!region) return extent;
+  if (const auto* box = std::get_if<geometry::Box>(region)) {
+    for (double v : box->lo()) widen(v);
+    for (double v : box->hi()) widen(v);
+  } else if (const auto* ball = std::get_if<geometry::Ball>(region)) {
+    for (double v : ball->center()) widen(std::fabs(v) + ball->radius());
+  } else {
+    // Every vertex of every ring is the start of one boundary edge.
+    const auto& edges = std::get<geometry::Polygon>(*region).edges();
+    for (std::size_t k = 0; k < edges.size(); ++k) {
+      widen(edges.ax[k]);
+      widen(edges.ay[k]);
+    }
+  }
+  return extent;
 }
 
 std::size_t output_dimension(const DeviceRequest& request, std::size_t component_dimension) {

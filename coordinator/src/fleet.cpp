@@ -29,8 +29,8 @@ Expected<DeviceRequest> device_request_for(const RoundRequest& request, std::siz
     case StatisticKind::location:
       return DeviceRequest::location(id, request.component_id, rho);
     case StatisticKind::distance_to_point:
-      return DeviceRequest::distance_to_point(
-          id, request.component_id, {request.point.begin(), request.point.end()}, rho);
+      return DeviceRequest::distance_to_point(id, request.component_id,
+                                              {request.point.begin(), request.point.end()}, rho);
     case StatisticKind::signed_distance_to_region:
       if (!request.region) break;
       return DeviceRequest::signed_distance_to_region(id, request.component_id, *request.region,

@@ -27,30 +27,6 @@ std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {
   return mix64(h ^ (static_cast<std::uint64_t>(round) << 32 | round));
 }
 
-// The largest |coordinate| the request itself names (public): checked against each plan's box.
-double public_extent(const RoundRequest& request) {
-  double extent = 0;
-  for (double v : request.point) extent = std::max(extent, std::fabs(v));
-  if (request.region) {
-    std::visit(
-        [&](const auto& r) {
-          using T = std::decay_t<decltype(r)>;
-          if constexpr (std::is_same_v<T, geometry::Box>) {
-            for (double v : r.lo()) extent = std::max(extent, std::fabs(v));
-            for (double v : r.hi()) extent = std::max(extent, std::fabs(v));
-          } else if constexpr (std::is_same_v<T, geometry::Ball>) {
-            for (double v : r.center()) extent = std::max(extent, std::fabs(v) + r.radius());
-          } else {
-            const auto& e = r.edges();
-            for (std::size_t k = 0; k < e.size(); ++k)
-              extent = std::max({extent, std::fabs(e.ax[k]), std::fabs(e.ay[k])});
-          }
-        },
-        *request.region);
-  }
-  return extent;
-}
-
 }  // namespace
 
 struct SimulatedFleet::State {
@@ -118,7 +94,7 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   const bool fits = (required == 0 || required == s.dimension) &&
                     (spec.kind != StatisticKind::signed_distance_to_region || spec.region) &&
                     request.rho.size() == asked;
-  const double extent = public_extent(request);
+  const double extent = spec.public_extent();
   const std::uint64_t stream = round_stream(request.query_id, request.round);
   const double lipschitz = lipschitz_constant(spec.kind);
 

@@ -224,3 +224,17 @@ TEST_CASE("device: sticky HALT is durable", "[client][device][ledger]") {
   CHECK(parse_reply(device.handle(bytes_of(location_request_bytes("q", 2, 0.01)))).status() ==
         v1::REFUSED_BUDGET);
 }
+
+TEST_CASE("device: a request whose own coordinates exceed the noise grid's box is rejected",
+          "[client][device]") {
+  auto device = test::located_device(*DeviceConfig::cgp(1e12), 21);
+  // ρ = 1e10: σ ≈ 7 µm, box ≈ ±2^24 σ ≈ ±119 m; the polygon reaches 5 km.
+  auto request = *DeviceRequest::signed_distance_to_region(
+      {"far", 1}, "location",
+      *geometry::Polygon::create(geometry::Ring{{0, 0}, {5000, 0}, {5000, 5000}}), 1e10);
+  const double before = device.spent();
+  auto reply = device.handle(request);
+  CHECK(reply.status == ReplyStatus::rejected_invalid);
+  CHECK(reply.error.code == ErrorCode::out_of_range);
+  CHECK(device.spent() == before);
+}

@@ -21,6 +21,9 @@ struct StatisticSpec {
   static StatisticSpec of(const DeviceRequest& request) noexcept;
   // The component dimension this statistic needs, 0 for any (location).
   std::size_t required_dimension() const noexcept;
+  // The largest |coordinate| the request itself names (query point, region vertices, a ball's
+  // centre ± radius): public data, checked against the noise grid's box before any release.
+  double public_extent() const noexcept;
   std::size_t output_dimension(std::size_t component_dimension) const noexcept {
     return kind == StatisticKind::location ? component_dimension : 1;
   }
