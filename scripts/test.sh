@@ -18,5 +18,6 @@ cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" >/dev/null
 cmake --build "$build"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp:print_suppressions=0}"
 cd "$build"
 ctest --output-on-failure --parallel "$(nproc)" --timeout 600
