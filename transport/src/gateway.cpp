@@ -1,142 +1,143 @@
 #include "cgp/transport/gateway.hpp"
 
-#include <grpcpp/grpcpp.h>
-#include <sodium.h>
-
-#include <array>
-
-#include <condition_variable>
-#include <map>
-#include <mutex>
+#include <cmath>
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "gateway_impl.hpp"
 
 namespace cgp::transport {
+namespace detail {
+
+void GatewayCore::attach(const std::shared_ptr<Session>& session) {
+  std::shared_ptr<Session> replaced;
+  {
+    std::lock_guard lock(mutex);
+    auto& slot = sessions[session->id()];
+    replaced = std::move(slot);  // a reconnecting device replaces its old stream
+    slot = session;
+  }
+  if (replaced) replaced->finish(grpc::Status::CANCELLED);
+  changed.notify_all();
+  count([](GatewayCounters& c) { ++c.connects; });
+  log("event=connect device=" + session->id());
+}
+
+void GatewayCore::detach(const std::shared_ptr<Session>& session) {
+  {
+    std::lock_guard lock(mutex);
+    auto it = sessions.find(session->id());
+    if (it != sessions.end() && it->second == session) sessions.erase(it);
+  }
+  changed.notify_all();
+  // A round waiting for this device stops waiting: its request went down with the stream.
+  std::vector<std::shared_ptr<PendingRound>> open;
+  {
+    std::lock_guard lock(rounds_mutex);
+    for (const auto& [key, round] : rounds) open.push_back(round);
+  }
+  for (const auto& round : open) {
+    std::lock_guard lock(round->mutex);
+    auto slot = round->slot_of_device.find(session->id());
+    if (!round->open || slot == round->slot_of_device.end() || round->settled_slot[slot->second])
+      continue;
+    round->settled_slot[slot->second] = true;
+    if (--round->awaited == 0) round->settled.notify_all();
+  }
+  count([](GatewayCounters& c) { ++c.disconnects; });
+  log("event=disconnect device=" + session->id());
+}
+
 namespace {
 
-using Stream = grpc::ServerReaderWriter<v1::CoordinatorToDevice, v1::DeviceToCoordinator>;
-using ReplyKey = std::pair<std::string, std::uint32_t>;
-
-// One connected device: its stream, and the replies it sent that a round has not taken yet.
-struct Session {
-  Stream* stream = nullptr;
-  std::mutex write_mutex;
-  std::mutex mutex;
-  std::condition_variable arrived;
-  std::map<ReplyKey, v1::DeviceReply> replies;
-  bool closed = false;
-
-  bool write(const v1::CoordinatorToDevice& message) {
-    std::lock_guard lock(write_mutex);
-    return stream->Write(message);
+// Fills slot k from a device's reply. An answer the coordinator cannot use is counted as
+// unanswered, so that the budget mirror still charges it in the worst case.
+void record_reply(const v1::DeviceReply& reply, std::size_t k, coordinator::RoundReplies& out) {
+  using coordinator::ReplyKind;
+  out.remaining[k] = reply.remaining_budget();
+  switch (reply.status()) {
+    case v1::ANSWERED: {
+      const std::size_t dim = out.output_dimension;
+      if (static_cast<std::size_t>(reply.values_size()) != dim) return;
+      for (double v : reply.values())
+        if (!std::isfinite(v)) return;
+      out.kind[k] = ReplyKind::answered;
+      out.charged[k] = reply.charged_rho();
+      std::copy(reply.values().begin(), reply.values().end(),
+                out.values.begin() + static_cast<std::ptrdiff_t>(k * dim));
+      return;
+    }
+    case v1::REFUSED_BUDGET:
+      out.kind[k] = ReplyKind::refused;
+      return;
+    default:
+      out.kind[k] = ReplyKind::rejected;
+      return;
   }
-};
+}
 
 }  // namespace
 
-struct DeviceGateway::Impl final : public v1::DeviceGateway::Service {
-  std::unique_ptr<grpc::Server> server;
-  // device id -> SHA-256 of its credential (credentials themselves are not kept).
-  std::map<std::string, std::array<unsigned char, crypto_hash_sha256_BYTES>> credential_digests;
-  int port = 0;
-  mutable std::mutex mutex;
-  mutable std::condition_variable changed;
-  std::map<std::string, std::shared_ptr<Session>> sessions;
-  std::function<void(const std::string&)> log_sink;
-  mutable std::mutex counters_mutex;
-  GatewayCounters counts;
+void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& reply) {
+  std::shared_ptr<PendingRound> round;
+  {
+    std::lock_guard lock(rounds_mutex);
+    auto it = rounds.find(ReplyKey{reply.id().query_id(), reply.id().round()});
+    if (it != rounds.end()) round = it->second;
+  }
+  bool taken = false;
+  if (round) {
+    std::lock_guard lock(round->mutex);
+    auto slot = round->slot_of_device.find(device_id);
+    if (round->open && slot != round->slot_of_device.end() && !round->settled_slot[slot->second]) {
+      record_reply(reply, slot->second, *round->replies);
+      round->settled_slot[slot->second] = true;
+      taken = true;
+      if (--round->awaited == 0) round->settled.notify_all();
+    }
+  }
+  if (!taken) {
+    count([](GatewayCounters& c) { ++c.late_replies; });
+    log("event=late-reply device=" + device_id + " query=" + reply.id().query_id().substr(0, 128) +
+        " round=" + std::to_string(reply.id().round()));
+  }
+}
 
-  void log(const std::string& line) const {
-    if (log_sink) log_sink(line);
-  }
-  template <class Update>
-  void count(Update&& update) {
-    std::lock_guard lock(counters_mutex);
-    update(counts);
-  }
+std::shared_ptr<Session> GatewayCore::session(const std::string& id) const {
+  std::lock_guard lock(mutex);
+  auto it = sessions.find(id);
+  return it == sessions.end() ? nullptr : it->second;
+}
 
-  std::shared_ptr<Session> session(const std::string& id) const {
-    std::lock_guard lock(mutex);
-    auto it = sessions.find(id);
-    return it == sessions.end() ? nullptr : it->second;
-  }
+bool GatewayCore::open_round(const ReplyKey& key, const std::shared_ptr<PendingRound>& round) {
+  std::lock_guard lock(rounds_mutex);
+  return rounds.emplace(key, round).second;
+}
 
-  grpc::Status Connect(grpc::ServerContext*, Stream* stream) override {
-    v1::DeviceToCoordinator message;
-    if (!stream->Read(&message) || !message.has_hello()) {
-      count([](GatewayCounters& c) { ++c.refused_connections; });
-      log("event=refused reason=no-hello");
-      return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"};
-    }
-    const std::string id = message.hello().device_id();
-    if (id.empty() || id.size() > wire::kMaxIdBytes)
-      return {grpc::StatusCode::INVALID_ARGUMENT, "device_id must have 1 to 128 bytes"};
-    if (!credential_digests.empty()) {
-      // Binding the stream to the id whose credential it presented: a device cannot answer for
-      // another id, since replies are taken only from that id's stream.
-      const std::string& credential = message.hello().credential();
-      if (credential.size() > wire::kMaxCredentialBytes) {
-        count([](GatewayCounters& c) { ++c.refused_connections; });
-        log("event=refused reason=credential device=" + id);
-        return {grpc::StatusCode::UNAUTHENTICATED, "credential refused"};
-      }
-      std::array<unsigned char, crypto_hash_sha256_BYTES> digest;
-      crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
-                         credential.size());
-      auto expected = credential_digests.find(id);
-      if (expected == credential_digests.end() ||
-          sodium_memcmp(expected->second.data(), digest.data(), digest.size()) != 0) {
-        count([](GatewayCounters& c) { ++c.refused_connections; });
-        log("event=refused reason=credential device=" + id);
-        return {grpc::StatusCode::UNAUTHENTICATED, "credential refused"};
-      }
-    }
-    auto current = std::make_shared<Session>();
-    current->stream = stream;
-    v1::CoordinatorToDevice welcome;
-    welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
-    if (!stream->Write(welcome)) return {grpc::StatusCode::UNAVAILABLE, "device went away"};
-    {
-      std::lock_guard lock(mutex);
-      sessions[id] = current;  // a reconnecting device replaces its old stream
-    }
-    changed.notify_all();
-    count([](GatewayCounters& c) { ++c.connects; });
-    log("event=connect device=" + id);
-    while (stream->Read(&message)) {
-      if (message.has_reply()) {
-        const auto& reply = message.reply();
-        std::lock_guard lock(current->mutex);
-        current->replies[{reply.id().query_id(), reply.id().round()}] = reply;
-        current->arrived.notify_all();
-      } else if (message.has_goodbye()) {
-        break;
-      }
-    }
-    {
-      std::lock_guard lock(current->mutex);
-      current->closed = true;
-      current->arrived.notify_all();
-    }
-    {
-      std::lock_guard lock(mutex);
-      auto it = sessions.find(id);
-      if (it != sessions.end() && it->second == current) sessions.erase(it);
-    }
-    changed.notify_all();
-    count([](GatewayCounters& c) { ++c.disconnects; });
-    log("event=disconnect device=" + id);
-    return grpc::Status::OK;
+void GatewayCore::close_round(const ReplyKey& key, PendingRound& round) {
+  {
+    std::lock_guard lock(rounds_mutex);
+    rounds.erase(key);
   }
-};
+  std::lock_guard lock(round.mutex);
+  round.open = false;
+}
+
+}  // namespace detail
+
+struct DeviceGateway::Impl : detail::GatewayCore {};
 
 DeviceGateway::DeviceGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DeviceGateway::~DeviceGateway() {
-  // Ends every device stream: their Read calls return and their handlers finish.
+  // Ends every device stream, then waits (briefly) for gRPC to finish them.
+  std::vector<std::shared_ptr<detail::Session>> open;
+  {
+    std::lock_guard lock(impl_->mutex);
+    for (const auto& [id, session] : impl_->sessions) open.push_back(session);
+  }
+  for (const auto& session : open) session->finish(grpc::Status::OK);
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
@@ -156,6 +157,8 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
                        credential.size());
   }
+  for (const auto& [id, digest] : options.device_credential_digests)
+    impl->credential_digests[id] = digest;
   std::shared_ptr<grpc::ServerCredentials> transport_credentials;
   if (options.tls_certificate_chain.empty() != options.tls_private_key.empty())
     return make_error(ErrorCode::missing_field, "tls",
@@ -170,8 +173,10 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   const std::string& address = options.address;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, transport_credentials, &impl->port);
+  // Oversized messages are refused by gRPC before they are parsed.
   builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
   builder.RegisterService(impl.get());
+  for (auto* service : options.extra_services) builder.RegisterService(service);
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0)
     return make_error(ErrorCode::invalid_argument, "listen", "cannot listen on " + address);
@@ -209,78 +214,84 @@ NetworkFleet::NetworkFleet(DeviceGateway& gateway, std::vector<std::string> devi
 void NetworkFleet::ask(const coordinator::RoundRequest& request,
                        coordinator::RoundReplies& replies) {
   using coordinator::ReplyKind;
+  auto& core = *gateway_.impl_;
   const std::size_t asked = request.users.size();
   const std::size_t out_dim = request.statistic == StatisticKind::location ? dimension_ : 1;
   replies.resize(asked, out_dim);
-  std::vector<std::shared_ptr<Session>> waiting(asked);
-  for (std::size_t k = 0; k < asked; ++k) {
-    const auto user = request.users[k];
-    if (user >= device_ids_.size()) {
-      replies.kind[k] = ReplyKind::rejected;
-      continue;
+  const detail::ReplyKey key{request.query_id, request.round};
+  auto round = std::make_shared<detail::PendingRound>();
+  round->output_dimension = out_dim;
+  round->replies = &replies;
+  round->settled_slot.assign(asked, false);
+
+  // Requests first, so that a fast reply finds its round open.
+  std::vector<v1::CoordinatorToDevice> pushes(asked);
+  std::vector<std::shared_ptr<detail::Session>> sessions(asked);
+  {
+    std::lock_guard lock(core.mutex);
+    for (std::size_t k = 0; k < asked; ++k) {
+      const auto user = request.users[k];
+      if (user >= device_ids_.size()) {
+        replies.kind[k] = ReplyKind::rejected;
+        continue;
+      }
+      auto it = core.sessions.find(device_ids_[user]);
+      if (it != core.sessions.end()) sessions[k] = it->second;  // else: not connected
     }
+  }
+  for (std::size_t k = 0; k < asked; ++k) {
+    if (!sessions[k]) continue;
     auto built = coordinator::device_request_for(request, k);
     if (!built) {
       replies.kind[k] = ReplyKind::rejected;
+      sessions[k].reset();
       continue;
     }
-    auto session = gateway_.impl_->session(device_ids_[user]);
-    if (!session) continue;  // not connected: no_answer
-    v1::CoordinatorToDevice push;
-    *push.mutable_request() = wire::request_to_wire(*built);
-    if (session->write(push)) waiting[k] = std::move(session);
+    *pushes[k].mutable_request() = wire::request_to_wire(*built);
+    round->slot_of_device.emplace(device_ids_[request.users[k]], k);
+    ++round->awaited;
   }
   std::uint64_t sent = 0;
-  for (const auto& w : waiting) sent += w ? 1 : 0;
-  // Collect until the round's deadline: late or missing devices are reported as no_answer.
-  const auto deadline = std::chrono::steady_clock::now() + round_deadline_;
-  const ReplyKey key{request.query_id, request.round};
+  if (!core.open_round(key, round)) {
+    // The same round is already in flight (a duplicated query id): nothing is sent.
+    for (auto& s : sessions) s.reset();
+    round->awaited = 0;
+  }
   for (std::size_t k = 0; k < asked; ++k) {
-    auto& session = waiting[k];
-    if (!session) continue;
-    std::unique_lock lock(session->mutex);
-    if (!session->arrived.wait_until(
-            lock, deadline, [&] { return session->closed || session->replies.count(key) > 0; }))
+    if (!sessions[k]) continue;
+    if (sessions[k]->push(std::move(pushes[k]))) {
+      ++sent;
       continue;
-    auto it = session->replies.find(key);
-    if (it == session->replies.end()) continue;
-    const v1::DeviceReply reply = std::move(it->second);
-    session->replies.erase(it);
-    replies.remaining[k] = reply.remaining_budget();
-    switch (reply.status()) {
-      case v1::ANSWERED:
-        if (static_cast<std::size_t>(reply.values_size()) != out_dim) {
-          replies.kind[k] = ReplyKind::rejected;  // a malformed answer is not used
-          break;
-        }
-        replies.kind[k] = ReplyKind::answered;
-        replies.charged[k] = reply.charged_rho();
-        std::copy(reply.values().begin(), reply.values().end(),
-                  replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
-        break;
-      case v1::REFUSED_BUDGET:
-        replies.kind[k] = ReplyKind::refused;
-        break;
-      default:
-        replies.kind[k] = ReplyKind::rejected;
-        break;
+    }
+    std::lock_guard lock(round->mutex);
+    if (!round->settled_slot[k]) {
+      round->settled_slot[k] = true;
+      --round->awaited;
     }
   }
+  // Collect until every asked device answered, went away, or the deadline passed: late or
+  // missing devices are reported as no_answer.
+  {
+    std::unique_lock lock(round->mutex);
+    round->settled.wait_until(lock, std::chrono::steady_clock::now() + round_deadline_,
+                              [&] { return round->awaited == 0; });
+  }
+  core.close_round(key, *round);
+
   std::uint64_t answered = 0, unanswered = 0;
   for (auto kind : replies.kind) {
     answered += kind != ReplyKind::no_answer ? 1 : 0;
     unanswered += kind == ReplyKind::no_answer ? 1 : 0;
   }
-  gateway_.impl_->count([&](GatewayCounters& c) {
+  core.count([&](GatewayCounters& c) {
     ++c.rounds;
     c.requests += sent;
     c.replies += answered;
     c.unanswered += unanswered;
   });
-  gateway_.impl_->log("event=round query=" + request.query_id +
-                      " round=" + std::to_string(request.round) +
-                      " asked=" + std::to_string(asked) + " replies=" + std::to_string(answered) +
-                      " unanswered=" + std::to_string(unanswered));
+  core.log("event=round query=" + request.query_id + " round=" + std::to_string(request.round) +
+           " asked=" + std::to_string(asked) + " replies=" + std::to_string(answered) +
+           " unanswered=" + std::to_string(unanswered));
 }
 
 }  // namespace cgp::transport

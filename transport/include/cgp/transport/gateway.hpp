@@ -1,10 +1,10 @@
 // The coordinator's side of the network (DESIGN §4): a gRPC server devices dial into, and a
 // Fleet over the connected devices, so that the query engine runs unchanged over the network.
 //
-// This is the first slice of the network issue: plaintext on loopback, no credentials yet, a
-// thread per connected device (gRPC's synchronous server).
+// gRPC's callback API serves every stream from a small thread pool: no thread per device.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -15,6 +15,10 @@
 
 #include "cgp/common/expected.hpp"
 #include "cgp/coordinator/fleet.hpp"
+
+namespace grpc {
+class Service;
+}
 
 namespace cgp::transport {
 
@@ -27,6 +31,10 @@ struct GatewayOptions {
   // device id -> credential. Non-empty: a device must present its own id's credential in Hello,
   // or its connection is refused (UNAUTHENTICATED) before it can take part.
   std::map<std::string, std::string> device_credentials;
+  // The same by SHA-256 digest, as an enrolment file keeps them (the secrets stay on devices).
+  std::map<std::string, std::array<unsigned char, 32>> device_credential_digests;
+  // Further gRPC services served on the same port (e.g. the analyst service); not owned.
+  std::vector<grpc::Service*> extra_services;
   // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
   // from several threads at once. Empty: no log.
   std::function<void(const std::string&)> log;
@@ -36,6 +44,7 @@ struct GatewayOptions {
 struct GatewayCounters {
   std::uint64_t connects = 0, disconnects = 0, refused_connections = 0;
   std::uint64_t rounds = 0, requests = 0, replies = 0, unanswered = 0;
+  std::uint64_t late_replies = 0;  // replies to rounds already closed (or never asked)
 };
 
 class DeviceGateway {
