@@ -117,7 +117,8 @@ TEST_CASE("device: every bad input of DESIGN §5 gets its named error and charge
     CHECK(device.register_component("x", 0).error().parameter == "dimension");
     CHECK(device.register_component("height", 1, "m").ok());
     CHECK(device.register_component("height", 1, "ft").error().parameter == "unit");
-    CHECK(device.register_component("y", 1, std::string(33, 'u')).error().code == ErrorCode::too_large);
+    CHECK(device.register_component("y", 1, std::string(33, 'u')).error().code ==
+          ErrorCode::too_large);
   }
 }
 

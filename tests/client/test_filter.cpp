@@ -13,7 +13,7 @@
 using namespace cgp;
 using namespace cgp::client;
 
-TEST_CASE("filter: refusals depend only on charges; sticky HALT stops for good",
+TEST_CASE("filter: refusals depend only on charges, sticky HALT stops for good",
           "[client][filter]") {
   PrivacyFilter filter(*DeviceConfig::cgp(1.0));
   CHECK(filter.admits(0.6));

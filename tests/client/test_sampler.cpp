@@ -159,7 +159,7 @@ TEST_CASE("noise plan: exact variance cover, charge, limits", "[client][privatiz
   CHECK(DiscreteGaussian::create(DiscreteGaussian::kMaxSigma2 + 1).error().parameter == "sigma2");
 }
 
-TEST_CASE("simulation randomness is reproducible per (seed, stream); secure is not seeded",
+TEST_CASE("simulation randomness is reproducible per (seed, stream), secure is not seeded",
           "[client][random]") {
   SimulationRandom a(7, 1), b(7, 1), c(7, 2);
   std::uint64_t wa[8], wb[8], wc[8];
@@ -192,7 +192,8 @@ TEST_CASE("simulation randomness is reproducible per (seed, stream); secure is n
   waitpid(child, nullptr, 0);
   close(fds[0]);
   close(fds[1]);
-  CHECK_FALSE(std::equal(std::begin(parent_words), std::end(parent_words), std::begin(child_words)));
+  CHECK_FALSE(
+      std::equal(std::begin(parent_words), std::end(parent_words), std::begin(child_words)));
 
   RandomBits bits(a);
   for (std::uint64_t bound : {1ULL, 2ULL, 3ULL, 1000ULL, (1ULL << 63) + 5})

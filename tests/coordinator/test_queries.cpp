@@ -148,7 +148,7 @@ TEST_CASE("range counting on polygons and discs agrees with boxes where the shap
   }
 }
 
-TEST_CASE("no user's total charge exceeds its budget; refusals are reported",
+TEST_CASE("no user's total charge exceeds its budget, refusals are reported",
           "[coordinator][queries][budget]") {
   CGP_SEEDED(4005);
   auto points = test::uniform_square(3000, 10000, seed);

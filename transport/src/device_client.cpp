@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <thread>
+
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
@@ -11,7 +13,7 @@ namespace cgp::transport {
 
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device) {
-  return serve_device(DeviceConnection{coordinator_address, device_id, "", ""}, device);
+  return serve_device(DeviceConnection{coordinator_address, device_id, "", "", {}}, device);
 }
 
 Status serve_device(const DeviceConnection& connection, client::Device& device) {
@@ -48,6 +50,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     const std::string request = wire::serialize(message.request());
     const std::string reply =
         device.handle({reinterpret_cast<const std::uint8_t*>(request.data()), request.size()});
+    if (connection.reply_delay.count() > 0) std::this_thread::sleep_for(connection.reply_delay);
     v1::DeviceToCoordinator out;
     if (!out.mutable_reply()->ParseFromString(reply) || !stream->Write(out)) break;
   }

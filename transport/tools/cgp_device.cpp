@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     if (auto s = device->set_component(name, v); !s) return fail(2, s.error().message);
   }
 
-  cgp::transport::DeviceConnection connection{coordinator, id, "", ""};
+  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}};
   if (!credential_file.empty() && !read_file(credential_file, connection.credential))
     return fail(2, "--credential: cannot read " + credential_file);
   if (!tls_root_file.empty() && !read_file(tls_root_file, connection.tls_root_certificate))

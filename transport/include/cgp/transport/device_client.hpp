@@ -2,6 +2,7 @@
 // with client::Device::handle (the device's own filter, charge and noise), until the stream ends.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "cgp/client/device.hpp"
@@ -14,6 +15,8 @@ struct DeviceConnection {
   std::string device_id;
   std::string credential;            // sent in Hello; checked by the coordinator
   std::string tls_root_certificate;  // PEM; empty = plaintext
+  // Fault tests: wait this long before sending each reply (a slow device).
+  std::chrono::milliseconds reply_delay{0};
 };
 
 // Blocks until the coordinator closes the stream or the connection fails; a refused connection

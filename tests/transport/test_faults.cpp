@@ -1,0 +1,228 @@
+// The network under faults: an async swarm of devices, devices dropped mid-round and
+// reconnecting, devices slower than the round deadline. Whatever happens, a query completes and
+// reports who did not answer, no device is charged twice for one request, none above its
+// budget, and the coordinator's mirror never thinks a device has more budget than it has.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "../coordinator/fleet_fixtures.hpp"
+#include "cgp/coordinator/device_fleet.hpp"
+#include "cgp/coordinator/queries.hpp"
+#include "cgp/transport/device_client.hpp"
+#include "cgp/transport/device_swarm.hpp"
+#include "cgp/transport/gateway.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::coordinator;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> device_ids(std::size_t n) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back("device-" + std::to_string(i));
+  return out;
+}
+
+std::vector<transport::SwarmMember> members(const std::vector<double>& points, std::size_t n) {
+  std::vector<transport::SwarmMember> out;
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back({"device-" + std::to_string(i), "", {points[2 * i], points[2 * i + 1]}});
+  return out;
+}
+
+template <class Predicate>
+bool eventually(Predicate&& done, std::chrono::milliseconds timeout = 20s) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("swarm: an async swarm gives the same seeded result as the in-process fleet",
+          "[transport][swarm]") {
+  CGP_SEEDED(9201);
+  const std::size_t n = 400;
+  auto points = test::uniform_square(n, 2000, seed);
+  const auto config = *DeviceConfig::cgp(1.0);
+  double lo[2] = {500, 500}, hi[2] = {1500, 1500};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  auto rho = test::uniform_rho(n, 1e-3);
+  QueryOptions options;
+  options.method = Method::PM1;
+  options.rounds = 4;
+  options.query_id = "swarm-parity";
+
+  auto local = *DeviceFleet::create(config, points, 2, seed, 1);
+  BudgetMirror local_mirror(n, local.initial_budget());
+  auto expected = *range_count(local, local_mirror, range, rho, options);
+
+  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = "127.0.0.1:" + std::to_string(gateway->port());
+  swarm_options.config = config;
+  swarm_options.seed = seed;
+  swarm_options.streams_per_connection = 150;  // three connections
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, n));
+  REQUIRE(gateway->wait_for_devices(n, 30s));
+  REQUIRE(swarm->wait_connected(n, 30s));
+  transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 20s);
+  BudgetMirror mirror(n, fleet.initial_budget());
+  auto result = range_count(fleet, mirror, range, rho, options);
+  REQUIRE(result.has_value());
+  CHECK(result->estimate == expected.estimate);
+  CHECK(result->report.charged == expected.report.charged);
+  CHECK(result->report.unanswered.empty());
+  CHECK(swarm->counters().replies == gateway->counters().replies);
+  swarm.reset();
+  CHECK(eventually([&] { return gateway->connected() == 0; }));
+}
+
+TEST_CASE("faults: dropped, reconnecting and slow devices: each request charged once",
+          "[transport][faults]") {
+  CGP_SEEDED(9202);
+  const std::size_t fast = 40, slow = 3, n = fast + slow;
+  auto points = test::uniform_square(n, 1000, seed);
+  const auto config = *DeviceConfig::cgp(1.0);
+  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = config;
+  swarm_options.seed = seed;
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, fast));
+  // Slow devices: they answer 1.5 s after each request, the round deadline is 0.4 s.
+  std::vector<client::Device> slow_devices;
+  for (std::size_t i = fast; i < n; ++i) {
+    slow_devices.push_back(client::Device::open_for_simulation(config, seed, i));
+    REQUIRE(slow_devices.back().register_component("location", 2).ok());
+    REQUIRE(
+        slow_devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
+  }
+  std::vector<std::jthread> slow_threads;
+  for (std::size_t s = 0; s < slow; ++s)
+    slow_threads.emplace_back([&, s] {
+      transport::DeviceConnection connection{address, "device-" + std::to_string(fast + s), "", "",
+                                             1500ms};
+      (void)transport::serve_device(connection, slow_devices[s]);
+    });
+  REQUIRE(gateway->wait_for_devices(n, 30s));
+  transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 400ms);
+  auto spent = [&](std::size_t i) {
+    return i < fast ? swarm->spent(i) : slow_devices[i - fast].spent();
+  };
+
+  std::vector<UserId> users(n);
+  std::iota(users.begin(), users.end(), UserId{0});
+  const std::vector<double> rho(n, 0.01);
+  RoundRequest request;
+  request.query_id = "faults";
+  request.round = 1;
+  request.statistic = StatisticKind::location;
+  request.users = users;
+  request.rho = rho;
+
+  // Round 1: ten devices are cut off while the round waits for the slow ones.
+  RoundReplies first;
+  std::jthread dropper([&] {
+    REQUIRE(eventually([&] { return swarm->counters().requests >= fast; }));
+    for (std::size_t i = 0; i < 10; ++i) swarm->drop(i);
+  });
+  fleet.ask(request, first);
+  dropper.join();
+  for (std::size_t i = fast; i < n; ++i) CHECK(first.kind[i] == ReplyKind::no_answer);
+  for (std::size_t i = 10; i < fast; ++i) CHECK(first.kind[i] == ReplyKind::answered);
+  // What one request cost a device that certainly answered; every device got the request
+  // before anything was dropped, so each spent it exactly once.
+  const double charge = spent(fast - 1);
+  CHECK(charge >= first.charged[fast - 1]);
+  CHECK(charge < 2 * first.charged[fast - 1]);
+  for (std::size_t i = 0; i < fast; ++i) CHECK(spent(i) == charge);
+
+  // The dropped devices reconnect; the slow devices' late replies have arrived meanwhile.
+  REQUIRE(eventually([&] { return swarm->connected() == fast - 10; }));
+  for (std::size_t i = 0; i < 10; ++i) swarm->reconnect(i);
+  REQUIRE(swarm->wait_connected(fast, 30s));
+  REQUIRE(gateway->wait_for_devices(n, 30s));
+  REQUIRE(eventually([&] { return gateway->counters().late_replies >= slow; }));
+  for (std::size_t i = fast; i < n; ++i) CHECK(spent(i) == charge);
+
+  // The coordinator retries the same round: cached answers, identical values, no new charge.
+  RoundReplies second;
+  transport::NetworkFleet patient(*gateway, device_ids(n), 2, 1.0, 10s);
+  patient.ask(request, second);
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("device " << i);
+    CHECK(second.kind[i] == ReplyKind::answered);
+    CHECK(spent(i) == charge);
+    if (first.kind[i] == ReplyKind::answered)
+      for (std::size_t j = 0; j < 2; ++j)
+        CHECK(second.values[2 * i + j] == first.values[2 * i + j]);
+  }
+  swarm.reset();
+  gateway.reset();
+}
+
+TEST_CASE("faults: a range query completes through drops and slow devices, the mirror stays safe",
+          "[transport][faults]") {
+  CGP_SEEDED(9203);
+  const std::size_t fast = 60, slow = 2, n = fast + slow;
+  auto points = test::uniform_square(n, 1000, seed);
+  const auto config = *DeviceConfig::cgp(0.05);
+  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = config;
+  swarm_options.seed = seed;
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, fast));
+  std::vector<client::Device> slow_devices;
+  for (std::size_t i = fast; i < n; ++i) {
+    slow_devices.push_back(client::Device::open_for_simulation(config, seed, i));
+    REQUIRE(slow_devices.back().register_component("location", 2).ok());
+    REQUIRE(
+        slow_devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
+  }
+  std::vector<std::jthread> slow_threads;
+  for (std::size_t s = 0; s < slow; ++s)
+    slow_threads.emplace_back([&, s] {
+      transport::DeviceConnection connection{address, "device-" + std::to_string(fast + s), "", "",
+                                             800ms};
+      (void)transport::serve_device(connection, slow_devices[s]);
+    });
+  REQUIRE(gateway->wait_for_devices(n, 30s));
+  transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 0.05, 300ms);
+  BudgetMirror mirror(n, fleet.initial_budget());
+  auto rho = test::uniform_rho(n, 0.05);  // the whole budget: a second charge could not fit
+  QueryOptions options;
+  options.method = Method::PM1;
+  options.rounds = 4;
+  options.query_id = "faulty-range";
+  double lo[2] = {200, 200}, hi[2] = {700, 700};
+  // Devices 0..14 die as soon as the first round reaches them.
+  std::jthread dropper([&] {
+    REQUIRE(eventually([&] { return swarm->counters().requests >= 1; }));
+    for (std::size_t i = 0; i < 15; ++i) swarm->drop(i);
+  });
+  auto result = range_count(fleet, mirror, *geometry::Box::create(lo, hi), rho, options);
+  dropper.join();
+  REQUIRE(result.has_value());
+  for (UserId u = fast; u < n; ++u)
+    CHECK(std::count(result->report.unanswered.begin(), result->report.unanswered.end(), u) == 1);
+  for (UserId u = 0; u < n; ++u) {
+    INFO("user " << u);
+    const double device_spent = u < fast ? swarm->spent(u) : slow_devices[u - fast].spent();
+    CHECK(device_spent <= config.rho_capacity());
+    CHECK(mirror.remaining(u) <= config.rho_capacity() - device_spent + 1e-12);
+  }
+  swarm.reset();
+  gateway.reset();
+}

@@ -1,0 +1,251 @@
+#include "cgp/transport/device_swarm.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/common/wire/codec.hpp"
+#include "cgp/common/wire/limits.hpp"
+#include "cgp/v1/service.grpc.pb.h"
+
+namespace cgp::transport {
+namespace {
+
+class SwarmStream;
+
+struct Member {
+  SwarmMember spec;
+  client::Device device;
+  std::mutex device_mutex;  // an old stream may still be answering while a new one starts
+  std::unique_ptr<SwarmStream> stream;
+  bool done = true;  // the stream (if any) has ended
+};
+
+}  // namespace
+
+struct DeviceSwarm::Impl {
+  SwarmOptions options;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<v1::DeviceGateway::Stub>> stubs;
+  std::vector<std::unique_ptr<Member>> members;
+  mutable std::mutex mutex;
+  mutable std::condition_variable changed;
+  std::size_t welcomed = 0;
+  std::atomic<std::uint64_t> requests{0}, replies{0}, refused{0}, lost{0};
+
+  void dial(std::size_t i);
+  void on_welcome() {
+    {
+      std::lock_guard lock(mutex);
+      ++welcomed;
+    }
+    changed.notify_all();
+  }
+  void on_done(std::size_t i, bool was_welcomed, const grpc::Status& status);
+};
+
+namespace {
+
+// One device's stream. Owned by its Member; gRPC calls OnDone once every operation has ended.
+class SwarmStream final
+    : public grpc::ClientBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice> {
+ public:
+  SwarmStream(DeviceSwarm::Impl& swarm, std::size_t index) : swarm_(swarm), index_(index) {}
+
+  void start(v1::DeviceGateway::Stub& stub) {
+    const Member& member = *swarm_.members[index_];
+    stub.async()->Connect(&context_, this);
+    v1::DeviceToCoordinator hello;
+    hello.mutable_hello()->set_device_id(member.spec.id);
+    hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+    hello.mutable_hello()->set_credential(member.spec.credential);
+    send(std::move(hello));
+    StartRead(&incoming_);
+    StartCall();
+  }
+  void cancel() { context_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows with the status
+    if (incoming_.has_welcome()) {
+      welcomed_ = true;
+      swarm_.on_welcome();
+    } else if (incoming_.has_request()) {
+      ++swarm_.requests;
+      Member& member = *swarm_.members[index_];
+      // The device sees exactly the bytes a coordinator sent: the same path as the C ABI.
+      const std::string request = wire::serialize(incoming_.request());
+      std::string reply;
+      {
+        std::lock_guard lock(member.device_mutex);
+        reply = member.device.handle(
+            {reinterpret_cast<const std::uint8_t*>(request.data()), request.size()});
+      }
+      v1::DeviceToCoordinator out;
+      if (out.mutable_reply()->ParseFromString(reply)) send(std::move(out));
+    }
+    StartRead(&incoming_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::DeviceToCoordinator* next = nullptr;
+    {
+      std::lock_guard lock(write_mutex_);
+      if (queue_.front().has_reply() && ok) ++swarm_.replies;
+      queue_.pop_front();
+      if (!ok) queue_.clear();
+      if (queue_.empty())
+        writing_ = false;
+      else
+        next = &queue_.front();
+    }
+    if (next) StartWrite(next);
+  }
+
+  void OnDone(const grpc::Status& status) override { swarm_.on_done(index_, welcomed_, status); }
+
+ private:
+  void send(v1::DeviceToCoordinator message) {
+    const v1::DeviceToCoordinator* next = nullptr;
+    {
+      std::lock_guard lock(write_mutex_);
+      queue_.push_back(std::move(message));
+      if (writing_) return;
+      writing_ = true;
+      next = &queue_.front();
+    }
+    StartWrite(next);
+  }
+
+  DeviceSwarm::Impl& swarm_;
+  const std::size_t index_;
+  grpc::ClientContext context_;
+  v1::CoordinatorToDevice incoming_;
+  std::mutex write_mutex_;
+  std::deque<v1::DeviceToCoordinator> queue_;
+  bool writing_ = false;
+  bool welcomed_ = false;
+};
+
+}  // namespace
+
+void DeviceSwarm::Impl::dial(std::size_t i) {
+  Member& member = *members[i];
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return member.done; });  // the old stream has ended
+    member.stream = std::make_unique<SwarmStream>(*this, i);
+    member.done = false;
+  }
+  member.stream->start(*stubs[i / options.streams_per_connection]);
+}
+
+void DeviceSwarm::Impl::on_done(std::size_t i, bool was_welcomed, const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+    ++refused;
+  else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED)
+    ++lost;
+  {
+    std::lock_guard lock(mutex);
+    if (was_welcomed) --welcomed;
+    members[i]->done = true;
+  }
+  changed.notify_all();
+}
+
+DeviceSwarm::DeviceSwarm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DeviceSwarm::~DeviceSwarm() {
+  std::vector<SwarmStream*> open;
+  {
+    std::lock_guard lock(impl_->mutex);
+    for (auto& member : impl_->members)
+      if (!member->done) open.push_back(member->stream.get());
+  }
+  for (auto* stream : open) stream->cancel();
+  std::unique_lock lock(impl_->mutex);
+  impl_->changed.wait(lock, [&] {
+    for (const auto& member : impl_->members)
+      if (!member->done) return false;
+    return true;
+  });
+}
+
+Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& options,
+                                                          std::vector<SwarmMember> members) {
+  if (members.empty())
+    return make_error(ErrorCode::invalid_argument, "count", "a swarm needs at least one device");
+  if (options.streams_per_connection == 0)
+    return make_error(ErrorCode::invalid_argument, "streams_per_connection", "must be ≥ 1");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    auto device = client::Device::open_for_simulation(options.config, options.seed, i);
+    const auto& location = members[i].location;
+    if (auto s = device.register_component("location", location.size()); !s) return s.error();
+    if (auto s = device.set_component("location", location); !s) return s.error();
+    impl->members.push_back(std::unique_ptr<Member>(
+        new Member{std::move(members[i]), std::move(device), {}, nullptr, true}));
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.tls_root_certificate.empty()
+          ? grpc::InsecureChannelCredentials()
+          : grpc::SslCredentials({options.tls_root_certificate, "", ""});
+  const std::size_t connections =
+      (impl->members.size() + options.streams_per_connection - 1) / options.streams_per_connection;
+  for (std::size_t c = 0; c < connections; ++c) {
+    grpc::ChannelArguments arguments;
+    arguments.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
+    // Its own TCP connection per channel: otherwise equal channels share one.
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    impl->channels.push_back(
+        grpc::CreateCustomChannel(options.coordinator_address, credentials, arguments));
+    impl->stubs.push_back(v1::DeviceGateway::NewStub(impl->channels.back()));
+  }
+  for (std::size_t i = 0; i < impl->members.size(); ++i) impl->dial(i);
+  return std::unique_ptr<DeviceSwarm>(new DeviceSwarm(std::move(impl)));
+}
+
+std::size_t DeviceSwarm::size() const noexcept {
+  return impl_->members.size();
+}
+
+std::size_t DeviceSwarm::connected() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->welcomed;
+}
+
+bool DeviceSwarm::wait_connected(std::size_t count, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mutex);
+  return impl_->changed.wait_for(lock, timeout, [&] { return impl_->welcomed >= count; });
+}
+
+SwarmCounters DeviceSwarm::counters() const {
+  return {impl_->requests.load(), impl_->replies.load(), impl_->refused.load(), impl_->lost.load()};
+}
+
+void DeviceSwarm::drop(std::size_t i) {
+  SwarmStream* stream = nullptr;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (i < impl_->members.size() && !impl_->members[i]->done)
+      stream = impl_->members[i]->stream.get();
+  }
+  if (stream) stream->cancel();
+}
+
+void DeviceSwarm::reconnect(std::size_t i) {
+  if (i < impl_->members.size()) impl_->dial(i);
+}
+
+double DeviceSwarm::spent(std::size_t i) const {
+  Member& member = *impl_->members.at(i);
+  std::lock_guard lock(member.device_mutex);
+  return member.device.spent();
+}
+
+}  // namespace cgp::transport
