@@ -1,0 +1,190 @@
+// A hostile or broken peer on the device port: bytes that are not a message, messages over the
+// size limit, a stream that does not start with Hello, a wrong protocol version, a device that
+// answers for another device, a duplicated reply. The gateway refuses each by name, keeps
+// serving everyone else, and never lets one stream's bytes count for another device.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "cgp/common/wire/limits.hpp"
+#include "cgp/coordinator/fleet.hpp"
+#include "cgp/transport/gateway.hpp"
+#include "cgp/v1/service.grpc.pb.h"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kConnect = "/cgp.v1.DeviceGateway/Connect";
+
+// Sends raw bytes as the first message of a Connect stream and returns the stream's status.
+class RawStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RawStream(grpc::GenericStub& stub, const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    outgoing_ = grpc::ByteBuffer(&slice, 1);
+    context_.set_deadline(std::chrono::system_clock::now() + 20s);
+    stub.PrepareBidiStreamingCall(&context_, kConnect, {}, this);
+    StartWrite(&outgoing_);
+    StartRead(&incoming_);
+    StartCall();
+  }
+  grpc::Status status() { return done_.get_future().get(); }
+  void OnReadDone(bool ok) override {
+    if (ok) StartRead(&incoming_);
+  }
+  void OnDone(const grpc::Status& status) override { done_.set_value(status); }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer outgoing_, incoming_;
+  std::promise<grpc::Status> done_;
+};
+
+grpc::Status send_raw(const std::string& address, const std::string& bytes) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  RawStream stream(stub, bytes);
+  return stream.status();
+}
+
+using Stream = grpc::ClientReaderWriter<v1::DeviceToCoordinator, v1::CoordinatorToDevice>;
+
+// A hand-driven device stream (no client::Device behind it).
+struct HandStream {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::DeviceGateway::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<Stream> stream;
+  HandStream(const std::string& address, const std::string& id) {
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+    stub = v1::DeviceGateway::NewStub(channel);
+    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    stream = stub->Connect(&context);
+    v1::DeviceToCoordinator hello;
+    hello.mutable_hello()->set_device_id(id);
+    hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+    REQUIRE(stream->Write(hello));
+    v1::CoordinatorToDevice welcome;
+    REQUIRE(stream->Read(&welcome));
+    REQUIRE(welcome.has_welcome());
+  }
+  void send_reply(const v1::RequestId& id, double x, double y) {
+    v1::DeviceToCoordinator message;
+    auto* reply = message.mutable_reply();
+    *reply->mutable_id() = id;
+    reply->set_status(v1::ANSWERED);
+    reply->add_values(x);
+    reply->add_values(y);
+    reply->set_charged_rho(0.01);
+    reply->set_remaining_budget(0.5);
+    REQUIRE(stream->Write(message));
+  }
+  grpc::Status close() {
+    stream->WritesDone();
+    v1::CoordinatorToDevice ignored;
+    while (stream->Read(&ignored)) {
+    }
+    return stream->Finish();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("wire: bytes that are not a message, oversized and out-of-order messages are refused",
+          "[transport][wire]") {
+  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+
+  SECTION("bytes that do not parse") {
+    // gRPC's callback API reports an unparsable message as the end of the stream: the gateway
+    // ends it at once (no deadline reached) and no device comes of it.
+    const auto status = send_raw(address, std::string("\xff\xff\xff\xff\x0f garbage", 14));
+    CHECK(status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
+    CHECK(gateway->connected() == 0);
+  }
+  SECTION("a message over the 1 MiB limit is refused before it is parsed") {
+    v1::DeviceToCoordinator hello;
+    hello.mutable_hello()->set_device_id("big");
+    hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+    hello.mutable_hello()->set_credential(std::string(wire::kMaxMessageBytes + 16, 'x'));
+    const auto status = send_raw(address, hello.SerializeAsString());
+    CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  SECTION("a stream that starts with a reply instead of Hello") {
+    v1::DeviceToCoordinator reply;
+    reply.mutable_reply()->set_status(v1::ANSWERED);
+    const auto status = send_raw(address, reply.SerializeAsString());
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(status.error_message() == "the first message must be Hello");
+  }
+  SECTION("a protocol version the gateway does not speak") {
+    v1::DeviceToCoordinator hello;
+    hello.mutable_hello()->set_device_id("future");
+    hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion + 1);
+    const auto status = send_raw(address, hello.SerializeAsString());
+    CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  SECTION("an empty device id") {
+    v1::DeviceToCoordinator hello;
+    hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+    const auto status = send_raw(address, hello.SerializeAsString());
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // None of them became a device, and the gateway still admits a well-formed one.
+  CHECK(gateway->counters().connects == 0);
+  HandStream good(address, "good");
+  CHECK(gateway->wait_for_devices(1, 10s));
+  CHECK(good.close().ok());
+}
+
+TEST_CASE("wire: a device cannot answer for another, and a duplicated reply counts once",
+          "[transport][wire]") {
+  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  HandStream honest(address, "honest"), forger(address, "forger");
+  REQUIRE(gateway->wait_for_devices(2, 10s));
+
+  // Only "honest" is asked. "forger" answers the same request id first; then "honest" answers
+  // twice.
+  transport::NetworkFleet fleet(*gateway, {"honest", "forger"}, 2, 1.0, 1s);
+  std::vector<coordinator::UserId> users{0};
+  std::vector<double> rho{0.01};
+  coordinator::RoundRequest request;
+  request.query_id = "forgery";
+  request.round = 1;
+  request.statistic = StatisticKind::location;
+  request.users = users;
+  request.rho = rho;
+  std::jthread devices([&] {
+    v1::CoordinatorToDevice pushed;
+    REQUIRE(honest.stream->Read(&pushed));
+    REQUIRE(pushed.has_request());
+    forger.send_reply(pushed.request().id(), -1, -1);
+    // Give the forged reply time to arrive first.
+    std::this_thread::sleep_for(100ms);
+    honest.send_reply(pushed.request().id(), 10, 20);
+    honest.send_reply(pushed.request().id(), 30, 40);
+  });
+  coordinator::RoundReplies replies;
+  fleet.ask(request, replies);
+  devices.join();
+  REQUIRE(replies.kind[0] == coordinator::ReplyKind::answered);
+  CHECK(replies.values[0] == 10);
+  CHECK(replies.values[1] == 20);
+  // The forged and the duplicated reply were dropped (the duplicate may land after the round).
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (gateway->counters().late_replies < 2 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(5ms);
+  CHECK(gateway->counters().late_replies == 2);
+  CHECK(honest.close().ok());
+  CHECK(forger.close().ok());
+}
