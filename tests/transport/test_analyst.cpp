@@ -1,0 +1,149 @@
+// The coordinator as a service: analysts submit queries over gRPC; the coordinator runs them
+// over devices connected to it (here an async swarm) with the same query code as in-process.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "../coordinator/fleet_fixtures.hpp"
+#include "cgp/coordinator/device_fleet.hpp"
+#include "cgp/coordinator/queries.hpp"
+#include "cgp/transport/analyst_client.hpp"
+#include "cgp/transport/coordinator_service.hpp"
+#include "cgp/transport/device_swarm.hpp"
+#include "support/errors.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::coordinator;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct LiveCoordinator {
+  std::unique_ptr<transport::CoordinatorService> service;
+  std::unique_ptr<transport::DeviceSwarm> swarm;
+  std::string address;
+
+  LiveCoordinator(const std::vector<double>& points, std::size_t n, double budget,
+                  std::uint64_t seed, const std::string& analyst_secret) {
+    transport::CoordinatorOptions options;
+    for (std::size_t i = 0; i < n; ++i) options.device_ids.push_back("device-" + std::to_string(i));
+    options.device_budget = budget;
+    options.horizon = 10;
+    options.analyst_credential_sha256 = transport::sha256_of(analyst_secret);
+    service = *transport::CoordinatorService::start(options);
+    address = "127.0.0.1:" + std::to_string(service->port());
+    transport::SwarmOptions swarm_options;
+    swarm_options.coordinator_address = address;
+    swarm_options.config = *DeviceConfig::cgp(budget);
+    swarm_options.seed = seed;
+    std::vector<transport::SwarmMember> members;
+    for (std::size_t i = 0; i < n; ++i)
+      members.push_back({options.device_ids[i], "", {points[2 * i], points[2 * i + 1]}});
+    swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
+    REQUIRE(service->gateway().wait_for_devices(n, 30s));
+  }
+  ~LiveCoordinator() {
+    swarm.reset();
+    service.reset();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("analyst: queries over a live coordinator match the in-process fleet",
+          "[transport][analyst]") {
+  CGP_SEEDED(9301);
+  const std::size_t n = 300;
+  auto points = test::uniform_square(n, 2000, seed);
+  const double budget = 1.0;
+  LiveCoordinator live(points, n, budget, seed, "analyst-secret");
+  auto analyst = *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s});
+
+  double lo[2] = {400, 400}, hi[2] = {1400, 1400};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  QueryOptions options;
+  options.method = Method::PM1;
+  options.rounds = 4;
+  options.query_id = "parity";
+  const double rho = 0.01;
+
+  auto local = *DeviceFleet::create(*DeviceConfig::cgp(budget), points, 2, seed, 1);
+  BudgetMirror local_mirror(n, local.initial_budget());
+  auto expected = *range_count(local, local_mirror, range, test::uniform_rho(n, rho), options);
+
+  auto remote = analyst.range_count(range, rho, options);
+  REQUIRE(remote.has_value());
+  CHECK(remote->query_id == "parity");
+  CHECK(remote->estimate == expected.estimate);
+  CHECK(remote->report.charged == expected.report.charged);
+  CHECK(remote->report.rounds_used == expected.report.rounds_used);
+  CHECK(remote->report.unanswered.empty());
+
+  // Results can be read back; an id cannot be reused.
+  auto again = analyst.result("parity");
+  REQUIRE(again.has_value());
+  CHECK(again->estimate == remote->estimate);
+  CGP_REQUIRE_ERROR(analyst.range_count(range, rho, options), ErrorCode::invalid_argument,
+                    "query_id");
+  CGP_REQUIRE_ERROR(analyst.result("never-ran"), ErrorCode::invalid_argument, "query_id");
+
+  // KDE and kNN; the coordinator names its query ids when the analyst gives none.
+  QueryOptions unnamed;
+  unnamed.query_id = "";
+  const double p[2] = {1000, 1000};
+  auto density = analyst.kde(p, 300, 0.05, unnamed);
+  REQUIRE(density.has_value());
+  CHECK(std::isfinite(density->estimate));
+  CHECK_FALSE(density->query_id.empty());
+  auto nearest = analyst.knn(p, 5, 0.05, unnamed);
+  REQUIRE(nearest.has_value());
+  REQUIRE(nearest->neighbours.size() == 5);
+  for (std::size_t j = 0; j < 5; ++j)
+    CHECK(nearest->neighbour_ids[j] == "device-" + std::to_string(nearest->neighbours[j]));
+
+  // Adaptive allocation (ρ = 0): each user gets at most its share of the open-ended plan.
+  auto adaptive = analyst.range_count(range, 0, unnamed);
+  REQUIRE(adaptive.has_value());
+  double most = 0;
+  for (double c : adaptive->report.charged) most = std::max(most, c);
+  CHECK(most > 0);
+  CHECK(most <= budget);
+
+  auto status = analyst.status();
+  REQUIRE(status.has_value());
+  CHECK(status->enrolled == n);
+  CHECK(status->connected == n);
+  CHECK(status->queries == 4);
+  CHECK(status->unanswered == 0);
+}
+
+TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is asked",
+          "[transport][analyst]") {
+  CGP_SEEDED(9302);
+  const std::size_t n = 20;
+  auto points = test::uniform_square(n, 1000, seed);
+  LiveCoordinator live(points, n, 1.0, seed, "right");
+  double lo[2] = {0, 0}, hi[2] = {500, 500};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  QueryOptions options;
+
+  auto intruder = *transport::AnalystClient::connect({live.address, "wrong", "", 30s});
+  CGP_REQUIRE_ERROR(intruder.range_count(range, 0.01, options), ErrorCode::invalid_argument,
+                    "credential");
+  auto anonymous = *transport::AnalystClient::connect({live.address, "", "", 30s});
+  CGP_REQUIRE_ERROR(anonymous.status(), ErrorCode::invalid_argument, "credential");
+
+  auto analyst = *transport::AnalystClient::connect({live.address, "right", "", 30s});
+  const double p3[3] = {1, 2, 3};
+  CGP_REQUIRE_ERROR(analyst.kde(p3, 10, 0.01, options), ErrorCode::dimension_mismatch, "p");
+  CGP_REQUIRE_ERROR(analyst.range_count(range, -1, options), ErrorCode::out_of_range, "rho");
+  options.beta = 2;
+  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.01, options), ErrorCode::out_of_range, "beta");
+  options.beta = 0.1;
+  options.rounds = 1000;
+  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.01, options), ErrorCode::out_of_range, "rounds");
+  CHECK(live.service->gateway().counters().rounds == 0);
+  for (std::size_t i = 0; i < n; ++i) CHECK(live.swarm->spent(i) == 0);
+}

@@ -1,0 +1,69 @@
+// The analyst's client of a coordinator service (cgp.v1.Analyst): submit range / KDE / kNN /
+// threshold queries, read results and the coordinator's status. Used by cgp-sim --fleet.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/region.hpp"
+#include "cgp/coordinator/queries.hpp"
+
+namespace cgp::transport {
+
+struct AnalystConnection {
+  std::string coordinator_address;     // host:port
+  std::string credential;              // the analyst credential; empty when none is checked
+  std::string tls_root_certificate;    // PEM; empty = plaintext
+  std::chrono::seconds timeout{3600};  // per call
+};
+
+struct RemoteResult {
+  std::string query_id;
+  double estimate = 0;                          // range, kde
+  std::vector<coordinator::UserId> neighbours;  // knn, nearest first
+  std::vector<std::string> neighbour_ids;
+  bool below = false;               // threshold
+  coordinator::QueryReport report;  // charged: per user in enrolment order
+  double seconds = 0;               // on the coordinator
+};
+
+struct RemoteStatus {
+  std::size_t enrolled = 0, connected = 0, dimension = 0;
+  double device_budget = 0;
+  std::uint64_t queries = 0, rounds = 0, requests = 0, replies = 0, unanswered = 0,
+                late_replies = 0, refused_connections = 0;
+};
+
+// rho: each user's charge for the query; 0 = the coordinator's adaptive allocation.
+// options.users: the users the query is over (empty = all); options.component_id is the
+// coordinator's and is not sent.
+class AnalystClient {
+ public:
+  static Expected<AnalystClient> connect(const AnalystConnection& connection);
+  ~AnalystClient();
+  AnalystClient(AnalystClient&&) noexcept;
+  AnalystClient& operator=(AnalystClient&&) noexcept;
+
+  Expected<RemoteResult> range_count(const geometry::Region& range, double rho,
+                                     const coordinator::QueryOptions& options);
+  Expected<RemoteResult> kde(std::span<const double> point, double bandwidth, double rho,
+                             const coordinator::QueryOptions& options);
+  Expected<RemoteResult> knn(std::span<const double> point, std::size_t k, double rho,
+                             const coordinator::QueryOptions& options);
+  Expected<RemoteResult> threshold(const std::string& device_id, double q, double population,
+                                   double rho, const coordinator::QueryOptions& options);
+  Expected<RemoteResult> result(const std::string& query_id);
+  Expected<RemoteStatus> status();
+
+  struct Impl;  // opaque
+
+ private:
+  explicit AnalystClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cgp::transport

@@ -1,0 +1,61 @@
+// A coordinator as a network service (cgp-coordinator serve): devices dial in on the device
+// gateway, analysts submit queries on the Analyst service of the same port, and the queries run
+// over the connected devices through the same query code as the in-process fleet.
+//
+// The coordinator is untrusted (DESIGN §2): every budget is enforced on the devices. What it keeps
+// is a worst-case mirror of their budgets (Alg. 2), so that it never asks for what a device no
+// longer has, and spreads what is left over later queries (Alg. 3, open-ended).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cgp/common/device_config.hpp"
+#include "cgp/common/expected.hpp"
+#include "cgp/transport/gateway.hpp"
+
+namespace cgp::transport {
+
+using CredentialSha256 = std::array<unsigned char, 32>;
+
+struct CoordinatorOptions {
+  GatewayOptions gateway;  // listen address, TLS, device credentials, log
+  // The users, in the order analysts index them (the enrolment order).
+  std::vector<std::string> device_ids;
+  std::size_t dimension = 2;  // of the component queries are about
+  std::string component_id = "location";
+  double device_budget = 1.0;  // each device's total ρ (its CGP filter)
+  std::chrono::milliseconds round_deadline{5000};
+  std::size_t horizon = 20;  // adaptive allocation for queries that give no ρ
+  // SHA-256 of the analyst credential. Unset: analyst calls are not checked (loopback tests only).
+  std::optional<CredentialSha256> analyst_credential_sha256;
+};
+
+class CoordinatorService {
+ public:
+  static Expected<std::unique_ptr<CoordinatorService>> start(const CoordinatorOptions& options);
+  ~CoordinatorService();  // closes every stream
+  int port() const noexcept;
+  DeviceGateway& gateway() noexcept;
+
+  struct Impl;  // opaque
+
+ private:
+  explicit CoordinatorService(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Enrolment files (cgp-coordinator enrol / serve --devices): one "id,sha256-hex" line per device;
+// the device keeps the credential itself. Errors name the file and line.
+Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
+    const std::string& path);
+std::string sha256_hex(const CredentialSha256& digest);
+CredentialSha256 sha256_of(const std::string& secret);
+// A fresh credential: 32 random bytes from the OS, hex (64 characters).
+std::string new_credential();
+
+}  // namespace cgp::transport

@@ -1,0 +1,189 @@
+#include "cgp/transport/analyst_client.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdlib>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/common/wire/codec.hpp"
+#include "cgp/v1/service.grpc.pb.h"
+
+namespace cgp::transport {
+
+struct AnalystClient::Impl {
+  AnalystConnection connection;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Analyst::Stub> stub;
+
+  void prepare(grpc::ClientContext& context) const {
+    context.set_deadline(std::chrono::system_clock::now() + connection.timeout);
+    if (!connection.credential.empty())
+      context.AddMetadata("cgp-analyst-credential", connection.credential);
+  }
+};
+
+namespace {
+
+// The coordinator's INVALID_ARGUMENT messages are "parameter: message", with the error code in
+// trailing metadata.
+Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
+  const std::string& message = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return {ErrorCode::invalid_argument, "credential",
+              "credential: the coordinator refused the analyst credential"};
+    case grpc::StatusCode::INVALID_ARGUMENT: {
+      const auto colon = message.find(':');
+      ErrorCode code = ErrorCode::invalid_argument;
+      const auto& trailing = context.GetServerTrailingMetadata();
+      if (auto it = trailing.find("cgp-error-code"); it != trailing.end()) {
+        const int number = std::atoi(std::string(it->second.data(), it->second.size()).c_str());
+        if (number > 0 && number <= static_cast<int>(kLastErrorCode))
+          code = static_cast<ErrorCode>(number);
+      }
+      return {code, colon == std::string::npos ? "query" : message.substr(0, colon), message};
+    }
+    case grpc::StatusCode::NOT_FOUND:
+      return {ErrorCode::invalid_argument, "query_id", message};
+    default:
+      return {ErrorCode::invalid_argument, "coordinator", "coordinator: " + message};
+  }
+}
+
+void options_to_wire(const coordinator::QueryOptions& in, double rho, v1::QueryOptions& out) {
+  out.set_method(std::string(coordinator::method_name(in.method)));
+  out.set_rounds(static_cast<std::uint32_t>(in.rounds));
+  out.set_split(std::string(privacy::split_schedule_name(in.split)));
+  out.set_beta(in.beta);
+  out.set_no_shift(!in.shift);
+  out.set_query_id(in.query_id);
+  out.set_rho(rho);
+  out.mutable_users()->Assign(in.users.begin(), in.users.end());
+}
+
+RemoteResult result_from_wire(const v1::QueryResult& in) {
+  RemoteResult out;
+  out.query_id = in.query_id();
+  out.estimate = in.estimate();
+  out.neighbours.assign(in.neighbour_users().begin(), in.neighbour_users().end());
+  out.neighbour_ids.assign(in.neighbours().begin(), in.neighbours().end());
+  out.below = in.below();
+  out.report.rounds_used = in.rounds_used();
+  out.report.asked_per_round.assign(in.asked_per_round().begin(), in.asked_per_round().end());
+  out.report.eliminated_per_round.assign(in.eliminated_per_round().begin(),
+                                         in.eliminated_per_round().end());
+  out.report.charged.assign(in.charged().begin(), in.charged().end());
+  out.report.refused.assign(in.refused().begin(), in.refused().end());
+  out.report.rejected.assign(in.rejected().begin(), in.rejected().end());
+  out.report.unanswered.assign(in.unanswered().begin(), in.unanswered().end());
+  out.seconds = in.seconds();
+  return out;
+}
+
+template <class Request, class Call>
+Expected<RemoteResult> call(const AnalystClient::Impl& impl, const Request& request, Call&& rpc) {
+  grpc::ClientContext context;
+  impl.prepare(context);
+  v1::QueryResult response;
+  const grpc::Status status = rpc(&context, request, &response);
+  if (!status.ok()) return error_of(context, status);
+  return result_from_wire(response);
+}
+
+}  // namespace
+
+AnalystClient::AnalystClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+AnalystClient::~AnalystClient() = default;
+AnalystClient::AnalystClient(AnalystClient&&) noexcept = default;
+AnalystClient& AnalystClient::operator=(AnalystClient&&) noexcept = default;
+
+Expected<AnalystClient> AnalystClient::connect(const AnalystConnection& connection) {
+  if (connection.coordinator_address.empty())
+    return make_error(ErrorCode::missing_field, "coordinator", "coordinator address is empty");
+  auto impl = std::make_unique<Impl>();
+  impl->connection = connection;
+  grpc::ChannelArguments arguments;
+  // Results carry one charge per user: a million users is 8 MB.
+  arguments.SetMaxReceiveMessageSize(256 << 20);
+  auto credentials = connection.tls_root_certificate.empty()
+                         ? grpc::InsecureChannelCredentials()
+                         : grpc::SslCredentials({connection.tls_root_certificate, "", ""});
+  impl->channel = grpc::CreateCustomChannel(connection.coordinator_address, credentials, arguments);
+  impl->stub = v1::Analyst::NewStub(impl->channel);
+  return AnalystClient(std::move(impl));
+}
+
+Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range, double rho,
+                                                  const coordinator::QueryOptions& options) {
+  v1::RangeCountQuery request;
+  options_to_wire(options, rho, *request.mutable_options());
+  *request.mutable_range() = wire::region_to_wire(range);
+  return call(*impl_, request, [&](auto* c, const auto& r, auto* out) {
+    return impl_->stub->RangeCount(c, r, out);
+  });
+}
+
+Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double bandwidth,
+                                          double rho, const coordinator::QueryOptions& options) {
+  v1::KdeQuery request;
+  options_to_wire(options, rho, *request.mutable_options());
+  request.mutable_point()->Assign(point.begin(), point.end());
+  request.set_bandwidth(bandwidth);
+  return call(*impl_, request,
+              [&](auto* c, const auto& r, auto* out) { return impl_->stub->Kde(c, r, out); });
+}
+
+Expected<RemoteResult> AnalystClient::knn(std::span<const double> point, std::size_t k, double rho,
+                                          const coordinator::QueryOptions& options) {
+  v1::KnnQuery request;
+  options_to_wire(options, rho, *request.mutable_options());
+  request.mutable_point()->Assign(point.begin(), point.end());
+  if (k > std::numeric_limits<std::uint32_t>::max())
+    return make_error(ErrorCode::out_of_range, "k", "k does not fit the wire");
+  request.set_k(static_cast<std::uint32_t>(k));
+  return call(*impl_, request,
+              [&](auto* c, const auto& r, auto* out) { return impl_->stub->Knn(c, r, out); });
+}
+
+Expected<RemoteResult> AnalystClient::threshold(const std::string& device_id, double q,
+                                                double population, double rho,
+                                                const coordinator::QueryOptions& options) {
+  v1::ThresholdQuery request;
+  options_to_wire(options, rho, *request.mutable_options());
+  request.set_device_id(device_id);
+  request.set_q(q);
+  request.set_population(population);
+  return call(*impl_, request,
+              [&](auto* c, const auto& r, auto* out) { return impl_->stub->Threshold(c, r, out); });
+}
+
+Expected<RemoteResult> AnalystClient::result(const std::string& query_id) {
+  v1::ResultRequest request;
+  request.set_query_id(query_id);
+  return call(*impl_, request,
+              [&](auto* c, const auto& r, auto* out) { return impl_->stub->GetResult(c, r, out); });
+}
+
+Expected<RemoteStatus> AnalystClient::status() {
+  grpc::ClientContext context;
+  impl_->prepare(context);
+  v1::StatusRequest request;
+  v1::CoordinatorStatus s;
+  const grpc::Status status = impl_->stub->Status(&context, request, &s);
+  if (!status.ok()) return error_of(context, status);
+  RemoteStatus out;
+  out.enrolled = s.enrolled();
+  out.connected = s.connected();
+  out.dimension = s.dimension();
+  out.device_budget = s.device_budget();
+  out.queries = s.queries();
+  out.rounds = s.rounds();
+  out.requests = s.requests();
+  out.replies = s.replies();
+  out.unanswered = s.unanswered();
+  out.late_replies = s.late_replies();
+  out.refused_connections = s.refused_connections();
+  return out;
+}
+
+}  // namespace cgp::transport

@@ -1,0 +1,338 @@
+#include "cgp/transport/coordinator_service.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <sodium.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "cgp/common/privacy/device_charge.hpp"
+#include "cgp/common/validate.hpp"
+#include "cgp/common/wire/codec.hpp"
+#include "cgp/common/wire/limits.hpp"
+#include "cgp/coordinator/adaptive_budget.hpp"
+#include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/coordinator/queries.hpp"
+#include "cgp/v1/service.grpc.pb.h"
+
+namespace cgp::transport {
+namespace {
+
+constexpr const char* kCredentialHeader = "cgp-analyst-credential";
+
+// The named error crosses the wire whole: its code in trailing metadata, the message (which
+// names the parameter) as "parameter: message".
+grpc::Status to_status(grpc::ServerContext* context, const Error& error) {
+  context->AddTrailingMetadata("cgp-error-code", std::to_string(static_cast<int>(error.code)));
+  return {grpc::StatusCode::INVALID_ARGUMENT, error.parameter + ": " + error.message};
+}
+
+template <class Report>
+void fill_report(const Report& report, v1::QueryResult& out) {
+  out.set_rounds_used(static_cast<std::uint32_t>(report.rounds_used));
+  for (auto a : report.asked_per_round) out.add_asked_per_round(a);
+  for (auto e : report.eliminated_per_round) out.add_eliminated_per_round(e);
+  out.mutable_charged()->Assign(report.charged.begin(), report.charged.end());
+  out.mutable_refused()->Assign(report.refused.begin(), report.refused.end());
+  out.mutable_rejected()->Assign(report.rejected.begin(), report.rejected.end());
+  out.mutable_unanswered()->Assign(report.unanswered.begin(), report.unanswered.end());
+}
+
+}  // namespace
+
+struct CoordinatorService::Impl final : public v1::Analyst::Service {
+  CoordinatorOptions options;
+  std::unique_ptr<DeviceGateway> gateway;
+  std::unique_ptr<NetworkFleet> fleet;
+  std::map<std::string, coordinator::UserId> user_of_device;
+
+  std::mutex query_mutex;  // queries run one at a time: they share the mirror
+  std::unique_ptr<coordinator::BudgetMirror> mirror;
+  coordinator::AdaptiveBudget allocation = *coordinator::AdaptiveBudget::open_ended(1.0, 1);
+  std::size_t adaptive_queries = 0;
+  std::uint64_t next_query = 1;
+  std::map<std::string, v1::QueryResult> results;
+
+  bool authorised(grpc::ServerContext* context) const {
+    if (!options.analyst_credential_sha256) return true;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kCredentialHeader);
+    if (it == metadata.end() || it->second.size() > wire::kMaxCredentialBytes) return false;
+    const auto digest = sha256_of(std::string(it->second.data(), it->second.size()));
+    return sodium_memcmp(digest.data(), options.analyst_credential_sha256->data(), digest.size()) ==
+           0;
+  }
+
+  // Checks the common options and turns them into the query's options and per-user ρ.
+  Expected<std::pair<coordinator::QueryOptions, std::vector<double>>> prepare(
+      const v1::QueryOptions& in, std::vector<coordinator::UserId>& users) {
+    coordinator::QueryOptions o;
+    if (!in.method().empty()) {
+      auto method = coordinator::parse_method(in.method());
+      if (!method) return method.error();
+      o.method = *method;
+    }
+    if (in.rounds() > 64)
+      return make_error(ErrorCode::out_of_range, "rounds", "rounds must be 1..64");
+    if (in.rounds() > 0) o.rounds = in.rounds();
+    if (!in.split().empty()) {
+      auto split = privacy::parse_split_schedule(in.split());
+      if (!split) return split.error();
+      o.split = *split;
+    }
+    if (in.beta() != 0) {
+      if (!(in.beta() > 0 && in.beta() < 1))
+        return make_error(ErrorCode::out_of_range, "beta", "beta must be in (0, 1)");
+      o.beta = in.beta();
+    }
+    o.shift = !in.no_shift();
+    o.component_id = options.component_id;
+    if (in.query_id().size() > wire::kMaxIdBytes)
+      return make_error(ErrorCode::too_large, "query_id", "query_id has more than 128 bytes");
+    o.query_id = in.query_id().empty() ? "q" + std::to_string(next_query) : in.query_id();
+    if (results.count(o.query_id) > 0)
+      return make_error(ErrorCode::invalid_argument, "query_id",
+                        "query_id '" + o.query_id + "' was already used");
+    const std::size_t n = options.device_ids.size();
+    users.assign(in.users().begin(), in.users().end());
+    for (auto u : users)
+      if (u >= n) return make_error(ErrorCode::out_of_range, "users", "a user index is ≥ enrolled");
+    o.users = users;
+    std::vector<double> rho(n);
+    if (!std::isfinite(in.rho()) || in.rho() < 0)
+      return make_error(ErrorCode::out_of_range, "rho", "rho must be finite and ≥ 0");
+    if (in.rho() > 0) {
+      std::fill(rho.begin(), rho.end(), privacy::rho_within_charge(in.rho()));
+    } else {
+      // Alg. 3, open-ended: what the mirror says each user has left, spread over the horizon.
+      const auto charges = allocation.allocate(adaptive_queries + 1, *mirror);
+      for (std::size_t u = 0; u < n; ++u)
+        rho[u] = charges[u] > 0 ? privacy::rho_within_charge(charges[u]) : 0.0;
+    }
+    return std::pair{std::move(o), std::move(rho)};
+  }
+
+  template <class Run>
+  grpc::Status run(grpc::ServerContext* context, const v1::QueryOptions& in, const char* kind,
+                   v1::QueryResult* out, Run&& body) {
+    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    std::lock_guard lock(query_mutex);
+    std::vector<coordinator::UserId> users;
+    auto prepared = prepare(in, users);
+    if (!prepared) return to_status(context, prepared.error());
+    auto& [query, rho] = *prepared;
+    const auto start = std::chrono::steady_clock::now();
+    out->set_query_id(query.query_id);
+    out->set_kind(kind);
+    if (auto ran = body(query, rho, *out); !ran.ok()) return to_status(context, ran.error());
+    out->set_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    ++next_query;
+    if (in.rho() == 0) ++adaptive_queries;
+    results[query.query_id] = *out;
+    if (options.gateway.log)
+      options.gateway.log("event=query id=" + query.query_id + " kind=" + kind +
+                          " rounds=" + std::to_string(out->rounds_used()) +
+                          " unanswered=" + std::to_string(out->unanswered_size()));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RangeCount(grpc::ServerContext* context, const v1::RangeCountQuery* request,
+                          v1::QueryResult* out) override {
+    return run(context, request->options(), "range", out,
+               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+                   v1::QueryResult& result) -> cgp::Status {
+                 auto range = wire::region_from_wire(request->range());
+                 if (!range) return range.error();
+                 auto counted = coordinator::range_count(*fleet, *mirror, *range, rho, query);
+                 if (!counted) return counted.error();
+                 result.set_estimate(counted->estimate);
+                 fill_report(counted->report, result);
+                 return {};
+               });
+  }
+
+  grpc::Status Kde(grpc::ServerContext* context, const v1::KdeQuery* request,
+                   v1::QueryResult* out) override {
+    return run(context, request->options(), "kde", out,
+               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+                   v1::QueryResult& result) -> cgp::Status {
+                 const std::vector<double> p(request->point().begin(), request->point().end());
+                 auto density =
+                     coordinator::kde(*fleet, *mirror, p, request->bandwidth(), rho, query);
+                 if (!density) return density.error();
+                 result.set_estimate(density->estimate);
+                 fill_report(density->report, result);
+                 return {};
+               });
+  }
+
+  grpc::Status Knn(grpc::ServerContext* context, const v1::KnnQuery* request,
+                   v1::QueryResult* out) override {
+    return run(context, request->options(), "knn", out,
+               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+                   v1::QueryResult& result) -> cgp::Status {
+                 const std::vector<double> p(request->point().begin(), request->point().end());
+                 auto found = coordinator::knn(*fleet, *mirror, p, request->k(), rho, query);
+                 if (!found) return found.error();
+                 for (auto u : found->neighbours) {
+                   result.add_neighbour_users(u);
+                   result.add_neighbours(options.device_ids[u]);
+                 }
+                 fill_report(found->report, result);
+                 return {};
+               });
+  }
+
+  grpc::Status Threshold(grpc::ServerContext* context, const v1::ThresholdQuery* request,
+                         v1::QueryResult* out) override {
+    return run(context, request->options(), "threshold", out,
+               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+                   v1::QueryResult& result) -> cgp::Status {
+                 auto user = user_of_device.find(request->device_id());
+                 if (user == user_of_device.end())
+                   return make_error(ErrorCode::invalid_argument, "device_id",
+                                     "device_id is not enrolled");
+                 auto answer = coordinator::threshold(*fleet, *mirror, user->second, request->q(),
+                                                      request->population(), rho, query);
+                 if (!answer) return answer.error();
+                 result.set_below(answer->below);
+                 fill_report(answer->report, result);
+                 return {};
+               });
+  }
+
+  grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,
+                         v1::QueryResult* out) override {
+    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    std::lock_guard lock(query_mutex);
+    auto it = results.find(request->query_id());
+    if (it == results.end())
+      return {grpc::StatusCode::NOT_FOUND, "query_id: no finished query has this id"};
+    *out = it->second;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Status(grpc::ServerContext* context, const v1::StatusRequest*,
+                      v1::CoordinatorStatus* out) override {
+    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    const auto c = gateway->counters();
+    out->set_enrolled(options.device_ids.size());
+    out->set_connected(gateway->connected());
+    out->set_dimension(options.dimension);
+    out->set_device_budget(options.device_budget);
+    {
+      std::lock_guard lock(query_mutex);
+      out->set_queries(results.size());
+    }
+    out->set_rounds(c.rounds);
+    out->set_requests(c.requests);
+    out->set_replies(c.replies);
+    out->set_unanswered(c.unanswered);
+    out->set_late_replies(c.late_replies);
+    out->set_refused_connections(c.refused_connections);
+    return grpc::Status::OK;
+  }
+};
+
+CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CoordinatorService::~CoordinatorService() {
+  impl_->gateway.reset();  // streams end before the service object goes
+}
+
+Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
+    const CoordinatorOptions& options) {
+  if (options.device_ids.empty())
+    return make_error(ErrorCode::invalid_argument, "devices", "no device is enrolled");
+  if (options.device_ids.size() > std::numeric_limits<coordinator::UserId>::max())
+    return make_error(ErrorCode::too_large, "devices", "too many devices");
+  if (auto s = require_finite_positive("device_budget", options.device_budget); !s)
+    return s.error();
+  if (options.dimension == 0 || options.dimension > wire::kMaxDimension)
+    return make_error(ErrorCode::out_of_range, "dimension", "dimension must be 1..4096");
+  if (options.horizon == 0)
+    return make_error(ErrorCode::out_of_range, "horizon", "horizon must be ≥ 1");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  for (std::size_t u = 0; u < options.device_ids.size(); ++u)
+    if (!impl->user_of_device.emplace(options.device_ids[u], static_cast<coordinator::UserId>(u))
+             .second)
+      return make_error(ErrorCode::invalid_argument, "devices",
+                        "device id '" + options.device_ids[u] + "' is enrolled twice");
+  auto config = DeviceConfig::cgp(options.device_budget);
+  if (!config) return config.error();
+  impl->mirror = std::make_unique<coordinator::BudgetMirror>(options.device_ids.size(),
+                                                             config->rho_capacity());
+  impl->allocation =
+      *coordinator::AdaptiveBudget::open_ended(config->rho_capacity(), options.horizon);
+  GatewayOptions gateway_options = options.gateway;
+  gateway_options.extra_services.push_back(impl.get());
+  auto gateway = DeviceGateway::start(gateway_options);
+  if (!gateway) return gateway.error();
+  impl->gateway = std::move(*gateway);
+  impl->fleet =
+      std::make_unique<NetworkFleet>(*impl->gateway, options.device_ids, options.dimension,
+                                     config->rho_capacity(), options.round_deadline);
+  return std::unique_ptr<CoordinatorService>(new CoordinatorService(std::move(impl)));
+}
+
+int CoordinatorService::port() const noexcept {
+  return impl_->gateway->port();
+}
+
+DeviceGateway& CoordinatorService::gateway() noexcept {
+  return *impl_->gateway;
+}
+
+CredentialSha256 sha256_of(const std::string& secret) {
+  CredentialSha256 digest;
+  crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(secret.data()),
+                     secret.size());
+  return digest;
+}
+
+std::string sha256_hex(const CredentialSha256& digest) {
+  std::string hex(2 * digest.size() + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), digest.data(), digest.size());
+  hex.pop_back();
+  return hex;
+}
+
+std::string new_credential() {
+  if (sodium_init() < 0) return {};
+  std::array<unsigned char, 32> bytes;
+  randombytes_buf(bytes.data(), bytes.size());
+  return sha256_hex(bytes);  // 64 hex characters of the random bytes themselves
+}
+
+Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(ErrorCode::invalid_argument, "devices", "cannot read " + path);
+  std::vector<std::pair<std::string, CredentialSha256>> out;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto comma = line.find(',');
+    const std::string where = path + ":" + std::to_string(number);
+    if (comma == std::string::npos || comma == 0 || comma > wire::kMaxIdBytes)
+      return make_error(ErrorCode::invalid_argument, "devices",
+                        where + ": expected 'id,sha256-hex'");
+    CredentialSha256 digest;
+    std::size_t length = 0;
+    const std::string hex = line.substr(comma + 1);
+    if (hex.size() != 64 ||
+        sodium_hex2bin(digest.data(), digest.size(), hex.data(), hex.size(), nullptr, &length,
+                       nullptr) != 0 ||
+        length != digest.size())
+      return make_error(ErrorCode::invalid_argument, "devices",
+                        where + ": the digest must be 64 hex characters");
+    out.emplace_back(line.substr(0, comma), digest);
+  }
+  if (out.empty()) return make_error(ErrorCode::invalid_argument, "devices", path + " is empty");
+  return out;
+}
+
+}  // namespace cgp::transport
