@@ -1,0 +1,178 @@
+// cgp-coordinator: the coordinator as a network service, and its enrolment helpers.
+//
+//   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
+//                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
+//                         [--deadline-ms MS] [--horizon H] [--quiet]
+//   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
+//   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
+//   cgp-coordinator credential --out FILE
+//
+// serve runs until SIGINT or SIGTERM; it logs one line per event to stderr. Exit 2 on bad
+// arguments, 1 when the service cannot start.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+
+#include "cgp/transport/coordinator_service.hpp"
+
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "cgp-coordinator: %s\n", message.c_str());
+  return code;
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+// Secrets are written readable by their owner only.
+bool write_secret(const std::string& path, const std::string& text) {
+  const mode_t previous = ::umask(077);
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  ::umask(previous);
+  return static_cast<bool>(out);
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cgp-coordinator: run a cgpkit coordinator service, enrol devices"};
+  app.require_subcommand(1);
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+
+  std::string listen = "127.0.0.1:7070", devices_file, analyst_file, tls_cert, tls_key;
+  double budget = 1.0;
+  std::size_t dimension = 2, horizon = 20;
+  long deadline_ms = 5000;
+  bool quiet = false;
+  auto* serve = app.add_subcommand("serve", "run the coordinator until SIGINT/SIGTERM");
+  serve->add_option("--listen", listen, "HOST:PORT for devices and analysts");
+  serve->add_option("--devices", devices_file, "enrolment file (id,sha256 lines)")->required();
+  serve->add_option("--analyst-credential", analyst_file, "file holding the analyst credential")
+      ->required();
+  serve->add_option("--tls-cert", tls_cert, "PEM certificate chain (TLS)");
+  serve->add_option("--tls-key", tls_key, "PEM private key (TLS)");
+  serve->add_option("--budget", budget, "each device's total rho (its CGP filter)");
+  serve->add_option("--dimension", dimension, "dimension of the queried component");
+  serve->add_option("--deadline-ms", deadline_ms, "per-round deadline in milliseconds");
+  serve->add_option("--horizon", horizon, "queries the adaptive allocation plans for");
+  serve->add_flag("--quiet", quiet, "no event log on stderr");
+
+  std::string enrol_devices, id, credential_out, prefix = "device-", secrets_out;
+  std::size_t count = 0;
+  auto* enrol = app.add_subcommand("enrol", "enrol devices: new credentials, digests appended");
+  enrol->add_option("--devices", enrol_devices, "enrolment file to append to")->required();
+  enrol->add_option("--id", id, "one device's id");
+  enrol->add_option("--credential-out", credential_out, "where the device's credential goes");
+  enrol->add_option("--count", count, "enrol N devices PREFIX0 .. PREFIX(N-1)");
+  enrol->add_option("--prefix", prefix, "id prefix for --count");
+  enrol->add_option("--secrets-out", secrets_out, "CSV id,credential for --count (swarms)");
+
+  std::string credential_file;
+  auto* credential = app.add_subcommand("credential", "write a fresh analyst credential");
+  credential->add_option("--out", credential_file, "file to write")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return fail(2, e.what());
+  }
+
+  if (credential->parsed()) {
+    if (!write_secret(credential_file, cgp::transport::new_credential() + "\n"))
+      return fail(2, "--out: cannot write " + credential_file);
+    return 0;
+  }
+
+  if (enrol->parsed()) {
+    std::vector<std::string> ids;
+    if (!id.empty() && count == 0 && !credential_out.empty()) {
+      ids.push_back(id);
+    } else if (id.empty() && count > 0 && !secrets_out.empty()) {
+      for (std::size_t i = 0; i < count; ++i) ids.push_back(prefix + std::to_string(i));
+    } else {
+      return fail(2, "enrol needs either --id and --credential-out, or --count and --secrets-out");
+    }
+    for (const auto& each : ids)
+      if (each.empty() || each.size() > 128 || each.find(',') != std::string::npos)
+        return fail(2, "--id: '" + each + "' must have 1 to 128 bytes and no comma");
+    std::string digests, secrets;
+    for (const auto& each : ids) {
+      const std::string secret = cgp::transport::new_credential();
+      digests += each + "," + cgp::transport::sha256_hex(cgp::transport::sha256_of(secret)) + "\n";
+      secrets += count > 0 ? each + "," + secret + "\n" : secret + "\n";
+    }
+    if (!write_secret(count > 0 ? secrets_out : credential_out, secrets))
+      return fail(2, "cannot write " + (count > 0 ? secrets_out : credential_out));
+    std::ofstream out(enrol_devices, std::ios::app);
+    if (!(out << digests)) return fail(2, "--devices: cannot append to " + enrol_devices);
+    return 0;
+  }
+
+  // serve
+  auto enrolled = cgp::transport::read_enrolment(devices_file);
+  if (!enrolled) return fail(2, "--devices: " + enrolled.error().message);
+  std::string analyst_secret;
+  if (!read_file(analyst_file, analyst_secret) || trimmed(analyst_secret).empty())
+    return fail(2, "--analyst-credential: cannot read a credential from " + analyst_file);
+  cgp::transport::CoordinatorOptions options;
+  options.gateway.address = listen;
+  if (tls_cert.empty() != tls_key.empty()) return fail(2, "--tls-cert and --tls-key go together");
+  if (!tls_cert.empty() && (!read_file(tls_cert, options.gateway.tls_certificate_chain) ||
+                            !read_file(tls_key, options.gateway.tls_private_key)))
+    return fail(2, "--tls-cert/--tls-key: cannot read the PEM files");
+  for (const auto& [device, digest] : *enrolled) {
+    options.device_ids.push_back(device);
+    options.gateway.device_credential_digests[device] = digest;
+  }
+  options.analyst_credential_sha256 = cgp::transport::sha256_of(trimmed(analyst_secret));
+  options.device_budget = budget;
+  options.dimension = dimension;
+  options.horizon = horizon;
+  if (deadline_ms <= 0) return fail(2, "--deadline-ms must be > 0");
+  options.round_deadline = std::chrono::milliseconds(deadline_ms);
+  static std::mutex log_mutex;
+  if (!quiet)
+    options.gateway.log = [](const std::string& line) {
+      std::lock_guard lock(log_mutex);
+      std::fprintf(stderr, "%s\n", line.c_str());
+    };
+
+  // Signals are taken by sigwait below, not by a handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto service = cgp::transport::CoordinatorService::start(options);
+  if (!service) return fail(1, service.error().message);
+  std::fprintf(stderr, "event=listening address=%s port=%d devices=%zu tls=%s\n", listen.c_str(),
+               (*service)->port(), options.device_ids.size(), tls_cert.empty() ? "off" : "on");
+  if (tls_cert.empty())
+    std::fprintf(stderr,
+                 "cgp-coordinator: plaintext — credentials cross the network in clear; "
+                 "use --tls-cert/--tls-key beyond loopback\n");
+  int received = 0;
+  sigwait(&signals, &received);
+  std::fprintf(stderr, "event=stopping signal=%d\n", received);
+  service->reset();
+  return 0;
+}

@@ -1,0 +1,151 @@
+// cgp-device-swarm: N simulated devices in one process, each on its own stream to a coordinator
+// (gRPC callback API: no thread per device), for load and fault tests.
+//
+//   cgp-device-swarm --coordinator HOST:PORT --count N [--data FILE] [--projection local|mercator]
+//                    [--secrets FILE] [--prefix device-] [--budget RHO] [--seed S]
+//                    [--tls-root PEM] [--streams-per-connection K] [--duration SECONDS]
+//
+// Device i is PREFIX<i> at row i of --data (projected like cgp-sim does), or of cgp-sim's
+// built-in synthetic city (seed --seed) without --data. --secrets: the CSV "id,credential" that
+// `cgp-coordinator enrol --count` wrote. Runs until SIGINT/SIGTERM or --duration; prints its
+// counters every 10 s and at the end. Exit 2 on bad arguments, 3 on unreadable data.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "cgp/sim/dataset.hpp"
+#include "cgp/transport/device_swarm.hpp"
+
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "cgp-device-swarm: %s\n", message.c_str());
+  return code;
+}
+
+void report(const cgp::transport::DeviceSwarm& swarm) {
+  const auto c = swarm.counters();
+  std::fprintf(stderr,
+               "event=swarm connected=%zu requests=%llu replies=%llu refused_connections=%llu "
+               "lost_connections=%llu\n",
+               swarm.connected(), static_cast<unsigned long long>(c.requests),
+               static_cast<unsigned long long>(c.replies),
+               static_cast<unsigned long long>(c.refused_connections),
+               static_cast<unsigned long long>(c.lost_connections));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cgp-device-swarm: many simulated devices serving a cgpkit coordinator"};
+  std::string coordinator, data_file, projection = "local", secrets_file, prefix = "device-",
+                                      tls_root_file;
+  std::size_t count = 0, per_connection = 500;
+  double budget = 1.0, duration = 0;
+  std::uint64_t seed = 1;
+  app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
+  app.add_option("--count", count, "number of devices")->required();
+  app.add_option("--data", data_file, "CSV of locations (lon,lat or x,y)");
+  app.add_option("--projection", projection, "local|mercator, for lon/lat data");
+  app.add_option("--secrets", secrets_file, "CSV id,credential (cgp-coordinator enrol --count)");
+  app.add_option("--prefix", prefix, "device id prefix");
+  app.add_option("--budget", budget, "each device's total rho");
+  app.add_option("--seed", seed, "noise seed (and the synthetic city's)");
+  app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
+  app.add_option("--streams-per-connection", per_connection, "devices per TCP connection");
+  app.add_option("--duration", duration, "seconds to run (0 = until SIGINT/SIGTERM)");
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return fail(2, e.what());
+  }
+  if (count == 0) return fail(2, "--count must be ≥ 1");
+  if (per_connection == 0) return fail(2, "--streams-per-connection must be ≥ 1");
+  if (!(duration >= 0)) return fail(2, "--duration must be ≥ 0");
+  auto config = cgp::DeviceConfig::cgp(budget);
+  if (!config) return fail(2, "--budget: " + config.error().message);
+  auto kind = cgp::geometry::parse_projection_kind(projection);
+  if (!kind) return fail(2, "--projection must be local or mercator, got '" + projection + "'");
+
+  cgp::sim::Dataset data;
+  if (data_file.empty()) {
+    data = cgp::sim::synthetic_locations(count, seed);
+  } else {
+    auto loaded = cgp::sim::load_locations(data_file, *kind);
+    if (!loaded) return fail(3, loaded.error().message);
+    data = std::move(*loaded);
+    if (data.size() < count)
+      return fail(2,
+                  "--count: " + data_file + " has only " + std::to_string(data.size()) + " rows");
+  }
+  std::map<std::string, std::string> secrets;
+  if (!secrets_file.empty()) {
+    std::ifstream in(secrets_file);
+    if (!in) return fail(2, "--secrets: cannot read " + secrets_file);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto comma = line.find(',');
+      if (comma == std::string::npos) return fail(2, "--secrets: expected 'id,credential' lines");
+      secrets[line.substr(0, comma)] = line.substr(comma + 1);
+    }
+  }
+  std::vector<cgp::transport::SwarmMember> members;
+  members.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string id = prefix + std::to_string(i);
+    auto secret = secrets.find(id);
+    if (!secrets_file.empty() && secret == secrets.end())
+      return fail(2, "--secrets: no credential for " + id);
+    members.push_back({id,
+                       secret == secrets.end() ? "" : secret->second,
+                       {data.points[2 * i], data.points[2 * i + 1]}});
+  }
+  cgp::transport::SwarmOptions options;
+  options.coordinator_address = coordinator;
+  options.config = *config;
+  options.seed = seed;
+  options.streams_per_connection = per_connection;
+  if (!tls_root_file.empty()) {
+    std::ifstream in(tls_root_file, std::ios::binary);
+    if (!in) return fail(2, "--tls-root: cannot read " + tls_root_file);
+    options.tls_root_certificate.assign(std::istreambuf_iterator<char>(in),
+                                        std::istreambuf_iterator<char>());
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto swarm = cgp::transport::DeviceSwarm::start(options, std::move(members));
+  if (!swarm) return fail(2, swarm.error().message);
+  const auto start = std::chrono::steady_clock::now();
+  timespec tick{10, 0};
+  for (;;) {
+    if (duration > 0) {
+      const double left =
+          duration -
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (left <= 0) break;
+      tick.tv_sec = static_cast<time_t>(std::min(10.0, left));
+      tick.tv_nsec =
+          static_cast<long>((std::min(10.0, left) - static_cast<double>(tick.tv_sec)) * 1e9);
+    }
+    siginfo_t info;
+    if (sigtimedwait(&signals, &info, &tick) > 0) break;
+    report(**swarm);
+  }
+  report(**swarm);
+  swarm->reset();
+  return 0;
+}
