@@ -116,28 +116,101 @@ std::uint64_t rep_seed(const Common& common, std::size_t rep) {
   return common.seed * 0x9e3779b97f4a7c15ULL + rep + 1;
 }
 
-// One row: `reps` repetitions, each on fresh budgets with its own seed; `body(rep, mirror)`
-// runs the query and returns (error, PrivSav).
-template <class Body>
-Row measure(Row row, coordinator::SimulatedFleet& fleet, const Common& common, Progress& progress,
-            Body&& body) {
+// A query that failed: the row's run stops with its error (NaN for this repetition).
+std::pair<double, double> failed(const Error& error, std::optional<Error>& failure) {
+  if (!failure) failure = error;
+  return {std::nan(""), std::nan("")};
+}
+
+// One row: `reps` repetitions, each started by `start(seed)` (fresh budgets in-process);
+// `body(rep)` runs the query and returns (error, PrivSav).
+template <class Start, class Body>
+Row measure(Row row, const Common& common, Progress& progress, Start&& start, Body&& body) {
   std::vector<double> errors, savings;
-  const auto start = std::chrono::steady_clock::now();
+  const auto began = std::chrono::steady_clock::now();
   for (std::size_t rep = 0; rep < common.reps; ++rep) {
-    fleet.reset(rep_seed(common, rep));
-    coordinator::BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-    const auto [error, saving] = body(rep, mirror);
+    start(rep_seed(common, rep));
+    const auto [error, saving] = body(rep);
     errors.push_back(error);
     savings.push_back(saving);
     progress.step();
   }
-  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   row.error = summarize(errors);
   row.privsav = summarize(savings);
   return row;
 }
 
+// The same over a simulated fleet with a fresh mirror per repetition: body(rep, mirror).
+template <class Body>
+Row measure(Row row, coordinator::SimulatedFleet& fleet, const Common& common, Progress& progress,
+            Body&& body) {
+  std::optional<coordinator::BudgetMirror> mirror;
+  return measure(
+      std::move(row), common, progress,
+      [&](std::uint64_t seed) {
+        fleet.reset(seed);
+        mirror.emplace(fleet.size(), fleet.initial_budget());
+      },
+      [&](std::size_t rep) { return body(rep, *mirror); });
+}
+
+class InProcessBackend final : public QueryBackend {
+ public:
+  InProcessBackend(const Dataset& data, double capacity, const Common& common)
+      : fleet_(fleet_for(data, capacity, common)) {}
+  std::size_t size() const override { return fleet_.size(); }
+  void start_repetition(std::uint64_t seed) override {
+    fleet_.reset(seed);
+    mirror_.emplace(fleet_.size(), fleet_.initial_budget());
+  }
+  Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
+                                                 const coordinator::QueryOptions& o) override {
+    return coordinator::range_count(fleet_, *mirror_, range, asked(rho), o);
+  }
+  Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth, double rho,
+                                       const coordinator::QueryOptions& o) override {
+    return coordinator::kde(fleet_, *mirror_, p, bandwidth, asked(rho), o);
+  }
+  Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k, double rho,
+                                       const coordinator::QueryOptions& o) override {
+    return coordinator::knn(fleet_, *mirror_, p, k, asked(rho), o);
+  }
+
+ private:
+  // Every user asked the ρ whose charge is `rho` (kept between calls with the same ρ).
+  std::span<const double> asked(double rho) {
+    if (rho != asked_for_) {
+      asked_.assign(fleet_.size(), privacy::rho_within_charge(rho));
+      asked_for_ = rho;
+    }
+    return asked_;
+  }
+  coordinator::SimulatedFleet fleet_;
+  std::optional<coordinator::BudgetMirror> mirror_;
+  std::vector<double> asked_;
+  double asked_for_ = -1;
+};
+
+// The backend of range, kde and knn: --fleet, or the simulated fleet.
+struct Backend {
+  std::unique_ptr<QueryBackend> owned;
+  QueryBackend* use;
+  Backend(const Dataset& data, double capacity, const Common& common)
+      : owned(common.fleet ? nullptr : in_process_backend(data, capacity, common)),
+        use(common.fleet ? common.fleet : owned.get()) {}
+  QueryBackend* operator->() const { return use; }
+  auto starter() const {
+    return [b = use](std::uint64_t seed) { b->start_repetition(seed); };
+  }
+};
+
 }  // namespace
+
+std::unique_ptr<QueryBackend> in_process_backend(const Dataset& data, double capacity,
+                                                 const Common& common) {
+  return std::make_unique<InProcessBackend>(data, capacity, common);
+}
 
 Summary summarize(std::vector<double> values) {
   Summary s;
@@ -179,10 +252,10 @@ void Progress::finish() {
   if (shown_) std::fprintf(stderr, "\n");
 }
 
-std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
-                           std::span<const double> widths, const Common& common) {
+Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double> rhos,
+                                     std::span<const double> widths, const Common& common) {
   const auto vs = variants(common);
-  auto fleet = fleet_for(data, *std::max_element(rhos.begin(), rhos.end()), common);
+  Backend backend(data, *std::max_element(rhos.begin(), rhos.end()), common);
   Progress progress(widths.size() * rhos.size() * vs.size() * common.reps);
   std::vector<Row> rows;
   for (double w : widths) {
@@ -198,16 +271,17 @@ std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
       truth.push_back(static_cast<double>(coordinator::exact_count(data.points, 2, ranges.back())));
     }
     for (double rho : rhos) {
-      const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
-        rows.push_back(
-            measure(row_for("range", v, rho, w, common.reps), fleet, common, progress,
-                    [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
-                      auto result = coordinator::range_count(fleet, mirror, ranges[rep], asked,
-                                                             options_for(v, common, "range"));
-                      return std::pair{coordinator::count_error(result->estimate, truth[rep]),
-                                       coordinator::privacy_saving(result->report.charged, rho)};
-                    }));
+        std::optional<Error> failure;
+        rows.push_back(measure(
+            row_for("range", v, rho, w, common.reps), common, progress, backend.starter(),
+            [&](std::size_t rep) {
+              auto result = backend->range_count(ranges[rep], rho, options_for(v, common, "range"));
+              if (!result) return failed(result.error(), failure);
+              return std::pair{coordinator::count_error(result->estimate, truth[rep]),
+                               coordinator::privacy_saving(result->report.charged, rho)};
+            }));
+        if (failure) return *failure;
       }
     }
   }
@@ -215,27 +289,28 @@ std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
   return rows;
 }
 
-std::vector<Row> run_kde(const Dataset& data, std::span<const double> rhos,
-                         std::span<const double> bandwidths, const Common& common) {
+Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> rhos,
+                                   std::span<const double> bandwidths, const Common& common) {
   const auto vs = variants(common);
   const auto centres = centres_for(data, common.reps, common);
-  auto fleet = fleet_for(data, *std::max_element(rhos.begin(), rhos.end()), common);
+  Backend backend(data, *std::max_element(rhos.begin(), rhos.end()), common);
   Progress progress(bandwidths.size() * rhos.size() * vs.size() * common.reps);
   std::vector<Row> rows;
   for (double b : bandwidths) {
     std::vector<double> truth;
     for (const auto& c : centres) truth.push_back(coordinator::exact_kde(data.points, 2, c, b));
     for (double rho : rhos) {
-      const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
-        rows.push_back(
-            measure(row_for("kde", v, rho, b, common.reps), fleet, common, progress,
-                    [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
-                      auto result = coordinator::kde(fleet, mirror, centres[rep], b, asked,
-                                                     options_for(v, common, "kde"));
-                      return std::pair{coordinator::l1_error(result->estimate, truth[rep]),
-                                       coordinator::privacy_saving(result->report.charged, rho)};
-                    }));
+        std::optional<Error> failure;
+        rows.push_back(measure(
+            row_for("kde", v, rho, b, common.reps), common, progress, backend.starter(),
+            [&](std::size_t rep) {
+              auto result = backend->kde(centres[rep], b, rho, options_for(v, common, "kde"));
+              if (!result) return failed(result.error(), failure);
+              return std::pair{coordinator::l1_error(result->estimate, truth[rep]),
+                               coordinator::privacy_saving(result->report.charged, rho)};
+            }));
+        if (failure) return *failure;
       }
     }
   }
@@ -251,7 +326,7 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
                       "query points have dimension " + std::to_string(queries->dimension) +
                           ", the data " + std::to_string(data.dimension));
   const auto vs = variants(common);
-  auto fleet = fleet_for(data, *std::max_element(rhos.begin(), rhos.end()), common);
+  Backend backend(data, *std::max_element(rhos.begin(), rhos.end()), common);
   coordinator::KnnOracle oracle(data.points, data.dimension);
   // Query points: from the query set, or users of the data excluded from the candidates.
   std::mt19937_64 rng(common.seed ^ 0x2545f4914f6cdd1dULL);
@@ -278,25 +353,20 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
       truth.push_back(coordinator::sum_of_distances(data.points, data.dimension, points[rep], ids));
     }
     for (double rho : rhos) {
-      const std::vector<double> asked(data.size(), privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
         std::optional<Error> failure;
-        rows.push_back(
-            measure(row_for("knn", v, rho, static_cast<double>(k), common.reps), fleet, common,
-                    progress, [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
-                      auto options = options_for(v, common, "knn");
-                      options.users = candidates[rep];
-                      auto result = coordinator::knn(fleet, mirror, points[rep], k, asked, options);
-                      if (!result) {
-                        failure = result.error();
-                        return std::pair{std::nan(""), std::nan("")};
-                      }
-                      const double found = coordinator::sum_of_distances(
-                          data.points, data.dimension, points[rep], result->neighbours);
-                      return std::pair{
-                          coordinator::distance_error(found, truth[rep]),
-                          coordinator::privacy_saving(result->report.charged, rho, options.users)};
-                    }));
+        rows.push_back(measure(row_for("knn", v, rho, static_cast<double>(k), common.reps), common,
+                               progress, backend.starter(), [&](std::size_t rep) {
+                                 auto options = options_for(v, common, "knn");
+                                 options.users = candidates[rep];
+                                 auto result = backend->knn(points[rep], k, rho, options);
+                                 if (!result) return failed(result.error(), failure);
+                                 const double found = coordinator::sum_of_distances(
+                                     data.points, data.dimension, points[rep], result->neighbours);
+                                 return std::pair{coordinator::distance_error(found, truth[rep]),
+                                                  coordinator::privacy_saving(
+                                                      result->report.charged, rho, options.users)};
+                               }));
         if (failure) return *failure;
       }
     }

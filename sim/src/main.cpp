@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "cgp/sim/dataset.hpp"
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
+#include "remote_backend.hpp"
 
 using namespace cgp;
 using namespace cgp::sim;
@@ -33,6 +35,7 @@ struct Arguments {
   unsigned threads = 0;
   std::string projection = "local";
   bool no_shift = false;
+  std::string fleet, analyst_credential, tls_root;
 };
 
 int fail(int code, const std::string& message) {
@@ -99,17 +102,50 @@ Expected<Common> common_from(const Arguments& a) {
 }
 
 // Locations for range, kde, multi-range: --data or the synthetic city; --n resamples.
-Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind projection) {
+// fleet_users > 0 (--fleet): the first fleet_users rows, as cgp-device-swarm serves them.
+Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind projection,
+                            std::size_t fleet_users = 0) {
   Dataset data;
   if (a.data.empty()) {
-    data = synthetic_locations(a.n ? a.n : 100000, a.seed);
+    data = synthetic_locations(fleet_users ? fleet_users : a.n ? a.n : 100000, a.seed);
   } else {
     auto loaded = load_locations(a.data, projection);
     if (!loaded) return loaded.error();
     data = std::move(*loaded);
     if (a.n) data = resample(data, a.n, a.seed);
   }
+  if (fleet_users) {
+    if (data.size() < fleet_users)
+      return make_error(ErrorCode::out_of_range, "fleet",
+                        "--fleet: the coordinator has " + std::to_string(fleet_users) +
+                            " devices, the data only " + std::to_string(data.size()) + " rows");
+    data.points.resize(fleet_users * data.dimension);
+    data.description += " (first " + std::to_string(fleet_users) + " rows, over --fleet)";
+  }
   return data;
+}
+
+Expected<transport::AnalystClient> connect_fleet(const Arguments& a) {
+  transport::AnalystConnection connection;
+  connection.coordinator_address = a.fleet;
+  auto slurp = [](const std::string& path, std::string& out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return true;
+  };
+  if (!a.analyst_credential.empty()) {
+    if (!slurp(a.analyst_credential, connection.credential))
+      return make_error(ErrorCode::invalid_argument, "analyst-credential",
+                        "--analyst-credential: cannot read " + a.analyst_credential);
+    while (!connection.credential.empty() &&
+           (connection.credential.back() == '\n' || connection.credential.back() == '\r'))
+      connection.credential.pop_back();
+  }
+  if (!a.tls_root.empty() && !slurp(a.tls_root, connection.tls_root_certificate))
+    return make_error(ErrorCode::invalid_argument, "tls-root",
+                      "--tls-root: cannot read " + a.tls_root);
+  return transport::AnalystClient::connect(connection);
 }
 
 Status load_centres(const Arguments& a, const Dataset& data, geometry::ProjectionKind projection,
@@ -166,6 +202,12 @@ int main(int argc, char** argv) {
     sub->add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");
     sub->add_option("--queries", a.queries, "CSV of query centres (x,y or lon,lat)");
     sub->add_option("--n", a.n, "sample N users from the data, with replacement");
+    sub->add_option("--fleet", a.fleet,
+                    "HOST:PORT of a live coordinator (range, kde, knn): its devices hold rows "
+                    "0..N-1 of the data, as cgp-device-swarm serves them");
+    sub->add_option("--analyst-credential", a.analyst_credential,
+                    "with --fleet: file holding the analyst credential");
+    sub->add_option("--tls-root", a.tls_root, "with --fleet: PEM root certificate");
   };
   auto* range = app.add_subcommand("range", "private range counting (Alg. 6)");
   range->add_option("--rho", a.rho, "privacy parameter per user (list)")
@@ -205,18 +247,39 @@ int main(int argc, char** argv) {
   if (!projection)
     return fail(kUsageError, "--projection must be local or mercator, got '" + a.projection + "'");
 
+  std::unique_ptr<RemoteBackend> remote;
+  std::size_t enrolled = 0;
+  if (!a.fleet.empty()) {
+    if (multi->parsed() || threshold->parsed())
+      return fail(kUsageError, "--fleet runs range, kde and knn");
+    if (a.n) return fail(kUsageError, "--n cannot be used with --fleet: the devices hold the data");
+    auto client = connect_fleet(a);
+    if (!client) return fail(kDataError, client.error().message);
+    auto status = client->status();
+    if (!status) return fail(kDataError, "--fleet: " + status.error().message);
+    enrolled = status->enrolled;
+    if (status->connected < enrolled)
+      std::fprintf(stderr,
+                   "cgp-sim: %zu of %zu devices are connected; the others count as "
+                   "unanswered\n",
+                   status->connected, enrolled);
+    remote = std::make_unique<RemoteBackend>(std::move(*client), enrolled);
+    common->fleet = remote.get();
+  }
+
   try {
     if (range->parsed() || kde->parsed()) {
       if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
       if (auto s = positive_list(range->parsed() ? "w" : "b", range->parsed() ? a.w : a.b); !s)
         return fail(kUsageError, s.error().message);
-      auto data = locations(a, *projection);
+      auto data = locations(a, *projection, enrolled);
       if (!data) return fail(kDataError, data.error().message);
       if (auto s = load_centres(a, *data, *projection, *common); !s)
         return fail(kDataError, s.error().message);
       auto rows = range->parsed() ? run_range(*data, a.rho, a.w, *common)
                                   : run_kde(*data, a.rho, a.b, *common);
-      return finish(a, data->description, rows);
+      if (!rows) return fail(kDataError, rows.error().message);
+      return finish(a, data->description, *rows);
     }
     if (multi->parsed()) {
       if (!(std::isfinite(a.budget) && a.budget > 0))
@@ -236,7 +299,12 @@ int main(int argc, char** argv) {
       if (auto s = count_list("k", a.k); !s) return fail(kUsageError, s.error().message);
       Dataset data, query_set;
       const Dataset* queries = nullptr;
-      if (a.data.empty()) {
+      if (remote) {
+        // The devices hold locations: the same rows as cgp-device-swarm serves.
+        auto devices = locations(a, *projection, enrolled);
+        if (!devices) return fail(kDataError, devices.error().message);
+        data = std::move(*devices);
+      } else if (a.data.empty()) {
         auto train = load_idx(kFashionMnistTrain);
         if (!train)
           return fail(kDataError, "knn without --data needs Debian's dataset-fashion-mnist (" +

@@ -11,6 +11,8 @@
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/coordinator/device_fleet.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/transport/analyst_client.hpp"
+#include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/gateway.hpp"
@@ -225,4 +227,60 @@ TEST_CASE("faults: a range query completes through drops and slow devices, the m
   }
   swarm.reset();
   gateway.reset();
+}
+
+TEST_CASE("faults: after a coordinator restart devices reconnect with their budgets intact",
+          "[transport][faults]") {
+  CGP_SEEDED(9204);
+  const std::size_t n = 50;
+  auto points = test::uniform_square(n, 1000, seed);
+  transport::CoordinatorOptions options;
+  for (std::size_t i = 0; i < n; ++i) options.device_ids.push_back("device-" + std::to_string(i));
+  options.device_budget = 1.0;
+  auto service = *transport::CoordinatorService::start(options);
+  const int port = service->port();
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  swarm_options.seed = seed;
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, n));
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+
+  double lo[2] = {0, 0}, hi[2] = {600, 600};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  QueryOptions query;
+  query.method = Method::BM1;
+  query.query_id = "before";
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s});
+  REQUIRE(analyst.range_count(range, 0.4, query).has_value());
+  std::vector<double> spent_before(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    spent_before[i] = swarm->spent(i);
+    CHECK(spent_before[i] > 0.4 * 0.999);
+  }
+
+  // The coordinator goes down and comes back on the same port, with a fresh mirror.
+  service.reset();
+  options.gateway.address = address;
+  service = *transport::CoordinatorService::start(options);
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+  for (std::size_t i = 0; i < n; ++i) CHECK(swarm->spent(i) == spent_before[i]);
+
+  // The new coordinator does not know what was spent; the devices do. Asking 0.4 twice more:
+  // the first fits (0.8 ≤ 1), the second is refused by every device and charges nothing.
+  auto again = *transport::AnalystClient::connect({address, "", "", 30s});
+  query.query_id = "after";
+  auto second = again.range_count(range, 0.4, query);
+  REQUIRE(second.has_value());
+  CHECK(second->report.refused.empty());
+  query.query_id = "after-2";
+  auto third = again.range_count(range, 0.4, query);
+  REQUIRE(third.has_value());
+  CHECK(third->report.refused.size() == n);
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(swarm->spent(i) <= 1.0);
+    CHECK(swarm->spent(i) > 0.8 * 0.999);
+  }
+  swarm.reset();
 }

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
@@ -22,7 +23,10 @@ struct Member {
   client::Device device;
   std::mutex device_mutex;  // an old stream may still be answering while a new one starts
   std::unique_ptr<SwarmStream> stream;
-  bool done = true;  // the stream (if any) has ended
+  bool done = true;    // the stream (if any) has ended
+  bool wanted = true;  // redial when the stream ends (false after drop())
+  std::chrono::steady_clock::time_point next_dial{};
+  std::chrono::milliseconds backoff{0};
 };
 
 }  // namespace
@@ -36,8 +40,14 @@ struct DeviceSwarm::Impl {
   mutable std::condition_variable changed;
   std::size_t welcomed = 0;
   std::atomic<std::uint64_t> requests{0}, replies{0}, refused{0}, lost{0};
+  bool stopping = false;
+  std::jthread redialer;  // redials devices whose stream ended, with backoff
 
-  void dial(std::size_t i);
+  void redial_loop(std::stop_token stop);
+
+  // Opens device i's stream. wait: first let the old stream end (reconnect after drop);
+  // otherwise a device whose stream is open or opening is left alone.
+  void dial(std::size_t i, bool wait = false);
   void on_welcome() {
     {
       std::lock_guard lock(mutex);
@@ -133,11 +143,12 @@ class SwarmStream final
 
 }  // namespace
 
-void DeviceSwarm::Impl::dial(std::size_t i) {
+void DeviceSwarm::Impl::dial(std::size_t i, bool wait) {
   Member& member = *members[i];
   {
     std::unique_lock lock(mutex);
-    changed.wait(lock, [&] { return member.done; });  // the old stream has ended
+    if (wait) changed.wait(lock, [&] { return member.done || stopping; });
+    if (stopping || !member.done) return;
     member.stream = std::make_unique<SwarmStream>(*this, i);
     member.done = false;
   }
@@ -145,16 +156,44 @@ void DeviceSwarm::Impl::dial(std::size_t i) {
 }
 
 void DeviceSwarm::Impl::on_done(std::size_t i, bool was_welcomed, const grpc::Status& status) {
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+  const bool refused_credential = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+  if (refused_credential)
     ++refused;
   else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED)
     ++lost;
   {
     std::lock_guard lock(mutex);
     if (was_welcomed) --welcomed;
-    members[i]->done = true;
+    Member& member = *members[i];
+    member.done = true;
+    // A refused credential will not get better; anything else (a coordinator restart, a
+    // network cut) is retried with exponential backoff from 100 ms to 5 s, reset by a Welcome.
+    if (refused_credential) member.wanted = false;
+    member.backoff = was_welcomed ? std::chrono::milliseconds(100)
+                                  : std::min<std::chrono::milliseconds>(
+                                        std::max<std::chrono::milliseconds>(
+                                            2 * member.backoff, std::chrono::milliseconds(100)),
+                                        std::chrono::seconds(5));
+    member.next_dial = std::chrono::steady_clock::now() + member.backoff;
   }
   changed.notify_all();
+}
+
+void DeviceSwarm::Impl::redial_loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    std::vector<std::size_t> due;
+    {
+      std::unique_lock lock(mutex);
+      changed.wait_for(lock, std::chrono::milliseconds(50));
+      if (stopping) return;
+      const auto now = std::chrono::steady_clock::now();
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        const Member& m = *members[i];
+        if (m.done && m.wanted && m.stream && m.next_dial <= now) due.push_back(i);
+      }
+    }
+    for (std::size_t i : due) dial(i);
+  }
 }
 
 DeviceSwarm::DeviceSwarm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -163,9 +202,12 @@ DeviceSwarm::~DeviceSwarm() {
   std::vector<SwarmStream*> open;
   {
     std::lock_guard lock(impl_->mutex);
+    impl_->stopping = true;
     for (auto& member : impl_->members)
       if (!member->done) open.push_back(member->stream.get());
   }
+  impl_->changed.notify_all();
+  if (impl_->redialer.joinable()) impl_->redialer.join();
   for (auto* stream : open) stream->cancel();
   std::unique_lock lock(impl_->mutex);
   impl_->changed.wait(lock, [&] {
@@ -207,6 +249,8 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     impl->stubs.push_back(v1::DeviceGateway::NewStub(impl->channels.back()));
   }
   for (std::size_t i = 0; i < impl->members.size(); ++i) impl->dial(i);
+  impl->redialer =
+      std::jthread([swarm = impl.get()](std::stop_token stop) { swarm->redial_loop(stop); });
   return std::unique_ptr<DeviceSwarm>(new DeviceSwarm(std::move(impl)));
 }
 
@@ -232,14 +276,20 @@ void DeviceSwarm::drop(std::size_t i) {
   SwarmStream* stream = nullptr;
   {
     std::lock_guard lock(impl_->mutex);
-    if (i < impl_->members.size() && !impl_->members[i]->done)
-      stream = impl_->members[i]->stream.get();
+    if (i >= impl_->members.size()) return;
+    impl_->members[i]->wanted = false;  // down until reconnect(i)
+    if (!impl_->members[i]->done) stream = impl_->members[i]->stream.get();
   }
   if (stream) stream->cancel();
 }
 
 void DeviceSwarm::reconnect(std::size_t i) {
-  if (i < impl_->members.size()) impl_->dial(i);
+  if (i >= impl_->members.size()) return;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->members[i]->wanted = true;
+  }
+  impl_->dial(i, true);
 }
 
 double DeviceSwarm::spent(std::size_t i) const {

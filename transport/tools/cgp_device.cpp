@@ -4,14 +4,19 @@
 //   cgp-device --coordinator HOST:PORT --id ID [--credential FILE] [--tls-root FILE]
 //              --ledger PATH --budget RHO [--sticky-halt]
 //              [--location X,Y] [--component NAME=V1,V2,...]... [--components FILE]
+//              [--reconnect]
 //
+// --reconnect: when the coordinator goes away (a restart, a network cut), dial again with
+// backoff from 100 ms to 5 s, until the process is stopped; a refused credential still exits.
 // --components FILE: one component per line, "name,v1,v2,...". Exit 0 when the coordinator
 // ends the session, 1 on a refused credential or lost connection, 2 on bad arguments.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cgp/client/device.hpp"
@@ -53,7 +58,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cgp-device: one device serving a cgpkit coordinator"};
   std::string coordinator, id, credential_file, tls_root_file, ledger, components_file;
   double budget = 0;
-  bool sticky = false;
+  bool sticky = false, reconnect = false;
   std::vector<double> location;
   std::vector<std::string> components;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
   app.add_option("--location", location, "X,Y in metres: component 'location'")->delimiter(',');
   app.add_option("--component", components, "NAME=V1,V2,... (repeatable)");
   app.add_option("--components", components_file, "file: one 'name,v1,v2,...' per line");
+  app.add_flag("--reconnect", reconnect, "dial again whenever the coordinator goes away");
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   try {
@@ -114,7 +120,17 @@ int main(int argc, char** argv) {
     return fail(2, "--credential: cannot read " + credential_file);
   if (!tls_root_file.empty() && !read_file(tls_root_file, connection.tls_root_certificate))
     return fail(2, "--tls-root: cannot read " + tls_root_file);
-  auto served = cgp::transport::serve_device(connection, *device);
-  if (!served) return fail(1, served.error().message);
-  return 0;
+  std::chrono::milliseconds backoff{100};
+  for (;;) {
+    const auto began = std::chrono::steady_clock::now();
+    auto served = cgp::transport::serve_device(connection, *device);
+    if (served.ok() && !reconnect) return 0;
+    if (!served.ok() && (!reconnect || served.error().parameter == "credential"))
+      return fail(1, served.error().message);
+    // A session that lasted resets the backoff; quick failures double it, up to 5 s.
+    backoff = std::chrono::steady_clock::now() - began > std::chrono::seconds(5)
+                  ? std::chrono::milliseconds(100)
+                  : std::min<std::chrono::milliseconds>(2 * backoff, std::chrono::seconds(5));
+    std::this_thread::sleep_for(backoff);
+  }
 }

@@ -12,6 +12,7 @@
 #include "cgp/common/expected.hpp"
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/sim/backend.hpp"
 #include "cgp/sim/dataset.hpp"
 
 namespace cgp::sim {
@@ -45,6 +46,8 @@ struct Common {
   unsigned threads = 0;
   bool shift = true;
   std::vector<std::array<double, 2>> centres;  // --queries, in the data's metres
+  // --fleet: run range, kde and knn over a live coordinator instead of in-process; not owned.
+  QueryBackend* fleet = nullptr;
 };
 
 // A progress bar with rate and ETA on stderr, shown only on a terminal and only once a run has
@@ -62,10 +65,10 @@ class Progress {
   bool shown_ = false;
 };
 
-std::vector<Row> run_range(const Dataset& data, std::span<const double> rhos,
-                           std::span<const double> widths, const Common& common);
-std::vector<Row> run_kde(const Dataset& data, std::span<const double> rhos,
-                         std::span<const double> bandwidths, const Common& common);
+Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double> rhos,
+                                     std::span<const double> widths, const Common& common);
+Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> rhos,
+                                   std::span<const double> bandwidths, const Common& common);
 // queries: query points (another data set, e.g. the IDX test file), or nullptr to draw them
 // from `data` and exclude them from the candidates.
 Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,

@@ -1,0 +1,38 @@
+// Where cgp-sim's queries run: the in-process simulated fleet, or a live coordinator service
+// (--fleet ADDR) whose devices hold the same data. The experiments are the same code over both.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/region.hpp"
+#include "cgp/coordinator/queries.hpp"
+
+namespace cgp::sim {
+
+struct Dataset;
+struct Common;
+
+class QueryBackend {
+ public:
+  virtual ~QueryBackend() = default;
+  virtual std::size_t size() const = 0;
+  // Before each repetition. In-process: fresh budgets, noise seeded from `seed`. A live
+  // coordinator's devices keep what they spent: every repetition spends real budget.
+  virtual void start_repetition(std::uint64_t seed) = 0;
+  // rho: what each user is charged at most for the query.
+  virtual Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
+                                                         const coordinator::QueryOptions& o) = 0;
+  virtual Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth,
+                                               double rho, const coordinator::QueryOptions& o) = 0;
+  virtual Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k, double rho,
+                                               const coordinator::QueryOptions& o) = 0;
+};
+
+// The simulated fleet over `data`, each device with a CGP filter of `capacity`.
+std::unique_ptr<QueryBackend> in_process_backend(const Dataset& data, double capacity,
+                                                 const Common& common);
+
+}  // namespace cgp::sim

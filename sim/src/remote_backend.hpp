@@ -1,0 +1,32 @@
+// cgp-sim --fleet: the experiments' queries sent to a live coordinator through its Analyst API.
+#pragma once
+
+#include <string>
+
+#include "cgp/sim/backend.hpp"
+#include "cgp/transport/analyst_client.hpp"
+
+namespace cgp::sim {
+
+class RemoteBackend final : public QueryBackend {
+ public:
+  RemoteBackend(transport::AnalystClient client, std::size_t users);
+  std::size_t size() const override { return users_; }
+  void start_repetition(std::uint64_t) override {}
+  Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
+                                                 const coordinator::QueryOptions& o) override;
+  Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth, double rho,
+                                       const coordinator::QueryOptions& o) override;
+  Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k, double rho,
+                                       const coordinator::QueryOptions& o) override;
+
+ private:
+  // Query ids are unique per coordinator: the experiment's name, this run's tag, a counter.
+  coordinator::QueryOptions named(const coordinator::QueryOptions& o);
+  transport::AnalystClient client_;
+  std::size_t users_;
+  std::string run_tag_;
+  std::uint64_t next_ = 1;
+};
+
+}  // namespace cgp::sim

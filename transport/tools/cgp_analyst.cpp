@@ -1,0 +1,201 @@
+// cgp-analyst: submit queries to a cgpkit coordinator service and read results, as JSON.
+//
+//   cgp-analyst --coordinator HOST:PORT --credential FILE [--tls-root PEM] COMMAND ...
+//     status
+//     range     (--box X0,Y0,X1,Y1 | --disc X,Y,R)  [query options]
+//     kde       --point X,Y,... --b BANDWIDTH         [query options]
+//     knn       --point X,Y,... --k K                 [query options]
+//     threshold --device ID --q Q --population N      [query options]
+//     result    --id QUERY_ID
+//   query options: --rho R (0 = the coordinator's adaptive allocation) --method BM0|BM1|PM0|PM1
+//                  --c ROUNDS --split even|double --beta B --no-shift --id QUERY_ID --per-user
+//
+// Exit 0 with the JSON result on stdout; 1 when the coordinator refuses or fails (the error
+// names the parameter); 2 on bad arguments.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "cgp/transport/analyst_client.hpp"
+
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "cgp-analyst: %s\n", message.c_str());
+  return code;
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string& kind,
+                       bool per_user) {
+  nlohmann::json out;
+  out["query_id"] = r.query_id;
+  if (kind == "range" || kind == "kde") out["estimate"] = r.estimate;
+  if (kind == "knn") out["neighbours"] = r.neighbour_ids;
+  if (kind == "threshold") out["below"] = r.below;
+  out["rounds_used"] = r.report.rounds_used;
+  out["asked_per_round"] = r.report.asked_per_round;
+  out["eliminated_per_round"] = r.report.eliminated_per_round;
+  double total = 0, most = 0;
+  std::size_t charged = 0;
+  for (double c : r.report.charged) {
+    total += c;
+    most = std::max(most, c);
+    charged += c > 0 ? 1 : 0;
+  }
+  out["users_charged"] = charged;
+  out["total_charged_rho"] = total;
+  out["max_charged_rho"] = most;
+  if (per_user) out["charged"] = r.report.charged;
+  out["refused"] = r.report.refused;
+  out["rejected"] = r.report.rejected;
+  out["unanswered"] = r.report.unanswered;
+  out["seconds"] = r.seconds;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cgp-analyst: queries to a cgpkit coordinator"};
+  app.require_subcommand(1);
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+  std::string coordinator, credential_file, tls_root_file;
+  app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
+  app.add_option("--credential", credential_file, "file holding the analyst credential");
+  app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
+
+  double rho = 0, beta = 0.1, bandwidth = 0, q = 0, population = 0;
+  std::string method = "PM1", split = "even", id, device;
+  std::size_t rounds = 4, k = 0;
+  bool no_shift = false, per_user = false;
+  std::vector<double> box, disc, point;
+  auto add_query_options = [&](CLI::App* sub) {
+    sub->add_option("--rho", rho, "each user's charge; 0 = adaptive");
+    sub->add_option("--method", method, "BM0|BM1|PM0|PM1");
+    sub->add_option("--c", rounds, "rounds of iterative elimination");
+    sub->add_option("--split", split, "even|double");
+    sub->add_option("--beta", beta, "failure probability");
+    sub->add_flag("--no-shift", no_shift, "BM1/PM1 ranges without the Appendix B shift");
+    sub->add_option("--id", id, "query id (unique; default: the coordinator's)");
+    sub->add_flag("--per-user", per_user, "print every user's charge");
+  };
+  auto* status = app.add_subcommand("status", "the coordinator's counters");
+  auto* range = app.add_subcommand("range", "private range count");
+  range->add_option("--box", box, "X0,Y0,X1,Y1")->delimiter(',')->expected(4);
+  range->add_option("--disc", disc, "X,Y,R")->delimiter(',')->expected(3);
+  add_query_options(range);
+  auto* kde = app.add_subcommand("kde", "private Gaussian KDE");
+  kde->add_option("--point", point, "X,Y,...")->delimiter(',')->required();
+  kde->add_option("--b", bandwidth, "bandwidth")->required();
+  add_query_options(kde);
+  auto* knn = app.add_subcommand("knn", "private k nearest neighbours");
+  knn->add_option("--point", point, "X,Y,...")->delimiter(',')->required();
+  knn->add_option("--k", k, "neighbours")->required();
+  add_query_options(knn);
+  auto* threshold = app.add_subcommand("threshold", "is a curator's count below q·N?");
+  threshold->add_option("--device", device, "the curator's device id")->required();
+  threshold->add_option("--q", q, "fraction q")->required();
+  threshold->add_option("--population", population, "N")->required();
+  add_query_options(threshold);
+  auto* result = app.add_subcommand("result", "a finished query's result");
+  result->add_option("--id", id, "query id")->required();
+  result->add_flag("--per-user", per_user, "print every user's charge");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return fail(2, e.what());
+  }
+
+  cgp::transport::AnalystConnection connection;
+  connection.coordinator_address = coordinator;
+  if (!credential_file.empty()) {
+    std::ifstream in(credential_file, std::ios::binary);
+    if (!in) return fail(2, "--credential: cannot read " + credential_file);
+    connection.credential =
+        trimmed(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  }
+  if (!tls_root_file.empty()) {
+    std::ifstream in(tls_root_file, std::ios::binary);
+    if (!in) return fail(2, "--tls-root: cannot read " + tls_root_file);
+    connection.tls_root_certificate.assign(std::istreambuf_iterator<char>(in),
+                                           std::istreambuf_iterator<char>());
+  }
+  auto client = cgp::transport::AnalystClient::connect(connection);
+  if (!client) return fail(2, client.error().message);
+
+  if (status->parsed()) {
+    auto s = client->status();
+    if (!s) return fail(1, s.error().message);
+    nlohmann::json out{{"enrolled", s->enrolled},
+                       {"connected", s->connected},
+                       {"dimension", s->dimension},
+                       {"device_budget", s->device_budget},
+                       {"queries", s->queries},
+                       {"rounds", s->rounds},
+                       {"requests", s->requests},
+                       {"replies", s->replies},
+                       {"unanswered", s->unanswered},
+                       {"late_replies", s->late_replies},
+                       {"refused_connections", s->refused_connections}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+
+  cgp::coordinator::QueryOptions options;
+  auto parsed_method = cgp::coordinator::parse_method(method);
+  if (!parsed_method) return fail(2, "--method: " + parsed_method.error().message);
+  options.method = *parsed_method;
+  auto parsed_split = cgp::privacy::parse_split_schedule(split);
+  if (!parsed_split) return fail(2, "--split: " + parsed_split.error().message);
+  options.split = *parsed_split;
+  options.rounds = rounds;
+  options.beta = beta;
+  options.shift = !no_shift;
+  options.query_id = id;
+
+  cgp::Expected<cgp::transport::RemoteResult> answer =
+      cgp::Error{cgp::ErrorCode::invalid_argument, "command", "command: none given"};
+  std::string kind;
+  if (range->parsed()) {
+    kind = "range";
+    std::optional<cgp::geometry::Region> region;
+    if (!box.empty() == !disc.empty()) return fail(2, "range needs one of --box or --disc");
+    if (!box.empty()) {
+      const double lo[2] = {box[0], box[1]}, hi[2] = {box[2], box[3]};
+      auto made = cgp::geometry::Box::create(lo, hi);
+      if (!made) return fail(2, "--box: " + made.error().message);
+      region = *made;
+    } else {
+      const double centre[2] = {disc[0], disc[1]};
+      auto made = cgp::geometry::Ball::create(centre, disc[2]);
+      if (!made) return fail(2, "--disc: " + made.error().message);
+      region = *made;
+    }
+    answer = client->range_count(*region, rho, options);
+  } else if (kde->parsed()) {
+    kind = "kde";
+    answer = client->kde(point, bandwidth, rho, options);
+  } else if (knn->parsed()) {
+    kind = "knn";
+    answer = client->knn(point, k, rho, options);
+  } else if (threshold->parsed()) {
+    kind = "threshold";
+    answer = client->threshold(device, q, population, rho, options);
+  } else if (result->parsed()) {
+    answer = client->result(id);
+    kind = answer && !answer->neighbour_ids.empty() ? "knn" : "range";
+  }
+  if (!answer) return fail(1, answer.error().message);
+  std::printf("%s\n", to_json(*answer, kind, per_user).dump(2).c_str());
+  return 0;
+}
