@@ -226,7 +226,8 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   for (std::size_t i = 0; i < members.size(); ++i) {
-    auto device = client::Device::open_for_simulation(options.config, options.seed, i);
+    auto device =
+        client::Device::open_for_simulation(options.config, options.seed, options.first_stream + i);
     const auto& location = members[i].location;
     if (auto s = device.register_component("location", location.size()); !s) return s.error();
     if (auto s = device.set_component("location", location); !s) return s.error();

@@ -218,6 +218,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   const std::size_t asked = request.users.size();
   const std::size_t out_dim = request.statistic == StatisticKind::location ? dimension_ : 1;
   replies.resize(asked, out_dim);
+  const auto began = std::chrono::steady_clock::now();
   const detail::ReplyKey key{request.query_id, request.round};
   auto round = std::make_shared<detail::PendingRound>();
   round->output_dimension = out_dim;
@@ -291,7 +292,10 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   });
   core.log("event=round query=" + request.query_id + " round=" + std::to_string(request.round) +
            " asked=" + std::to_string(asked) + " replies=" + std::to_string(answered) +
-           " unanswered=" + std::to_string(unanswered));
+           " unanswered=" + std::to_string(unanswered) + " ms=" +
+           std::to_string(
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began)
+                   .count()));
 }
 
 }  // namespace cgp::transport

@@ -1,12 +1,14 @@
 // cgp-device-swarm: N simulated devices in one process, each on its own stream to a coordinator
 // (gRPC callback API: no thread per device), for load and fault tests.
 //
-//   cgp-device-swarm --coordinator HOST:PORT --count N [--data FILE] [--projection local|mercator]
+//   cgp-device-swarm --coordinator HOST:PORT --count N [--offset K] [--data FILE]
+//                    [--projection local|mercator]
 //                    [--secrets FILE] [--prefix device-] [--budget RHO] [--seed S]
 //                    [--tls-root PEM] [--streams-per-connection K] [--duration SECONDS]
 //
-// Device i is PREFIX<i> at row i of --data (projected like cgp-sim does), or of cgp-sim's
-// built-in synthetic city (seed --seed) without --data. --secrets: the CSV "id,credential" that
+// Device i is PREFIX<K+i> at row K+i of --data (projected like cgp-sim does), or of cgp-sim's
+// built-in synthetic city (seed --seed) without --data: several swarms with disjoint --offset
+// ranges serve one enrolment. --secrets: the CSV "id,credential" that
 // `cgp-coordinator enrol --count` wrote. Runs until SIGINT/SIGTERM or --duration; prints its
 // counters every 10 s and at the end. Exit 2 on bad arguments, 3 on unreadable data.
 #include <signal.h>
@@ -46,11 +48,12 @@ int main(int argc, char** argv) {
   CLI::App app{"cgp-device-swarm: many simulated devices serving a cgpkit coordinator"};
   std::string coordinator, data_file, projection = "local", secrets_file, prefix = "device-",
                                       tls_root_file;
-  std::size_t count = 0, per_connection = 500;
+  std::size_t count = 0, offset = 0, per_connection = 500;
   double budget = 1.0, duration = 0;
   std::uint64_t seed = 1;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
   app.add_option("--count", count, "number of devices")->required();
+  app.add_option("--offset", offset, "first device number and data row");
   app.add_option("--data", data_file, "CSV of locations (lon,lat or x,y)");
   app.add_option("--projection", projection, "local|mercator, for lon/lat data");
   app.add_option("--secrets", secrets_file, "CSV id,credential (cgp-coordinator enrol --count)");
@@ -78,7 +81,7 @@ int main(int argc, char** argv) {
 
   cgp::sim::Dataset data;
   if (data_file.empty()) {
-    data = cgp::sim::synthetic_locations(count, seed);
+    data = cgp::sim::synthetic_locations(offset + count, seed);
   } else {
     auto loaded = cgp::sim::load_locations(data_file, *kind);
     if (!loaded) return fail(3, loaded.error().message);
@@ -100,19 +103,20 @@ int main(int argc, char** argv) {
   }
   std::vector<cgp::transport::SwarmMember> members;
   members.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::string id = prefix + std::to_string(i);
+  for (std::size_t row = offset; row < offset + count; ++row) {
+    const std::string id = prefix + std::to_string(row);
     auto secret = secrets.find(id);
     if (!secrets_file.empty() && secret == secrets.end())
       return fail(2, "--secrets: no credential for " + id);
     members.push_back({id,
                        secret == secrets.end() ? "" : secret->second,
-                       {data.points[2 * i], data.points[2 * i + 1]}});
+                       {data.points[2 * row], data.points[2 * row + 1]}});
   }
   cgp::transport::SwarmOptions options;
   options.coordinator_address = coordinator;
   options.config = *config;
   options.seed = seed;
+  options.first_stream = offset;
   options.streams_per_connection = per_connection;
   if (!tls_root_file.empty()) {
     std::ifstream in(tls_root_file, std::ios::binary);

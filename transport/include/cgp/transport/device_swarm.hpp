@@ -27,7 +27,8 @@ struct SwarmOptions {
   std::string coordinator_address;   // host:port
   std::string tls_root_certificate;  // PEM; empty = plaintext
   DeviceConfig config = *DeviceConfig::cgp(1.0);
-  std::uint64_t seed = 1;                    // device i draws noise from stream i of this seed
+  std::uint64_t seed = 1;                    // device i draws noise from stream first_stream + i
+  std::uint64_t first_stream = 0;            // of this seed
   std::size_t streams_per_connection = 500;  // devices sharing one TCP connection
 };
 

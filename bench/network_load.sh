@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Network load benchmark (not part of ctest): DEVICES devices in SWARMS cgp-device-swarm processes
+# dial one cgp-coordinator over loopback; QUERIES PM1 range queries with c = 64 go through
+# cgp-analyst. Reports rounds/s, device replies/s, coordinator memory per connected device and
+# p50/p99 round latency, from the coordinator's own event log.
+#   bench/network_load.sh BUILD_DIR [DEVICES=10000] [SWARMS=2] [QUERIES=5]
+set -euo pipefail
+build="$(cd "$1" && pwd)"
+devices="${2:-10000}"
+swarms="${3:-2}"
+queries="${4:-5}"
+work="$(mktemp -d)"
+address="127.0.0.1:$((20000 + RANDOM % 20000))"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+
+"$build/transport/cgp-coordinator" credential --out analyst.key
+"$build/transport/cgp-coordinator" enrol --devices devices.csv --count "$devices" \
+  --secrets-out secrets.csv
+"$build/transport/cgp-coordinator" serve --listen "$address" --devices devices.csv \
+  --analyst-credential analyst.key --budget 1000 --deadline-ms 10000 2> coordinator.log &
+coordinator=$!
+pids+=("$coordinator")
+sleep 0.5
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+idle_rss=$(rss_kb "$coordinator")
+
+per=$(( (devices + swarms - 1) / swarms ))
+for ((s = 0; s < swarms; s++)); do
+  offset=$((s * per)); count=$(( devices - offset < per ? devices - offset : per ))
+  "$build/transport/cgp-device-swarm" --coordinator "$address" --offset "$offset" \
+    --count "$count" --secrets secrets.csv --budget 1000 2> "swarm-$s.log" &
+  pids+=("$!")
+done
+connected=0
+for _ in $(seq 1 1200); do
+  connected=$(grep -c '^event=connect ' coordinator.log || true)
+  [ "$connected" -ge "$devices" ] && break
+  sleep 0.1
+done
+echo "connected: $connected of $devices devices"
+connected_rss=$(rss_kb "$coordinator")
+
+start=$(date +%s.%N)
+for ((q = 0; q < queries; q++)); do
+  "$build/transport/cgp-analyst" --coordinator "$address" --credential analyst.key \
+    range --box 2000,2000,12000,12000 --rho 1e-6 --method PM1 --c 64 --id "load-$q" > /dev/null
+done
+end=$(date +%s.%N)
+python3 - "$start" "$end" "$idle_rss" "$connected_rss" "$devices" coordinator.log <<'PY'
+import re, sys
+start, end, idle, connected, devices, log = sys.argv[1:]
+seconds = float(end) - float(start)
+latency, replies = [], 0
+pattern = re.compile(r"event=round query=load-\d+ round=\d+ asked=\d+ replies=(\d+) "
+                     r"unanswered=\d+ ms=([\d.]+)")
+for line in open(log):
+    m = pattern.match(line)
+    if m:
+        replies += int(m.group(1))
+        latency.append(float(m.group(2)))
+latency.sort()
+pct = lambda p: latency[min(len(latency) - 1, int(p * len(latency)))]
+per_device = (int(connected) - int(idle)) / int(devices)
+print(f"wall time              {seconds:.2f} s")
+print(f"rounds                 {len(latency)} ({len(latency) / seconds:.1f} rounds/s)")
+print(f"device replies         {replies} ({replies / seconds:,.0f} replies/s)")
+print(f"round latency          p50 {pct(0.5):.1f} ms, p99 {pct(0.99):.1f} ms")
+print(f"coordinator RSS        idle {int(idle) / 1024:.1f} MiB, with devices "
+      f"{int(connected) / 1024:.1f} MiB: {per_device:.1f} KiB per connected device")
+PY
