@@ -47,15 +47,26 @@ done
 echo "connected: $connected of $devices devices"
 connected_rss=$(rss_kb "$coordinator")
 
+[ -n "${PROFILE:-}" ] && { perf record -F 499 -a -g -o "$PROFILE.all" -- sleep 12 > /dev/null 2>&1 & }
+cpu_seconds() {  # user + system CPU seconds of a process
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
+}
+swarm_cpu() {
+  for pid in "${pids[@]:1}"; do cpu_seconds "$pid"; echo; done | awk '{ t += $1 } END { printf "%.2f", t }'
+}
+coordinator_cpu0=$(cpu_seconds "$coordinator"); swarm_cpu0=$(swarm_cpu)
 start=$(date +%s.%N)
 for ((q = 0; q < queries; q++)); do
   "$build/transport/cgp-analyst" --coordinator "$address" --credential analyst.key \
     range --box 2000,2000,12000,12000 --rho 1e-6 --method PM1 --c 64 --id "load-$q" > /dev/null
 done
 end=$(date +%s.%N)
-python3 - "$start" "$end" "$idle_rss" "$connected_rss" "$devices" coordinator.log <<'PY'
+coordinator_cpu=$(awk -v a="$(cpu_seconds "$coordinator")" -v b="$coordinator_cpu0" 'BEGIN { print a - b }')
+swarm_cpu=$(awk -v a="$(swarm_cpu)" -v b="$swarm_cpu0" 'BEGIN { print a - b }')
+python3 - "$start" "$end" "$idle_rss" "$connected_rss" "$devices" coordinator.log \
+  "$coordinator_cpu" "$swarm_cpu" <<'PY'
 import re, sys
-start, end, idle, connected, devices, log = sys.argv[1:]
+start, end, idle, connected, devices, log, coordinator_cpu, swarm_cpu = sys.argv[1:]
 seconds = float(end) - float(start)
 latency, replies = [], 0
 pattern = re.compile(r"event=round query=load-\d+ round=\d+ asked=\d+ replies=(\d+) "
@@ -72,6 +83,9 @@ print(f"wall time              {seconds:.2f} s")
 print(f"rounds                 {len(latency)} ({len(latency) / seconds:.1f} rounds/s)")
 print(f"device replies         {replies} ({replies / seconds:,.0f} replies/s)")
 print(f"round latency          p50 {pct(0.5):.1f} ms, p99 {pct(0.99):.1f} ms")
+print(f"CPU during the queries coordinator {float(coordinator_cpu):.1f} s "
+      f"({1e6 * float(coordinator_cpu) / replies:.1f} µs per reply), swarms {float(swarm_cpu):.1f} s "
+      f"({1e6 * float(swarm_cpu) / replies:.1f} µs per reply)")
 print(f"coordinator RSS        idle {int(idle) / 1024:.1f} MiB, with devices "
       f"{int(connected) / 1024:.1f} MiB: {per_device:.1f} KiB per connected device")
 PY

@@ -42,7 +42,7 @@ void fill_report(const Report& report, v1::QueryResult& out) {
 
 }  // namespace
 
-struct CoordinatorService::Impl final : public v1::Analyst::Service {
+struct CoordinatorService::Impl {
   CoordinatorOptions options;
   std::unique_ptr<DeviceGateway> gateway;
   std::unique_ptr<NetworkFleet> fleet;
@@ -140,7 +140,7 @@ struct CoordinatorService::Impl final : public v1::Analyst::Service {
   }
 
   grpc::Status RangeCount(grpc::ServerContext* context, const v1::RangeCountQuery* request,
-                          v1::QueryResult* out) override {
+                          v1::QueryResult* out) {
     return run(context, request->options(), "range", out,
                [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
                    v1::QueryResult& result) -> cgp::Status {
@@ -155,7 +155,7 @@ struct CoordinatorService::Impl final : public v1::Analyst::Service {
   }
 
   grpc::Status Kde(grpc::ServerContext* context, const v1::KdeQuery* request,
-                   v1::QueryResult* out) override {
+                   v1::QueryResult* out) {
     return run(context, request->options(), "kde", out,
                [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
                    v1::QueryResult& result) -> cgp::Status {
@@ -170,7 +170,7 @@ struct CoordinatorService::Impl final : public v1::Analyst::Service {
   }
 
   grpc::Status Knn(grpc::ServerContext* context, const v1::KnnQuery* request,
-                   v1::QueryResult* out) override {
+                   v1::QueryResult* out) {
     return run(context, request->options(), "knn", out,
                [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
                    v1::QueryResult& result) -> cgp::Status {
@@ -187,7 +187,7 @@ struct CoordinatorService::Impl final : public v1::Analyst::Service {
   }
 
   grpc::Status Threshold(grpc::ServerContext* context, const v1::ThresholdQuery* request,
-                         v1::QueryResult* out) override {
+                         v1::QueryResult* out) {
     return run(context, request->options(), "threshold", out,
                [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
                    v1::QueryResult& result) -> cgp::Status {
@@ -205,7 +205,7 @@ struct CoordinatorService::Impl final : public v1::Analyst::Service {
   }
 
   grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,
-                         v1::QueryResult* out) override {
+                         v1::QueryResult* out) {
     if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
     std::lock_guard lock(query_mutex);
     auto it = results.find(request->query_id());
@@ -216,7 +216,7 @@ struct CoordinatorService::Impl final : public v1::Analyst::Service {
   }
 
   grpc::Status Status(grpc::ServerContext* context, const v1::StatusRequest*,
-                      v1::CoordinatorStatus* out) override {
+                      v1::CoordinatorStatus* out) {
     if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
     const auto c = gateway->counters();
     out->set_enrolled(options.device_ids.size());
@@ -236,6 +236,41 @@ struct CoordinatorService::Impl final : public v1::Analyst::Service {
     return grpc::Status::OK;
   }
 };
+
+namespace {
+
+// The Analyst gRPC service, forwarding to the coordinator (which outlives the server).
+class AnalystEndpoint final : public v1::Analyst::Service {
+ public:
+  explicit AnalystEndpoint(CoordinatorService::Impl& impl) : impl_(impl) {}
+  grpc::Status RangeCount(grpc::ServerContext* c, const v1::RangeCountQuery* q,
+                          v1::QueryResult* r) override {
+    return impl_.RangeCount(c, q, r);
+  }
+  grpc::Status Kde(grpc::ServerContext* c, const v1::KdeQuery* q, v1::QueryResult* r) override {
+    return impl_.Kde(c, q, r);
+  }
+  grpc::Status Knn(grpc::ServerContext* c, const v1::KnnQuery* q, v1::QueryResult* r) override {
+    return impl_.Knn(c, q, r);
+  }
+  grpc::Status Threshold(grpc::ServerContext* c, const v1::ThresholdQuery* q,
+                         v1::QueryResult* r) override {
+    return impl_.Threshold(c, q, r);
+  }
+  grpc::Status GetResult(grpc::ServerContext* c, const v1::ResultRequest* q,
+                         v1::QueryResult* r) override {
+    return impl_.GetResult(c, q, r);
+  }
+  grpc::Status Status(grpc::ServerContext* c, const v1::StatusRequest* q,
+                      v1::CoordinatorStatus* r) override {
+    return impl_.Status(c, q, r);
+  }
+
+ private:
+  CoordinatorService::Impl& impl_;
+};
+
+}  // namespace
 
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
@@ -268,7 +303,9 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   impl->allocation =
       *coordinator::AdaptiveBudget::open_ended(config->rho_capacity(), options.horizon);
   GatewayOptions gateway_options = options.gateway;
-  gateway_options.extra_services.push_back(impl.get());
+  gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
+    return std::make_unique<AnalystEndpoint>(*core);
+  });
   auto gateway = DeviceGateway::start(gateway_options);
   if (!gateway) return gateway.error();
   impl->gateway = std::move(*gateway);

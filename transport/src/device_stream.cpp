@@ -131,8 +131,8 @@ void Session::detach() {
   queue_.clear();
 }
 
-grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>* GatewayCore::Connect(
-    grpc::CallbackServerContext*) {
+grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>*
+GatewayCore::open_stream() {
   return new DeviceStream(*this);
 }
 

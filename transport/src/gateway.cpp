@@ -128,6 +128,23 @@ void GatewayCore::close_round(const ReplyKey& key, PendingRound& round) {
 
 struct DeviceGateway::Impl : detail::GatewayCore {};
 
+namespace {
+
+// The device service: its streams go to the gateway core.
+class DeviceEndpoint final : public v1::DeviceGateway::CallbackService {
+ public:
+  explicit DeviceEndpoint(detail::GatewayCore& core) : core_(core) {}
+  grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>* Connect(
+      grpc::CallbackServerContext*) override {
+    return core_.open_stream();
+  }
+
+ private:
+  detail::GatewayCore& core_;
+};
+
+}  // namespace
+
 DeviceGateway::DeviceGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DeviceGateway::~DeviceGateway() {
@@ -170,16 +187,19 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     ssl.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_certificate_chain});
     transport_credentials = grpc::SslServerCredentials(ssl);
   }
-  const std::string& address = options.address;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, transport_credentials, &impl->port);
+  builder.AddListeningPort(options.address, transport_credentials, &impl->port);
   // Oversized messages are refused by gRPC before they are parsed.
   builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
-  builder.RegisterService(impl.get());
-  for (auto* service : options.extra_services) builder.RegisterService(service);
+  impl->endpoints.push_back(std::make_unique<DeviceEndpoint>(*impl));
+  builder.RegisterService(impl->endpoints.back().get());
+  for (const auto& make : options.extra_services) {
+    impl->endpoints.push_back(make());
+    builder.RegisterService(impl->endpoints.back().get());
+  }
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0)
-    return make_error(ErrorCode::invalid_argument, "listen", "cannot listen on " + address);
+    return make_error(ErrorCode::invalid_argument, "listen", "cannot listen on " + options.address);
   return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
 }
 

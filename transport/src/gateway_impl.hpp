@@ -64,10 +64,10 @@ struct PendingRound {
   coordinator::RoundReplies* replies = nullptr;
 };
 
-class GatewayCore : public v1::DeviceGateway::CallbackService {
+class GatewayCore {
  public:
-  grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>* Connect(
-      grpc::CallbackServerContext* context) override;
+  // A new device stream (the reactor deletes itself when gRPC is done with it).
+  grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>* open_stream();
 
   // Checks a Hello; the error is the status the stream finishes with.
   grpc::Status admit(const v1::Hello& hello) const;
@@ -88,6 +88,7 @@ class GatewayCore : public v1::DeviceGateway::CallbackService {
     update(counts);
   }
 
+  std::vector<std::unique_ptr<grpc::Service>> endpoints;  // the device service and extras
   std::unique_ptr<grpc::Server> server;
   std::map<std::string, CredentialDigest> credential_digests;  // device id -> SHA-256
   int port = 0;

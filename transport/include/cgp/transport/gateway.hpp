@@ -33,8 +33,8 @@ struct GatewayOptions {
   std::map<std::string, std::string> device_credentials;
   // The same by SHA-256 digest, as an enrolment file keeps them (the secrets stay on devices).
   std::map<std::string, std::array<unsigned char, 32>> device_credential_digests;
-  // Further gRPC services served on the same port (e.g. the analyst service); not owned.
-  std::vector<grpc::Service*> extra_services;
+  // Further gRPC services served on the same port (e.g. the analyst service), each made once.
+  std::vector<std::function<std::unique_ptr<grpc::Service>()>> extra_services;
   // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
   // from several threads at once. Empty: no log.
   std::function<void(const std::string&)> log;
