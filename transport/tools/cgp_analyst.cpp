@@ -1,7 +1,7 @@
 // cgp-analyst: submit queries to a cgpkit coordinator service and read results, as JSON.
 //
 //   cgp-analyst --coordinator HOST:PORT --credential FILE [--tls-root PEM] COMMAND ...
-//     status
+//     status    [--wait-connected N [--timeout SECONDS]]
 //     range     (--box X0,Y0,X1,Y1 | --disc X,Y,R)  [query options]
 //     kde       --point X,Y,... --b BANDWIDTH         [query options]
 //     knn       --point X,Y,... --k K                 [query options]
@@ -13,12 +13,15 @@
 // Exit 0 with the JSON result on stdout; 1 when the coordinator refuses or fails (the error
 // names the parameter); 2 on bad arguments.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 
+#include "cgp/common/validate.hpp"
 #include "cgp/transport/analyst_client.hpp"
 
 namespace {
@@ -88,7 +91,12 @@ int main(int argc, char** argv) {
     sub->add_option("--id", id, "query id (unique; default: the coordinator's)");
     sub->add_flag("--per-user", per_user, "print every user's charge");
   };
+  std::size_t wait_connected = 0;
+  double timeout = 60;
   auto* status = app.add_subcommand("status", "the coordinator's counters");
+  status->add_option("--wait-connected", wait_connected,
+                     "first wait until this many devices are connected");
+  status->add_option("--timeout", timeout, "seconds to wait at most (exit 1 after)");
   auto* range = app.add_subcommand("range", "private range count");
   range->add_option("--box", box, "X0,Y0,X1,Y1")->delimiter(',')->expected(4);
   range->add_option("--disc", disc, "X,Y,R")->delimiter(',')->expected(3);
@@ -135,7 +143,20 @@ int main(int argc, char** argv) {
 
   if (status->parsed()) {
     auto s = client->status();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    // Waiting also covers a coordinator that is still starting (unreachable); a refused
+    // credential is final.
+    while ((s ? s->connected < wait_connected
+              : wait_connected > 0 && s.error().parameter == "coordinator") &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      s = client->status();
+    }
     if (!s) return fail(1, s.error().message);
+    if (s->connected < wait_connected)
+      return fail(1, "--wait-connected: " + std::to_string(s->connected) + " of " +
+                         std::to_string(wait_connected) + " devices connected after " +
+                         cgp::format_number(timeout) + " s");
     nlohmann::json out{{"enrolled", s->enrolled},
                        {"connected", s->connected},
                        {"dimension", s->dimension},

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> components;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
   app.add_option("--id", id, "this device's id")->required();
-  app.add_option("--credential", credential_file, "file holding this device's credential");
+  app.add_option("--credential", credential_file,
+                 "file holding this device's credential (trailing newlines ignored)");
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
   app.add_option("--ledger", ledger, "SQLite ledger file (created if absent)")->required();
   app.add_option("--budget", budget, "total rho of the CGP filter")->required();
@@ -118,6 +119,10 @@ int main(int argc, char** argv) {
   cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}};
   if (!credential_file.empty() && !read_file(credential_file, connection.credential))
     return fail(2, "--credential: cannot read " + credential_file);
+  // The file's trailing newline is not part of the credential.
+  while (!connection.credential.empty() &&
+         (connection.credential.back() == '\n' || connection.credential.back() == '\r'))
+    connection.credential.pop_back();
   if (!tls_root_file.empty() && !read_file(tls_root_file, connection.tls_root_certificate))
     return fail(2, "--tls-root: cannot read " + tls_root_file);
   std::chrono::milliseconds backoff{100};

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the README's "Deploying" block as written, in a scratch directory, with the build's
+# programs on PATH; fails if any command in it fails. Usage: readme_deploying.sh README BUILD_DIR
+set -euo pipefail
+readme="$1"
+build="$(cd "$2" && pwd)"
+# The second ```sh block after "## Deploying" (the first sets PATH).
+block="$(awk '/^## Deploying/ { on = 1 } on && /^```sh/ { n++; if (n == 2) { grab = 1; next } }
+              grab && /^```/ { exit } grab { print }' "$readme")"
+[ -n "$block" ] || { echo "no Deploying block in $readme" >&2; exit 1; }
+work="$(mktemp -d)"
+trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$work"' EXIT
+cd "$work"
+export PATH="$build/transport:$build/sim:$PATH"
+# A free port instead of the README's 7443, so that parallel test runs do not collide.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+block="${block//7443/$port}"
+printf '%s\n' "$block" > deploying.sh
+bash -euo pipefail deploying.sh > out.txt 2> err.txt || {
+  echo "the Deploying block failed:" >&2; cat out.txt err.txt >&2
+  for log in coordinator.log swarm.log; do [ -f "$log" ] && tail -5 "$log" >&2; done
+  exit 1
+}
+cat out.txt
+# The queries answered: a range estimate, five neighbours, no device unanswered in the first.
+grep -q '"estimate"' out.txt
+grep -q '"sim-\|"phone-1"' out.txt
+grep -q '"connected": 501' out.txt
