@@ -9,14 +9,20 @@ block="$(awk '/^## Deploying/ { on = 1 } on && /^```sh/ { n++; if (n == 2) { gra
               grab && /^```/ { exit } grab { print }' "$readme")"
 [ -n "$block" ] || { echo "no Deploying block in $readme" >&2; exit 1; }
 work="$(mktemp -d)"
-trap 'pkill -P $$ 2>/dev/null || true; rm -rf "$work"' EXIT
+# The block runs in its own session: whatever it leaves running (it starts servers in the
+# background) is stopped at exit, also when a command in it fails.
+cleanup() {
+  [ -f "$work/session" ] && pkill -s "$(cat "$work/session")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 cd "$work"
 export PATH="$build/transport:$build/sim:$PATH"
 # A free port instead of the README's 7443, so that parallel test runs do not collide.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 block="${block//7443/$port}"
 printf '%s\n' "$block" > deploying.sh
-bash -euo pipefail deploying.sh > out.txt 2> err.txt || {
+setsid -w bash -c 'echo $$ > session; exec bash -euo pipefail deploying.sh' > out.txt 2> err.txt || {
   echo "the Deploying block failed:" >&2; cat out.txt err.txt >&2
   for log in coordinator.log swarm.log; do [ -f "$log" ] && tail -5 "$log" >&2; done
   exit 1

@@ -105,6 +105,8 @@ Expected<AnalystClient> AnalystClient::connect(const AnalystConnection& connecti
   grpc::ChannelArguments arguments;
   // Results carry one charge per user: a million users is 8 MB.
   arguments.SetMaxReceiveMessageSize(256 << 20);
+  // Waiting for a coordinator that is starting (status --wait-connected) polls every second.
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto credentials = connection.tls_root_certificate.empty()
                          ? grpc::InsecureChannelCredentials()
                          : grpc::SslCredentials({connection.tls_root_certificate, "", ""});

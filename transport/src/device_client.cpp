@@ -21,6 +21,9 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   const std::string& device_id = connection.device_id;
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
+  // A fresh connection per call: the caller paces reconnects (cgp-device --reconnect), not a
+  // process-wide subchannel still backing off from the coordinator's last restart.
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (connection.tls_root_certificate.empty()) {
     credentials = grpc::InsecureChannelCredentials();

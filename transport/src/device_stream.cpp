@@ -1,139 +1,134 @@
-// The coordinator's end of one device's stream (gRPC callback API): Hello and its credential
-// first, then replies delivered to the rounds that asked for them.
+// The coordinator's end of one device's stream (gRPC completion-queue API): Hello and its
+// credential first, then replies delivered to the rounds that asked for them.
 #include "cgp/common/wire/limits.hpp"
 #include "gateway_impl.hpp"
 
 namespace cgp::transport::detail {
 
-class DeviceStream final
-    : public grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice> {
- public:
-  explicit DeviceStream(GatewayCore& gateway) : gateway_(gateway) { StartRead(&incoming_); }
+void Session::listen() {
+  self_ = shared_from_this();
+  core_.device_service.RequestConnect(&context_, &stream_, &queue_, &queue_, &accepted_tag_);
+}
 
-  void OnReadDone(bool ok) override {
-    if (!ok) return end(grpc::Status::OK);
-    if (!session_) {
-      if (!incoming_.has_hello()) {
-        gateway_.count([](GatewayCounters& c) { ++c.refused_connections; });
-        gateway_.log("event=refused reason=no-hello");
-        return refuse({grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"});
+void Session::start_read() {
+  reading_ = true;
+  stream_.Read(&incoming_, &read_tag_);
+}
+
+void Session::on_event(Op op, bool ok) {
+  switch (op) {
+    case Op::accepted:
+      if (ok) {
+        // The next device on this queue gets a fresh listener.
+        std::make_shared<Session>(core_, queue_)->listen();
+        std::lock_guard lock(mutex_);
+        accepted_ = true;
+        start_read();
       }
-      if (auto admitted = gateway_.admit(incoming_.hello()); !admitted.ok())
-        return refuse(std::move(admitted));
-      session_ = std::make_shared<Session>(incoming_.hello().device_id(), this);
-      v1::CoordinatorToDevice welcome;
-      welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
-      session_->push(std::move(welcome));
-      gateway_.attach(session_);
-    } else if (incoming_.has_reply()) {
-      gateway_.deliver(session_->id(), incoming_.reply());
-    } else if (incoming_.has_goodbye()) {
-      return end(grpc::Status::OK);
-    }
-    StartRead(&incoming_);
-  }
-
-  void OnWriteDone(bool ok) override { session_->on_write_done(ok); }
-
-  void OnCancel() override { end(grpc::Status::CANCELLED); }
-
-  void OnDone() override {
-    if (session_) {
-      session_->detach();
-      gateway_.detach(session_);
-    }
-    delete this;
-  }
-
- private:
-  void refuse(grpc::Status status) {
-    if (!refused_) {
-      refused_ = true;
-      Finish(std::move(status));
+      break;
+    case Op::read:
+      on_read(ok);
+      break;
+    case Op::write:
+      on_write(ok);
+      break;
+    case Op::finish: {
+      std::lock_guard lock(mutex_);
+      finish_done_ = true;
+      break;
     }
   }
-  void end(grpc::Status status) {
-    if (session_)
-      session_->finish(std::move(status));
-    else
-      refuse(std::move(status));
-  }
+  release_if_idle();
+}
 
-  GatewayCore& gateway_;
-  v1::DeviceToCoordinator incoming_;
-  std::shared_ptr<Session> session_;  // set once the Hello is accepted
-  bool refused_ = false;              // Finish called before a session existed
-};
-
-bool Session::push(v1::CoordinatorToDevice message) {
-  const v1::CoordinatorToDevice* next = nullptr;
-  DeviceStream* stream = nullptr;
+void Session::on_read(bool ok) {
   {
     std::lock_guard lock(mutex_);
-    if (!stream_ || finish_requested_) return false;
-    queue_.push_back(std::move(message));
-    if (writing_) return true;
-    writing_ = true;
-    next = &queue_.front();  // deque: stays put while others are appended
-    stream = stream_;
+    reading_ = false;
   }
-  // Outside the lock: gRPC may run the reaction inline.
-  stream->StartWrite(next);
+  if (!ok) return finish(grpc::Status::OK);  // the device half-closed or went away
+  if (id_.empty()) {
+    if (!incoming_.has_hello()) {
+      core_.count([](GatewayCounters& c) { ++c.refused_connections; });
+      core_.log("event=refused reason=no-hello");
+      return finish({grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"});
+    }
+    if (auto admitted = core_.admit(incoming_.hello()); !admitted.ok())
+      return finish(std::move(admitted));
+    id_ = incoming_.hello().device_id();
+    v1::CoordinatorToDevice welcome;
+    welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
+    push(std::move(welcome));
+    {
+      std::lock_guard lock(mutex_);
+      attached_ = true;
+    }
+    core_.attach(shared_from_this());
+  } else if (incoming_.has_reply()) {
+    core_.deliver(id_, incoming_.reply());
+  } else if (incoming_.has_goodbye()) {
+    return finish(grpc::Status::OK);
+  }
+  std::lock_guard lock(mutex_);
+  if (!finish_requested_) start_read();
+}
+
+void Session::on_write(bool ok) {
+  std::lock_guard lock(mutex_);
+  outgoing_.pop_front();
+  if (!ok) {
+    outgoing_.clear();  // the stream is broken
+    if (!finish_requested_) {
+      finish_requested_ = true;
+      finish_status_ = grpc::Status::CANCELLED;
+    }
+  }
+  if (finish_requested_) {
+    writing_ = false;
+    if (!finish_sent_) {
+      finish_sent_ = true;
+      stream_.Finish(finish_status_, &finish_tag_);
+    }
+  } else if (!outgoing_.empty()) {
+    stream_.Write(outgoing_.front(), &write_tag_);
+  } else {
+    writing_ = false;
+  }
+}
+
+bool Session::push(v1::CoordinatorToDevice message) {
+  std::lock_guard lock(mutex_);
+  if (!accepted_ || finish_requested_) return false;
+  outgoing_.push_back(std::move(message));
+  if (writing_) return true;
+  writing_ = true;
+  stream_.Write(outgoing_.front(), &write_tag_);
   return true;
 }
 
 void Session::finish(grpc::Status status) {
-  DeviceStream* stream = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    if (!stream_ || finish_requested_) return;
-    finish_requested_ = true;
-    finish_status_ = std::move(status);
-    if (writing_) return;  // on_write_done finishes
-    stream = stream_;
-  }
-  stream->Finish(finish_status_);
-}
-
-void Session::on_write_done(bool ok) {
-  const v1::CoordinatorToDevice* next = nullptr;
-  bool finish_now = false;
-  DeviceStream* stream = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    queue_.pop_front();
-    if (!ok) {
-      queue_.clear();  // the stream is broken: the read side ends it
-      if (!finish_requested_) {
-        finish_requested_ = true;
-        finish_status_ = grpc::Status::CANCELLED;
-      }
-    }
-    stream = stream_;
-    if (finish_requested_) {
-      writing_ = false;
-      finish_now = true;
-    } else if (!queue_.empty()) {
-      next = &queue_.front();
-    } else {
-      writing_ = false;
-    }
-  }
-  if (finish_now)
-    stream->Finish(finish_status_);
-  else if (next)
-    stream->StartWrite(next);
-}
-
-void Session::detach() {
   std::lock_guard lock(mutex_);
-  stream_ = nullptr;
-  queue_.clear();
+  if (!accepted_ || finish_requested_) return;
+  finish_requested_ = true;
+  finish_status_ = std::move(status);
+  if (writing_) return;  // on_write finishes
+  finish_sent_ = true;
+  stream_.Finish(finish_status_, &finish_tag_);
 }
 
-grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>*
-GatewayCore::open_stream() {
-  return new DeviceStream(*this);
+void Session::release_if_idle() {
+  bool detach = false;
+  {
+    std::lock_guard lock(mutex_);
+    // A listener whose wait was cancelled (shutdown), or a finished stream with nothing in
+    // flight.
+    const bool done = !accepted_ || (finish_done_ && !reading_ && !writing_);
+    if (!done || !self_) return;
+    detach = attached_;
+    attached_ = false;
+  }
+  if (detach) core_.detach(shared_from_this());
+  auto last = std::move(self_);  // may destroy this when the function returns
 }
 
 grpc::Status GatewayCore::admit(const v1::Hello& hello) const {

@@ -245,6 +245,9 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     arguments.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
     // Its own TCP connection per channel: otherwise equal channels share one.
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // The swarm paces its redials (100 ms to 5 s); gRPC's own backoff must not be slower.
+    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
     impl->channels.push_back(
         grpc::CreateCustomChannel(options.coordinator_address, credentials, arguments));
     impl->stubs.push_back(v1::DeviceGateway::NewStub(impl->channels.back()));

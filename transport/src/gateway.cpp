@@ -128,34 +128,43 @@ void GatewayCore::close_round(const ReplyKey& key, PendingRound& round) {
 
 struct DeviceGateway::Impl : detail::GatewayCore {};
 
-namespace {
+namespace detail {
 
-// The device service: its streams go to the gateway core.
-class DeviceEndpoint final : public v1::DeviceGateway::CallbackService {
- public:
-  explicit DeviceEndpoint(detail::GatewayCore& core) : core_(core) {}
-  grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>* Connect(
-      grpc::CallbackServerContext*) override {
-    return core_.open_stream();
+void GatewayCore::serve() {
+  for (auto& queue : queues) {
+    // A few listeners per queue, so that a crowd of devices connecting is accepted quickly.
+    for (int i = 0; i < 4; ++i) std::make_shared<Session>(*this, *queue)->listen();
+    queue_threads.emplace_back([q = queue.get()] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (q->Next(&tag, &ok)) {
+        auto* t = static_cast<Session::Tag*>(tag);
+        t->session->on_event(t->op, ok);
+      }
+    });
   }
+}
 
- private:
-  detail::GatewayCore& core_;
-};
+void GatewayCore::shutdown() {
+  std::vector<std::shared_ptr<Session>> open;
+  {
+    std::lock_guard lock(mutex);
+    for (const auto& [id, session] : sessions) open.push_back(session);
+  }
+  for (const auto& session : open) session->finish(grpc::Status::OK);
+  open.clear();
+  // Calls still open after the grace period are cancelled; then the queues drain.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  for (auto& queue : queues) queue->Shutdown();
+  for (auto& thread : queue_threads) thread.join();
+}
 
-}  // namespace
+}  // namespace detail
 
 DeviceGateway::DeviceGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DeviceGateway::~DeviceGateway() {
-  // Ends every device stream, then waits (briefly) for gRPC to finish them.
-  std::vector<std::shared_ptr<detail::Session>> open;
-  {
-    std::lock_guard lock(impl_->mutex);
-    for (const auto& [id, session] : impl_->sessions) open.push_back(session);
-  }
-  for (const auto& session : open) session->finish(grpc::Status::OK);
-  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  impl_->shutdown();
 }
 
 Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const std::string& address) {
@@ -191,15 +200,29 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   builder.AddListeningPort(options.address, transport_credentials, &impl->port);
   // Oversized messages are refused by gRPC before they are parsed.
   builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
-  impl->endpoints.push_back(std::make_unique<DeviceEndpoint>(*impl));
-  builder.RegisterService(impl->endpoints.back().get());
+  builder.RegisterService(&impl->device_service);
+  if (options.completion_queues == 0 || options.completion_queues > 256)
+    return make_error(ErrorCode::out_of_range, "completion_queues",
+                      "completion_queues must be 1..256");
+  for (std::size_t q = 0; q < options.completion_queues; ++q)
+    impl->queues.push_back(builder.AddCompletionQueue());
   for (const auto& make : options.extra_services) {
     impl->endpoints.push_back(make());
     builder.RegisterService(impl->endpoints.back().get());
   }
   impl->server = builder.BuildAndStart();
-  if (!impl->server || impl->port == 0)
+  if (!impl->server || impl->port == 0) {
+    if (impl->server) impl->server->Shutdown();
+    for (auto& queue : impl->queues) {
+      queue->Shutdown();
+      void* tag;
+      bool ok;
+      while (queue->Next(&tag, &ok)) {
+      }
+    }
     return make_error(ErrorCode::invalid_argument, "listen", "cannot listen on " + options.address);
+  }
+  impl->serve();
   return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
 }
 

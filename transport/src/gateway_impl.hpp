@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 
 #include "cgp/coordinator/fleet.hpp"
@@ -28,28 +29,56 @@ namespace cgp::transport::detail {
 using ReplyKey = std::pair<std::string, std::uint32_t>;
 using CredentialDigest = std::array<unsigned char, crypto_hash_sha256_BYTES>;
 
-class DeviceStream;
+class GatewayCore;
 
-// A connected device: the write side of its stream. Writes are queued because a callback stream
-// takes one write at a time; Finish waits for the write in flight.
-class Session {
+// One device's stream on gRPC's completion-queue API. Its events arrive on the one queue thread
+// that owns it; writes and finishes may be started from any thread (a round pushing requests,
+// a reconnect replacing the stream, shutdown), so every call into gRPC is made under mutex_.
+// gRPC never completes an operation inline here, so holding the mutex across the call is safe.
+// The session keeps itself alive (self_) while gRPC holds any of its operations.
+class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::string id, DeviceStream* stream) : id_(std::move(id)), stream_(stream) {}
+  using Stream = grpc::ServerAsyncReaderWriter<v1::CoordinatorToDevice, v1::DeviceToCoordinator>;
+  enum class Op : std::uint8_t { accepted, read, write, finish };
+  struct Tag {
+    Session* session;
+    Op op;
+  };
+
+  Session(GatewayCore& core, grpc::ServerCompletionQueue& queue) : core_(core), queue_(queue) {}
+  // Waits for the next device to connect on this queue.
+  void listen();
+  // From the queue thread: one completed operation.
+  void on_event(Op op, bool ok);
+
+  // The device id, once its Hello was accepted (fixed from then on).
   const std::string& id() const noexcept { return id_; }
-  // False when the stream is finishing or gone.
+  // Any thread. False when the stream is finishing or gone.
   bool push(v1::CoordinatorToDevice message);
   void finish(grpc::Status status);
-  // From the stream's reactions only.
-  void on_write_done(bool ok);
-  void detach();
 
  private:
-  const std::string id_;
+  void on_read(bool ok);
+  void on_write(bool ok);
+  void start_read();  // under mutex_
+  // Releases self_ once nothing is in flight; the last event's caller may be the last owner.
+  void release_if_idle();
+
+  GatewayCore& core_;
+  grpc::ServerCompletionQueue& queue_;
+  grpc::ServerContext context_;
+  Stream stream_{&context_};
+  Tag accepted_tag_{this, Op::accepted}, read_tag_{this, Op::read}, write_tag_{this, Op::write},
+      finish_tag_{this, Op::finish};
+  std::string id_;
+  v1::DeviceToCoordinator incoming_;
+
   std::mutex mutex_;
-  DeviceStream* stream_;  // null once the stream is done
-  std::deque<v1::CoordinatorToDevice> queue_;
-  bool writing_ = false, finish_requested_ = false;
+  std::deque<v1::CoordinatorToDevice> outgoing_;
+  bool accepted_ = false, attached_ = false, reading_ = false, writing_ = false;
+  bool finish_requested_ = false, finish_sent_ = false, finish_done_ = false;
   grpc::Status finish_status_;
+  std::shared_ptr<Session> self_;
 };
 
 // One round in flight: where the replies go and how many are still awaited.
@@ -66,8 +95,10 @@ struct PendingRound {
 
 class GatewayCore {
  public:
-  // A new device stream (the reactor deletes itself when gRPC is done with it).
-  grpc::ServerBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice>* open_stream();
+  // Serving: a thread per completion queue, each with streams waiting for devices.
+  void serve();
+  // Ends every stream, stops the server and joins the queue threads.
+  void shutdown();
 
   // Checks a Hello; the error is the status the stream finishes with.
   grpc::Status admit(const v1::Hello& hello) const;
@@ -88,7 +119,13 @@ class GatewayCore {
     update(counts);
   }
 
-  std::vector<std::unique_ptr<grpc::Service>> endpoints;  // the device service and extras
+  // Streams are spread over several completion queues: Debian's libgrpc keeps gRPC's debug
+  // check of outstanding operations, a linear scan of the queue's pending tags at every
+  // completion, so one queue with n connected devices costs O(n) per reply.
+  v1::DeviceGateway::AsyncService device_service;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
+  std::vector<std::thread> queue_threads;
+  std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
   std::unique_ptr<grpc::Server> server;
   std::map<std::string, CredentialDigest> credential_digests;  // device id -> SHA-256
   int port = 0;

@@ -1,7 +1,8 @@
 // The coordinator's side of the network (DESIGN §4): a gRPC server devices dial into, and a
 // Fleet over the connected devices, so that the query engine runs unchanged over the network.
 //
-// gRPC's callback API serves every stream from a small thread pool: no thread per device.
+// Device streams run on gRPC's completion-queue API over a fixed set of threads: no thread
+// per device.
 #pragma once
 
 #include <array>
@@ -35,6 +36,9 @@ struct GatewayOptions {
   std::map<std::string, std::array<unsigned char, 32>> device_credential_digests;
   // Further gRPC services served on the same port (e.g. the analyst service), each made once.
   std::vector<std::function<std::unique_ptr<grpc::Service>()>> extra_services;
+  // Device streams are spread over this many completion queues, a thread each (not a thread
+  // per device). More queues make each completion cheaper when many devices are connected.
+  std::size_t completion_queues = 16;
   // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
   // from several threads at once. Empty: no log.
   std::function<void(const std::string&)> log;
