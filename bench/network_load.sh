@@ -24,7 +24,7 @@ cd "$work"
 "$build/transport/cgp-coordinator" enrol --devices devices.csv --count "$devices" \
   --secrets-out secrets.csv
 "$build/transport/cgp-coordinator" serve --listen "$address" --devices devices.csv \
-  --analyst-credential analyst.key --budget 1000 --deadline-ms 10000 2> coordinator.log &
+  --analyst-credential analyst.key --budget 1000 --deadline-ms 10000 --queues "${COORDINATOR_QUEUES:-8}" 2> coordinator.log &
 coordinator=$!
 pids+=("$coordinator")
 sleep 0.5
@@ -35,7 +35,8 @@ per=$(( (devices + swarms - 1) / swarms ))
 for ((s = 0; s < swarms; s++)); do
   offset=$((s * per)); count=$(( devices - offset < per ? devices - offset : per ))
   "$build/transport/cgp-device-swarm" --coordinator "$address" --offset "$offset" \
-    --count "$count" --secrets secrets.csv --budget 1000 2> "swarm-$s.log" &
+    --count "$count" --secrets secrets.csv --budget 1000 --queues "${SWARM_QUEUES:-4}" --streams-per-connection "${PER_CONNECTION:-500}" \
+    2> "swarm-$s.log" &
   pids+=("$!")
 done
 connected=0
@@ -47,7 +48,7 @@ done
 echo "connected: $connected of $devices devices"
 connected_rss=$(rss_kb "$coordinator")
 
-[ -n "${PROFILE:-}" ] && { perf record -F 499 -a -g -o "$PROFILE.all" -- sleep 12 > /dev/null 2>&1 & }
+[ -n "${PROFILE:-}" ] && { perf record -F 999 -g -o "$PROFILE.coordinator" -p "$coordinator" -- sleep 8 > /dev/null 2>&1 & perf record -F 999 -g -o "$PROFILE.swarm" -p "${pids[1]}" -- sleep 8 > /dev/null 2>&1 & }
 cpu_seconds() {  # user + system CPU seconds of a process
   awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
 }

@@ -40,6 +40,10 @@ struct DeviceSwarm::Impl {
   mutable std::condition_variable changed;
   std::size_t welcomed = 0;
   std::atomic<std::uint64_t> requests{0}, replies{0}, refused{0}, lost{0};
+  // Streams spread over several completion queues, a thread each (see gateway_impl.hpp for
+  // why one queue does not scale with Debian's libgrpc).
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> queues;
+  std::vector<std::thread> queue_threads;
   bool stopping = false;
   std::jthread redialer;  // redials devices whose stream ended, with backoff
 
@@ -60,27 +64,64 @@ struct DeviceSwarm::Impl {
 
 namespace {
 
-// One device's stream. Owned by its Member; gRPC calls OnDone once every operation has ended.
-class SwarmStream final
-    : public grpc::ClientBidiReactor<v1::DeviceToCoordinator, v1::CoordinatorToDevice> {
+// One device's stream on gRPC's completion-queue API. All its events arrive on one queue
+// thread, and only that thread starts its operations (TryCancel excepted, which gRPC allows
+// from anywhere). Owned by its Member; done once the status is in and no write is in flight.
+class SwarmStream {
  public:
+  enum class Op : std::uint8_t { started, read, write, finished };
+  struct Tag {
+    SwarmStream* stream;
+    Op op;
+  };
+
   SwarmStream(DeviceSwarm::Impl& swarm, std::size_t index) : swarm_(swarm), index_(index) {}
 
-  void start(v1::DeviceGateway::Stub& stub) {
-    const Member& member = *swarm_.members[index_];
-    stub.async()->Connect(&context_, this);
-    v1::DeviceToCoordinator hello;
-    hello.mutable_hello()->set_device_id(member.spec.id);
-    hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
-    hello.mutable_hello()->set_credential(member.spec.credential);
-    send(std::move(hello));
-    StartRead(&incoming_);
-    StartCall();
+  void start(v1::DeviceGateway::Stub& stub, grpc::CompletionQueue& queue) {
+    stream_ = stub.PrepareAsyncConnect(&context_, &queue);
+    stream_->StartCall(&started_tag_);
   }
   void cancel() { context_.TryCancel(); }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows with the status
+  void on_event(Op op, bool ok) {
+    switch (op) {
+      case Op::started:
+        if (!ok) return finish();
+        {
+          const Member& member = *swarm_.members[index_];
+          v1::DeviceToCoordinator hello;
+          hello.mutable_hello()->set_device_id(member.spec.id);
+          hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+          hello.mutable_hello()->set_credential(member.spec.credential);
+          send(std::move(hello));
+        }
+        reading_ = true;
+        stream_->Read(&incoming_, &read_tag_);
+        return;
+      case Op::read:
+        reading_ = false;
+        if (!ok) return finish();  // the coordinator ended the stream
+        on_message();
+        reading_ = true;
+        stream_->Read(&incoming_, &read_tag_);
+        return;
+      case Op::write:
+        if (queue_.front().has_reply() && ok) ++swarm_.replies;
+        queue_.pop_front();
+        if (!ok) queue_.clear();
+        if (queue_.empty())
+          writing_ = false;
+        else
+          stream_->Write(queue_.front(), &write_tag_);
+        return maybe_done();
+      case Op::finished:
+        finished_ = true;
+        return maybe_done();
+    }
+  }
+
+ private:
+  void on_message() {
     if (incoming_.has_welcome()) {
       welcomed_ = true;
       swarm_.on_welcome();
@@ -98,47 +139,38 @@ class SwarmStream final
       v1::DeviceToCoordinator out;
       if (out.mutable_reply()->ParseFromString(reply)) send(std::move(out));
     }
-    StartRead(&incoming_);
   }
-
-  void OnWriteDone(bool ok) override {
-    const v1::DeviceToCoordinator* next = nullptr;
-    {
-      std::lock_guard lock(write_mutex_);
-      if (queue_.front().has_reply() && ok) ++swarm_.replies;
-      queue_.pop_front();
-      if (!ok) queue_.clear();
-      if (queue_.empty())
-        writing_ = false;
-      else
-        next = &queue_.front();
-    }
-    if (next) StartWrite(next);
-  }
-
-  void OnDone(const grpc::Status& status) override { swarm_.on_done(index_, welcomed_, status); }
-
- private:
   void send(v1::DeviceToCoordinator message) {
-    const v1::DeviceToCoordinator* next = nullptr;
-    {
-      std::lock_guard lock(write_mutex_);
-      queue_.push_back(std::move(message));
-      if (writing_) return;
-      writing_ = true;
-      next = &queue_.front();
+    if (finishing_) return;
+    queue_.push_back(std::move(message));
+    if (writing_) return;
+    writing_ = true;
+    stream_->Write(queue_.front(), &write_tag_);
+  }
+  void finish() {
+    if (finishing_) return;
+    finishing_ = true;
+    stream_->Finish(&status_, &finished_tag_);
+  }
+  void maybe_done() {
+    if (finished_ && !writing_ && !reading_ && !reported_) {
+      reported_ = true;
+      swarm_.on_done(index_, welcomed_, status_);  // may destroy this stream: last statement
     }
-    StartWrite(next);
   }
 
   DeviceSwarm::Impl& swarm_;
   const std::size_t index_;
   grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::DeviceToCoordinator, v1::CoordinatorToDevice>>
+      stream_;
+  Tag started_tag_{this, Op::started}, read_tag_{this, Op::read}, write_tag_{this, Op::write},
+      finished_tag_{this, Op::finished};
   v1::CoordinatorToDevice incoming_;
-  std::mutex write_mutex_;
   std::deque<v1::DeviceToCoordinator> queue_;
-  bool writing_ = false;
-  bool welcomed_ = false;
+  grpc::Status status_;
+  bool reading_ = false, writing_ = false, finishing_ = false, finished_ = false;
+  bool welcomed_ = false, reported_ = false;
 };
 
 }  // namespace
@@ -152,7 +184,7 @@ void DeviceSwarm::Impl::dial(std::size_t i, bool wait) {
     member.stream = std::make_unique<SwarmStream>(*this, i);
     member.done = false;
   }
-  member.stream->start(*stubs[i / options.streams_per_connection]);
+  member.stream->start(*stubs[i / options.streams_per_connection], *queues[i % queues.size()]);
 }
 
 void DeviceSwarm::Impl::on_done(std::size_t i, bool was_welcomed, const grpc::Status& status) {
@@ -215,12 +247,17 @@ DeviceSwarm::~DeviceSwarm() {
       if (!member->done) return false;
     return true;
   });
+  lock.unlock();
+  for (auto& queue : impl_->queues) queue->Shutdown();
+  for (auto& thread : impl_->queue_threads) thread.join();
 }
 
 Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& options,
                                                           std::vector<SwarmMember> members) {
   if (members.empty())
     return make_error(ErrorCode::invalid_argument, "count", "a swarm needs at least one device");
+  if (options.completion_queues == 0 || options.completion_queues > 256)
+    return make_error(ErrorCode::out_of_range, "completion_queues", "must be 1..256");
   if (options.streams_per_connection == 0)
     return make_error(ErrorCode::invalid_argument, "streams_per_connection", "must be ≥ 1");
   auto impl = std::make_unique<Impl>();
@@ -251,6 +288,18 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     impl->channels.push_back(
         grpc::CreateCustomChannel(options.coordinator_address, credentials, arguments));
     impl->stubs.push_back(v1::DeviceGateway::NewStub(impl->channels.back()));
+  }
+  const std::size_t queues = std::min(options.completion_queues, impl->members.size());
+  for (std::size_t q = 0; q < queues; ++q) {
+    impl->queues.push_back(std::make_unique<grpc::CompletionQueue>());
+    impl->queue_threads.emplace_back([queue = impl->queues.back().get()] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (queue->Next(&tag, &ok)) {
+        auto* t = static_cast<SwarmStream::Tag*>(tag);
+        t->stream->on_event(t->op, ok);
+      }
+    });
   }
   for (std::size_t i = 0; i < impl->members.size(); ++i) impl->dial(i);
   impl->redialer =

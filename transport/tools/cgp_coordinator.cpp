@@ -2,7 +2,7 @@
 //
 //   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
-//                         [--deadline-ms MS] [--horizon H] [--quiet]
+//                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
 //   cgp-coordinator credential --out FILE
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   std::size_t dimension = 2, horizon = 20;
   long deadline_ms = 5000;
   bool quiet = false;
+  std::size_t queues = 8;
   auto* serve = app.add_subcommand("serve", "run the coordinator until SIGINT/SIGTERM");
   serve->add_option("--listen", listen, "HOST:PORT for devices and analysts");
   serve->add_option("--devices", devices_file, "enrolment file (id,sha256 lines)")->required();
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
   serve->add_option("--deadline-ms", deadline_ms, "per-round deadline in milliseconds");
   serve->add_option("--horizon", horizon, "queries the adaptive allocation plans for");
   serve->add_flag("--quiet", quiet, "no event log on stderr");
+  serve->add_option("--queues", queues,
+                    "gRPC completion queues for device streams (a thread each)");
 
   std::string enrol_devices, id, credential_out, prefix = "device-", secrets_out;
   std::size_t count = 0;
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
     return fail(2, "--analyst-credential: cannot read a credential from " + analyst_file);
   cgp::transport::CoordinatorOptions options;
   options.gateway.address = listen;
+  options.gateway.completion_queues = queues;
   if (tls_cert.empty() != tls_key.empty()) return fail(2, "--tls-cert and --tls-key go together");
   if (!tls_cert.empty() && (!read_file(tls_cert, options.gateway.tls_certificate_chain) ||
                             !read_file(tls_key, options.gateway.tls_private_key)))

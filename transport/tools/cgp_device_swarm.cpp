@@ -1,10 +1,12 @@
 // cgp-device-swarm: N simulated devices in one process, each on its own stream to a coordinator
-// (gRPC callback API: no thread per device), for load and fault tests.
+// (gRPC completion queues over a fixed set of threads: no thread per device), for load and
+// fault tests.
 //
 //   cgp-device-swarm --coordinator HOST:PORT --count N [--offset K] [--data FILE]
 //                    [--projection local|mercator]
 //                    [--secrets FILE] [--prefix device-] [--budget RHO] [--seed S]
-//                    [--tls-root PEM] [--streams-per-connection K] [--duration SECONDS]
+//                    [--tls-root PEM] [--streams-per-connection K] [--queues Q]
+//                    [--duration SECONDS]
 //
 // Device i is PREFIX<K+i> at row K+i of --data (projected like cgp-sim does), or of cgp-sim's
 // built-in synthetic city (seed --seed) without --data: several swarms with disjoint --offset
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cgp-device-swarm: many simulated devices serving a cgpkit coordinator"};
   std::string coordinator, data_file, projection = "local", secrets_file, prefix = "device-",
                                       tls_root_file;
-  std::size_t count = 0, offset = 0, per_connection = 500;
+  std::size_t count = 0, offset = 0, per_connection = 500, queues = 4;
   double budget = 1.0, duration = 0;
   std::uint64_t seed = 1;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "noise seed (and the synthetic city's)");
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
   app.add_option("--streams-per-connection", per_connection, "devices per TCP connection");
+  app.add_option("--queues", queues, "gRPC completion queues (a thread each)");
   app.add_option("--duration", duration, "seconds to run (0 = until SIGINT/SIGTERM)");
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
   options.seed = seed;
   options.first_stream = offset;
   options.streams_per_connection = per_connection;
+  options.completion_queues = queues;
   if (!tls_root_file.empty()) {
     std::ifstream in(tls_root_file, std::ios::binary);
     if (!in) return fail(2, "--tls-root: cannot read " + tls_root_file);

@@ -1,8 +1,8 @@
 // Many simulated devices in one process, each on its own gRPC stream to a coordinator, for load
-// and fault tests (cgp-device-swarm). Streams are driven by gRPC's callback API: no thread per
-// device. Every device is a real client::Device (its own filter, charges, idempotency cache) with
-// an in-memory ledger and the seeded simulation generator: a swarm is a test harness, not a
-// place for real users' data.
+// and fault tests (cgp-device-swarm). Streams run on gRPC's completion-queue API over a fixed
+// set of threads: no thread per device. Every device is a real client::Device (its own filter,
+// charges, idempotency cache) with an in-memory ledger and the seeded simulation generator: a
+// swarm is a test harness, not a place for real users' data.
 #pragma once
 
 #include <chrono>
@@ -30,6 +30,7 @@ struct SwarmOptions {
   std::uint64_t seed = 1;                    // device i draws noise from stream first_stream + i
   std::uint64_t first_stream = 0;            // of this seed
   std::size_t streams_per_connection = 500;  // devices sharing one TCP connection
+  std::size_t completion_queues = 4;         // a thread each
 };
 
 struct SwarmCounters {

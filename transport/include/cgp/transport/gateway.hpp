@@ -38,7 +38,7 @@ struct GatewayOptions {
   std::vector<std::function<std::unique_ptr<grpc::Service>()>> extra_services;
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
-  std::size_t completion_queues = 16;
+  std::size_t completion_queues = 8;
   // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
   // from several threads at once. Empty: no log.
   std::function<void(const std::string&)> log;
