@@ -8,7 +8,7 @@ Expected<LedgerState> MemoryLedger::load(const DeviceConfig&) {
 
 Status MemoryLedger::record_answer(const RequestId& id, const AnsweredRequest& answer,
                                    double spent_after) {
-  answers_[{id.query_id, id.round}] = answer;
+  answers_[id.query_id][id.round] = answer;
   state_.spent = spent_after;
   return {};
 }
@@ -19,9 +19,11 @@ Status MemoryLedger::record_halt() {
 }
 
 Expected<std::optional<AnsweredRequest>> MemoryLedger::find(const RequestId& id) {
-  auto it = answers_.find({id.query_id, id.round});
-  if (it == answers_.end()) return std::optional<AnsweredRequest>{};
-  return std::optional<AnsweredRequest>{it->second};
+  auto query = answers_.find(std::string_view(id.query_id));
+  if (query == answers_.end()) return std::optional<AnsweredRequest>{};
+  auto round = query->second.find(id.round);
+  if (round == query->second.end()) return std::optional<AnsweredRequest>{};
+  return std::optional<AnsweredRequest>{round->second};
 }
 
 }  // namespace cgp::client

@@ -56,7 +56,8 @@ class MemoryLedger final : public Ledger {
 
  private:
   LedgerState state_;
-  std::map<std::pair<std::string, std::uint32_t>, AnsweredRequest> answers_;
+  // query id -> round -> answer; std::less<> finds by the request's id without a copy.
+  std::map<std::string, std::map<std::uint32_t, AnsweredRequest>, std::less<>> answers_;
 };
 
 // SQLite in WAL mode with synchronous=FULL: a record_* call returns after the commit is on
