@@ -41,7 +41,7 @@ for ((s = 0; s < swarms; s++)); do
 done
 connected=0
 for _ in $(seq 1 1200); do
-  connected=$(grep -c '^event=connect ' coordinator.log || true)
+  connected=$(grep -c ' event=connect ' coordinator.log || true)
   [ "$connected" -ge "$devices" ] && break
   sleep 0.1
 done
@@ -73,7 +73,7 @@ latency, replies = [], 0
 pattern = re.compile(r"event=round query=load-\d+ round=\d+ asked=\d+ replies=(\d+) "
                      r"unanswered=\d+ ms=([\d.]+)")
 for line in open(log):
-    m = pattern.match(line)
+    m = pattern.search(line)
     if m:
         replies += int(m.group(1))
         latency.append(float(m.group(2)))

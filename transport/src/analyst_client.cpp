@@ -105,8 +105,11 @@ Expected<AnalystClient> AnalystClient::connect(const AnalystConnection& connecti
   grpc::ChannelArguments arguments;
   // Results carry one charge per user: a million users is 8 MB.
   arguments.SetMaxReceiveMessageSize(256 << 20);
-  // Waiting for a coordinator that is starting (status --wait-connected) polls every second.
+  // A coordinator that is starting (status --wait-connected) is found within a second: gRPC's
+  // default reconnect backoff grows to minutes.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto credentials = connection.tls_root_certificate.empty()
                          ? grpc::InsecureChannelCredentials()
                          : grpc::SslCredentials({connection.tls_root_certificate, "", ""});

@@ -142,15 +142,21 @@ int main(int argc, char** argv) {
   if (!client) return fail(2, client.error().message);
 
   if (status->parsed()) {
-    auto s = client->status();
+    // Waiting polls with short calls on fresh connections, so that a coordinator that is still
+    // starting (or a connection attempt that stalls) costs at most a second per poll.
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-    // Waiting also covers a coordinator that is still starting (unreachable); a refused
-    // credential is final.
-    while ((s ? s->connected < wait_connected
-              : wait_connected > 0 && s.error().parameter == "coordinator") &&
-           std::chrono::steady_clock::now() < give_up) {
+    auto poll = [&] {
+      auto probe_connection = connection;
+      probe_connection.timeout = std::chrono::seconds(1);
+      auto probe = cgp::transport::AnalystClient::connect(probe_connection);
+      return probe ? probe->status() : cgp::Expected<cgp::transport::RemoteStatus>(probe.error());
+    };
+    auto s = wait_connected > 0 ? poll() : client->status();
+    // A refused credential is final; an unreachable coordinator is waited for.
+    while ((s ? s->connected < wait_connected : s.error().parameter == "coordinator") &&
+           wait_connected > 0 && std::chrono::steady_clock::now() < give_up) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      s = client->status();
+      s = poll();
     }
     if (!s) return fail(1, s.error().message);
     if (s->connected < wait_connected)

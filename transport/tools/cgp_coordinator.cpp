@@ -13,7 +13,9 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -41,6 +43,21 @@ bool write_secret(const std::string& path, const std::string& text) {
   out << text;
   ::umask(previous);
   return static_cast<bool>(out);
+}
+
+// ISO 8601 UTC with milliseconds, for the event log.
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[64];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                static_cast<int>(millis));
+  return text;
 }
 
 std::string trimmed(std::string s) {
@@ -156,7 +173,7 @@ int main(int argc, char** argv) {
   if (!quiet)
     options.gateway.log = [](const std::string& line) {
       std::lock_guard lock(log_mutex);
-      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fprintf(stderr, "ts=%s %s\n", utc_now().c_str(), line.c_str());
     };
 
   // Signals are taken by sigwait below, not by a handler.
