@@ -11,6 +11,7 @@
 #include "cgp/sim/dataset.hpp"
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
+#include "cgp/transport/files.hpp"
 #include "remote_backend.hpp"
 
 using namespace cgp;
@@ -128,21 +129,11 @@ Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind project
 Expected<transport::AnalystClient> connect_fleet(const Arguments& a) {
   transport::AnalystConnection connection;
   connection.coordinator_address = a.fleet;
-  auto slurp = [](const std::string& path, std::string& out) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return false;
-    out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    return true;
-  };
-  if (!a.analyst_credential.empty()) {
-    if (!slurp(a.analyst_credential, connection.credential))
-      return make_error(ErrorCode::invalid_argument, "analyst-credential",
-                        "--analyst-credential: cannot read " + a.analyst_credential);
-    while (!connection.credential.empty() &&
-           (connection.credential.back() == '\n' || connection.credential.back() == '\r'))
-      connection.credential.pop_back();
-  }
-  if (!a.tls_root.empty() && !slurp(a.tls_root, connection.tls_root_certificate))
+  if (!a.analyst_credential.empty() &&
+      !transport::read_secret(a.analyst_credential, connection.credential))
+    return make_error(ErrorCode::invalid_argument, "analyst-credential",
+                      "--analyst-credential: cannot read " + a.analyst_credential);
+  if (!a.tls_root.empty() && !transport::read_file(a.tls_root, connection.tls_root_certificate))
     return make_error(ErrorCode::invalid_argument, "tls-root",
                       "--tls-root: cannot read " + a.tls_root);
   return transport::AnalystClient::connect(connection);

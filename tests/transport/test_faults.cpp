@@ -16,38 +16,15 @@
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/gateway.hpp"
+#include "network_fixtures.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
 using namespace std::chrono_literals;
 
-namespace {
-
-std::vector<std::string> device_ids(std::size_t n) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < n; ++i) out.push_back("device-" + std::to_string(i));
-  return out;
-}
-
-std::vector<transport::SwarmMember> members(const std::vector<double>& points, std::size_t n) {
-  std::vector<transport::SwarmMember> out;
-  for (std::size_t i = 0; i < n; ++i)
-    out.push_back({"device-" + std::to_string(i), "", {points[2 * i], points[2 * i + 1]}});
-  return out;
-}
-
-template <class Predicate>
-bool eventually(Predicate&& done, std::chrono::milliseconds timeout = 20s) {
-  const auto give_up = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
-
-}  // namespace
+using test::device_ids;
+using test::eventually;
 
 TEST_CASE("swarm: an async swarm gives the same seeded result as the in-process fleet",
           "[transport][swarm]") {
@@ -73,7 +50,7 @@ TEST_CASE("swarm: an async swarm gives the same seeded result as the in-process 
   swarm_options.config = config;
   swarm_options.seed = seed;
   swarm_options.streams_per_connection = 150;  // three connections
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, n));
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
   REQUIRE(gateway->wait_for_devices(n, 30s));
   REQUIRE(swarm->wait_connected(n, 30s));
   transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 20s);
@@ -100,27 +77,12 @@ TEST_CASE("faults: dropped, reconnecting and slow devices: each request charged 
   swarm_options.coordinator_address = address;
   swarm_options.config = config;
   swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, fast));
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, fast));
   // Slow devices: they answer 1.5 s after each request, the round deadline is 0.4 s.
-  std::vector<client::Device> slow_devices;
-  for (std::size_t i = fast; i < n; ++i) {
-    slow_devices.push_back(client::Device::open_for_simulation(config, seed, i));
-    REQUIRE(slow_devices.back().register_component("location", 2).ok());
-    REQUIRE(
-        slow_devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
-  }
-  std::vector<std::jthread> slow_threads;
-  for (std::size_t s = 0; s < slow; ++s)
-    slow_threads.emplace_back([&, s] {
-      transport::DeviceConnection connection{address, "device-" + std::to_string(fast + s), "", "",
-                                             1500ms};
-      (void)transport::serve_device(connection, slow_devices[s]);
-    });
+  test::ThreadedDevices slow_devices(config, points, seed, address, fast, slow, slow, 1500ms);
   REQUIRE(gateway->wait_for_devices(n, 30s));
   transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 400ms);
-  auto spent = [&](std::size_t i) {
-    return i < fast ? swarm->spent(i) : slow_devices[i - fast].spent();
-  };
+  auto spent = [&](std::size_t i) { return i < fast ? swarm->spent(i) : slow_devices.spent(i); };
 
   std::vector<UserId> users(n);
   std::iota(users.begin(), users.end(), UserId{0});
@@ -185,21 +147,8 @@ TEST_CASE("faults: a range query completes through drops and slow devices, the m
   swarm_options.coordinator_address = address;
   swarm_options.config = config;
   swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, fast));
-  std::vector<client::Device> slow_devices;
-  for (std::size_t i = fast; i < n; ++i) {
-    slow_devices.push_back(client::Device::open_for_simulation(config, seed, i));
-    REQUIRE(slow_devices.back().register_component("location", 2).ok());
-    REQUIRE(
-        slow_devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
-  }
-  std::vector<std::jthread> slow_threads;
-  for (std::size_t s = 0; s < slow; ++s)
-    slow_threads.emplace_back([&, s] {
-      transport::DeviceConnection connection{address, "device-" + std::to_string(fast + s), "", "",
-                                             800ms};
-      (void)transport::serve_device(connection, slow_devices[s]);
-    });
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, fast));
+  test::ThreadedDevices slow_devices(config, points, seed, address, fast, slow, slow, 800ms);
   REQUIRE(gateway->wait_for_devices(n, 30s));
   transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 0.05, 300ms);
   BudgetMirror mirror(n, fleet.initial_budget());
@@ -221,7 +170,7 @@ TEST_CASE("faults: a range query completes through drops and slow devices, the m
     CHECK(std::count(result->report.unanswered.begin(), result->report.unanswered.end(), u) == 1);
   for (UserId u = 0; u < n; ++u) {
     INFO("user " << u);
-    const double device_spent = u < fast ? swarm->spent(u) : slow_devices[u - fast].spent();
+    const double device_spent = u < fast ? swarm->spent(u) : slow_devices.spent(u);
     CHECK(device_spent <= config.rho_capacity());
     CHECK(mirror.remaining(u) <= config.rho_capacity() - device_spent + 1e-12);
   }
@@ -244,7 +193,7 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, members(points, n));
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
   double lo[2] = {0, 0}, hi[2] = {600, 600};

@@ -16,6 +16,7 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/gateway.hpp"
+#include "network_fixtures.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -24,31 +25,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// n simulated devices (the same construction as DeviceFleet) serving over gRPC in threads.
-struct RemoteDevices {
-  std::vector<client::Device> devices;
-  std::vector<std::jthread> threads;
+// n simulated devices (built as DeviceFleet builds them), the first `serve` serving over gRPC.
+struct RemoteDevices : test::ThreadedDevices {
   RemoteDevices(const DeviceConfig& config, const std::vector<double>& points, std::uint64_t seed,
-                const std::string& address, std::size_t serve) {
-    const std::size_t n = points.size() / 2;
-    devices.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      devices.push_back(client::Device::open_for_simulation(config, seed, i));
-      REQUIRE(devices.back().register_component("location", 2).ok());
-      REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
-    }
-    for (std::size_t i = 0; i < serve; ++i)
-      threads.emplace_back([this, i, address] {
-        (void)transport::serve_device(address, "device-" + std::to_string(i), devices[i]);
-      });
-  }
+                const std::string& address, std::size_t serve)
+      : ThreadedDevices(config, points, seed, address, 0, points.size() / 2, serve) {}
 };
 
-std::vector<std::string> ids(std::size_t n) {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < n; ++i) out.push_back("device-" + std::to_string(i));
-  return out;
-}
+using test::device_ids;
 
 }  // namespace
 
@@ -75,7 +59,7 @@ TEST_CASE("network: the same seeded query gives the same result as in-process",
   {
     RemoteDevices remote(config, points, seed, address, n);
     REQUIRE(gateway->wait_for_devices(n, 20s));
-    transport::NetworkFleet fleet(*gateway, ids(n), 2, 1.0, 10s);
+    transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 10s);
     BudgetMirror mirror(n, fleet.initial_budget());
     auto result = range_count(fleet, mirror, range, rho, options);
     REQUIRE(result.has_value());
@@ -104,7 +88,7 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
   {
     RemoteDevices remote(config, points, seed, address, online);
     REQUIRE(gateway->wait_for_devices(online, 20s));
-    transport::NetworkFleet fleet(*gateway, ids(n), 2, 1.0, 2s);
+    transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 2s);
     BudgetMirror mirror(n, fleet.initial_budget());
     auto rho = test::uniform_rho(n, 1e-3);
     QueryOptions options;
@@ -216,7 +200,7 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
                                   devices[n + 2]);
     });
     REQUIRE(gateway->wait_for_devices(n, 20s));
-    transport::NetworkFleet fleet(*gateway, ids(n), 2, 1e4, 10s);
+    transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1e4, 10s);
     BudgetMirror mirror(n, fleet.initial_budget());
     auto rho = test::uniform_rho(n, 1e3);  // exact answers
     QueryOptions query;
@@ -259,7 +243,7 @@ TEST_CASE("network: a replayed round gets the identical answer and no new charge
   {
     RemoteDevices remote(config, points, seed, address, n);
     REQUIRE(gateway->wait_for_devices(n, 20s));
-    transport::NetworkFleet fleet(*gateway, ids(n), 2, 1.0, 10s);
+    transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 10s);
     std::vector<UserId> users(n);
     std::iota(users.begin(), users.end(), UserId{0});
     std::vector<double> rho(n, 1e-3);

@@ -23,17 +23,13 @@
 
 #include "cgp/common/validate.hpp"
 #include "cgp/transport/analyst_client.hpp"
+#include "cgp/transport/files.hpp"
 
 namespace {
 
 int fail(int code, const std::string& message) {
   std::fprintf(stderr, "cgp-analyst: %s\n", message.c_str());
   return code;
-}
-
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string& kind,
@@ -126,18 +122,12 @@ int main(int argc, char** argv) {
 
   cgp::transport::AnalystConnection connection;
   connection.coordinator_address = coordinator;
-  if (!credential_file.empty()) {
-    std::ifstream in(credential_file, std::ios::binary);
-    if (!in) return fail(2, "--credential: cannot read " + credential_file);
-    connection.credential =
-        trimmed(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
-  }
-  if (!tls_root_file.empty()) {
-    std::ifstream in(tls_root_file, std::ios::binary);
-    if (!in) return fail(2, "--tls-root: cannot read " + tls_root_file);
-    connection.tls_root_certificate.assign(std::istreambuf_iterator<char>(in),
-                                           std::istreambuf_iterator<char>());
-  }
+  if (!credential_file.empty() &&
+      !cgp::transport::read_secret(credential_file, connection.credential))
+    return fail(2, "--credential: cannot read " + credential_file);
+  if (!tls_root_file.empty() &&
+      !cgp::transport::read_file(tls_root_file, connection.tls_root_certificate))
+    return fail(2, "--tls-root: cannot read " + tls_root_file);
   auto client = cgp::transport::AnalystClient::connect(connection);
   if (!client) return fail(2, client.error().message);
 

@@ -21,19 +21,13 @@
 #include <string>
 
 #include "cgp/transport/coordinator_service.hpp"
+#include "cgp/transport/files.hpp"
 
 namespace {
 
 int fail(int code, const std::string& message) {
   std::fprintf(stderr, "cgp-coordinator: %s\n", message.c_str());
   return code;
-}
-
-bool read_file(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return true;
 }
 
 // Secrets are written readable by their owner only.
@@ -58,11 +52,6 @@ std::string utc_now() {
                 utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
                 static_cast<int>(millis));
   return text;
-}
-
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 }  // namespace
@@ -150,20 +139,21 @@ int main(int argc, char** argv) {
   auto enrolled = cgp::transport::read_enrolment(devices_file);
   if (!enrolled) return fail(2, "--devices: " + enrolled.error().message);
   std::string analyst_secret;
-  if (!read_file(analyst_file, analyst_secret) || trimmed(analyst_secret).empty())
+  if (!cgp::transport::read_secret(analyst_file, analyst_secret) || analyst_secret.empty())
     return fail(2, "--analyst-credential: cannot read a credential from " + analyst_file);
   cgp::transport::CoordinatorOptions options;
   options.gateway.address = listen;
   options.gateway.completion_queues = queues;
   if (tls_cert.empty() != tls_key.empty()) return fail(2, "--tls-cert and --tls-key go together");
-  if (!tls_cert.empty() && (!read_file(tls_cert, options.gateway.tls_certificate_chain) ||
-                            !read_file(tls_key, options.gateway.tls_private_key)))
+  if (!tls_cert.empty() &&
+      (!cgp::transport::read_file(tls_cert, options.gateway.tls_certificate_chain) ||
+       !cgp::transport::read_file(tls_key, options.gateway.tls_private_key)))
     return fail(2, "--tls-cert/--tls-key: cannot read the PEM files");
   for (const auto& [device, digest] : *enrolled) {
     options.device_ids.push_back(device);
     options.gateway.device_credential_digests[device] = digest;
   }
-  options.analyst_credential_sha256 = cgp::transport::sha256_of(trimmed(analyst_secret));
+  options.analyst_credential_sha256 = cgp::transport::sha256_of(analyst_secret);
   options.device_budget = budget;
   options.dimension = dimension;
   options.horizon = horizon;

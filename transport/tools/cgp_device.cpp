@@ -21,19 +21,13 @@
 
 #include "cgp/client/device.hpp"
 #include "cgp/transport/device_client.hpp"
+#include "cgp/transport/files.hpp"
 
 namespace {
 
 int fail(int code, const std::string& message) {
   std::fprintf(stderr, "cgp-device: %s\n", message.c_str());
   return code;
-}
-
-bool read_file(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return true;
 }
 
 bool parse_values(const std::string& text, std::vector<double>& out) {
@@ -117,13 +111,11 @@ int main(int argc, char** argv) {
   }
 
   cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}};
-  if (!credential_file.empty() && !read_file(credential_file, connection.credential))
+  if (!credential_file.empty() &&
+      !cgp::transport::read_secret(credential_file, connection.credential))
     return fail(2, "--credential: cannot read " + credential_file);
-  // The file's trailing newline is not part of the credential.
-  while (!connection.credential.empty() &&
-         (connection.credential.back() == '\n' || connection.credential.back() == '\r'))
-    connection.credential.pop_back();
-  if (!tls_root_file.empty() && !read_file(tls_root_file, connection.tls_root_certificate))
+  if (!tls_root_file.empty() &&
+      !cgp::transport::read_file(tls_root_file, connection.tls_root_certificate))
     return fail(2, "--tls-root: cannot read " + tls_root_file);
   std::chrono::milliseconds backoff{100};
   for (;;) {

@@ -25,6 +25,7 @@
 
 #include "cgp/sim/dataset.hpp"
 #include "cgp/transport/device_swarm.hpp"
+#include "cgp/transport/files.hpp"
 
 namespace {
 
@@ -122,12 +123,9 @@ int main(int argc, char** argv) {
   options.first_stream = offset;
   options.streams_per_connection = per_connection;
   options.completion_queues = queues;
-  if (!tls_root_file.empty()) {
-    std::ifstream in(tls_root_file, std::ios::binary);
-    if (!in) return fail(2, "--tls-root: cannot read " + tls_root_file);
-    options.tls_root_certificate.assign(std::istreambuf_iterator<char>(in),
-                                        std::istreambuf_iterator<char>());
-  }
+  if (!tls_root_file.empty() &&
+      !cgp::transport::read_file(tls_root_file, options.tls_root_certificate))
+    return fail(2, "--tls-root: cannot read " + tls_root_file);
 
   sigset_t signals;
   sigemptyset(&signals);

@@ -1,0 +1,74 @@
+// Shared pieces of the network tests: device ids, swarm members, devices served from threads
+// (optionally slow), and bounded waiting.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cgp/client/device.hpp"
+#include "cgp/transport/device_client.hpp"
+#include "cgp/transport/device_swarm.hpp"
+
+namespace cgp::test {
+
+// "device-0" .. "device-(n-1)": user i is device-i.
+inline std::vector<std::string> device_ids(std::size_t n) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n; ++i) out.push_back("device-" + std::to_string(i));
+  return out;
+}
+
+// Swarm members device-0 .. device-(n-1) at the first n 2-D points.
+inline std::vector<transport::SwarmMember> swarm_members(const std::vector<double>& points,
+                                                         std::size_t n) {
+  std::vector<transport::SwarmMember> out;
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back({"device-" + std::to_string(i), "", {points[2 * i], points[2 * i + 1]}});
+  return out;
+}
+
+// Devices for rows [first, first + count) of 2-D points, built as DeviceFleet builds them
+// (stream = row), the first `serve` of them serving the coordinator from a thread each; a
+// positive reply_delay makes them slow. Threads end when the coordinator closes their streams.
+struct ThreadedDevices {
+  std::size_t first;
+  std::vector<client::Device> devices;
+  std::vector<std::jthread> threads;
+  ThreadedDevices(const DeviceConfig& config, const std::vector<double>& points, std::uint64_t seed,
+                  const std::string& address, std::size_t first_row, std::size_t count,
+                  std::size_t serve,
+                  std::chrono::milliseconds reply_delay = std::chrono::milliseconds(0))
+      : first(first_row) {
+    devices.reserve(count);
+    for (std::size_t i = first; i < first + count; ++i) {
+      devices.push_back(client::Device::open_for_simulation(config, seed, i));
+      REQUIRE(devices.back().register_component("location", 2).ok());
+      REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
+    }
+    for (std::size_t k = 0; k < serve; ++k)
+      threads.emplace_back([this, k, address, reply_delay] {
+        transport::DeviceConnection connection{address, "device-" + std::to_string(first + k), "",
+                                               "", reply_delay};
+        (void)transport::serve_device(connection, devices[k]);
+      });
+  }
+  double spent(std::size_t row) const { return devices[row - first].spent(); }
+};
+
+// Polls `done` every 5 ms until it holds or `timeout` passes.
+template <class Predicate>
+bool eventually(Predicate&& done,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(20000)) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace cgp::test
