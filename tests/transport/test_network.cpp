@@ -166,13 +166,13 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
   const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
 
   std::vector<client::Device> devices;
-  for (std::size_t i = 0; i < n + 3; ++i) {
+  for (std::size_t i = 0; i < n + 4; ++i) {
     devices.push_back(client::Device::open_for_simulation(config, seed, i));
     REQUIRE(devices.back().register_component("location", 2).ok());
     double here[2] = {points[2 * (i % n)], points[2 * (i % n) + 1]};
     REQUIRE(devices.back().set_component("location", here).ok());
   }
-  std::vector<Status> outcomes(n + 3);
+  std::vector<Status> outcomes(n + 4);
   {
     std::vector<std::jthread> threads;
     for (std::size_t i = 0; i < n; ++i)
@@ -182,8 +182,8 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
                                      "secret-" + std::to_string(i * 7919), tls.certificate},
                                     devices[i]);
       });
-    // A wrong credential, another device's id with its own credential, and plaintext to a TLS
-    // server: all refused.
+    // A wrong credential, another device's id with its own credential, plaintext to a TLS
+    // server, no credential: all refused.
     threads.emplace_back([&] {
       outcomes[n] =
           transport::serve_device({address, "device-0", "guess", tls.certificate}, devices[n]);
@@ -198,6 +198,10 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
           transport::serve_device({"127.0.0.1:" + std::to_string(gateway->port()), "device-2",
                                    "secret-" + std::to_string(2 * 7919), ""},
                                   devices[n + 2]);
+    });
+    threads.emplace_back([&] {  // no credential at all
+      outcomes[n + 3] =
+          transport::serve_device({address, "device-3", "", tls.certificate, {}}, devices[n + 3]);
     });
     REQUIRE(gateway->wait_for_devices(n, 20s));
     transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1e4, 10s);
@@ -214,17 +218,17 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
     CHECK(result->report.unanswered.empty());
     CHECK(result->report.refused.empty());
     // The impostors never answered anything: their devices spent nothing.
-    for (std::size_t i = n; i < n + 3; ++i) CHECK(devices[i].spent() == 0);
+    for (std::size_t i = n; i < n + 4; ++i) CHECK(devices[i].spent() == 0);
     // The impostors' TLS handshakes may still be under way on a loaded machine: shutting the
     // gateway down first would end them with UNAVAILABLE instead of the refusal under test.
     const auto give_up = std::chrono::steady_clock::now() + 20s;
-    while (gateway->counters().refused_connections < 2 &&
+    while (gateway->counters().refused_connections < 3 &&
            std::chrono::steady_clock::now() < give_up)
       std::this_thread::sleep_for(10ms);
-    CHECK(gateway->counters().refused_connections == 2);
+    CHECK(gateway->counters().refused_connections == 3);
     gateway.reset();
   }
-  for (std::size_t i = n; i < n + 2; ++i) {
+  for (std::size_t i : {n, n + 1, n + 3}) {
     INFO("impostor " << i);
     REQUIRE_FALSE(outcomes[i].ok());
     CHECK(outcomes[i].error().parameter == "credential");
