@@ -147,3 +147,33 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
   CHECK(live.service->gateway().counters().rounds == 0);
   for (std::size_t i = 0; i < n; ++i) CHECK(live.swarm->spent(i) == 0);
 }
+
+TEST_CASE("analyst: a threshold query over a curator device", "[transport][analyst]") {
+  // The curator holds a count (1-D, sensitivity 1): 420 of a population of 1,000.
+  transport::CoordinatorOptions options;
+  options.device_ids = {"curator"};
+  options.dimension = 1;
+  options.device_budget = 100;
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(100);
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"curator", "", {420}}});
+  REQUIRE(service->gateway().wait_for_devices(1, 30s));
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s});
+  QueryOptions query;
+  query.method = Method::PM1;
+  query.query_id = "";
+  // ρ = 10 per query, 2.5 per round (c = 4): noise σ = 1/√5 ≈ 0.45 against gaps of 80 and 30,
+  // so a wrong answer needs a deviation of over 60σ (probability far below 1e-100).
+  auto below = analyst.threshold("curator", 0.5, 1000, 10, query);
+  REQUIRE(below.has_value());
+  CHECK(below->below);
+  auto above = analyst.threshold("curator", 0.39, 1000, 10, query);
+  REQUIRE(above.has_value());
+  CHECK_FALSE(above->below);
+  CGP_REQUIRE_ERROR(analyst.threshold("nobody", 0.5, 1000, 10, query), ErrorCode::invalid_argument,
+                    "device_id");
+  swarm.reset();
+}
