@@ -188,3 +188,26 @@ TEST_CASE("wire: a device cannot answer for another, and a duplicated reply coun
   CHECK(honest.close().ok());
   CHECK(forger.close().ok());
 }
+
+TEST_CASE("wire: a connection that never says Hello is ended after the hello timeout",
+          "[transport][wire]") {
+  transport::GatewayOptions options;
+  options.hello_timeout = 300ms;
+  auto gateway = *transport::DeviceGateway::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  HandStream good(address, "good");  // says Hello at once: unaffected
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = v1::DeviceGateway::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 20s);
+  const auto opened = std::chrono::steady_clock::now();
+  auto silent = stub->Connect(&context);
+  v1::CoordinatorToDevice ignored;
+  CHECK_FALSE(silent->Read(&ignored));  // the gateway ends the stream
+  const auto status = silent->Finish();
+  CHECK(status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+  CHECK(std::chrono::steady_clock::now() - opened < 10s);
+  CHECK(gateway->counters().refused_connections == 1);
+  CHECK(gateway->connected() == 1);
+  CHECK(good.close().ok());
+}

@@ -21,6 +21,7 @@ void Session::on_event(Op op, bool ok) {
       if (ok) {
         // The next device on this queue gets a fresh listener.
         std::make_shared<Session>(core_, queue_)->listen();
+        core_.await_hello(shared_from_this());
         std::lock_guard lock(mutex_);
         accepted_ = true;
         start_read();
@@ -48,6 +49,7 @@ void Session::on_read(bool ok) {
   }
   if (!ok) return finish(grpc::Status::OK);  // the device half-closed or went away
   if (id_.empty()) {
+    core_.hello_done(this);
     if (!incoming_.has_hello()) {
       core_.count([](GatewayCounters& c) { ++c.refused_connections; });
       core_.log("event=refused reason=no-hello");
@@ -124,6 +126,7 @@ void Session::release_if_idle() {
     // flight.
     const bool done = !accepted_ || (finish_done_ && !reading_ && !writing_);
     if (!done || !self_) return;
+    if (accepted_ && id_.empty()) core_.hello_done(this);
     detach = attached_;
     attached_ = false;
   }

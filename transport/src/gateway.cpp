@@ -131,6 +131,30 @@ struct DeviceGateway::Impl : detail::GatewayCore {};
 namespace detail {
 
 void GatewayCore::serve() {
+  hello_sweeper = std::thread([this] {
+    std::unique_lock lock(hello_mutex);
+    while (!hello_stop) {
+      hello_changed.wait_for(lock, std::min(hello_timeout / 4, std::chrono::milliseconds(1000)));
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<std::shared_ptr<Session>> expired;
+      for (auto it = awaiting_hello.begin(); it != awaiting_hello.end();) {
+        if (it->second.second > now) {
+          ++it;
+          continue;
+        }
+        if (auto session = it->second.first.lock()) expired.push_back(std::move(session));
+        it = awaiting_hello.erase(it);
+      }
+      lock.unlock();
+      for (const auto& session : expired) {
+        count([](GatewayCounters& c) { ++c.refused_connections; });
+        log("event=refused reason=no-hello-in-time");
+        session->finish({grpc::StatusCode::DEADLINE_EXCEEDED, "no Hello within the time allowed"});
+      }
+      expired.clear();  // the last owner may be here: release outside the lock
+      lock.lock();
+    }
+  });
   for (auto& queue : queues) {
     // A few listeners per queue, so that a crowd of devices connecting is accepted quickly.
     for (int i = 0; i < 4; ++i) std::make_shared<Session>(*this, *queue)->listen();
@@ -145,7 +169,23 @@ void GatewayCore::serve() {
   }
 }
 
+void GatewayCore::await_hello(const std::shared_ptr<Session>& session) {
+  std::lock_guard lock(hello_mutex);
+  awaiting_hello[session.get()] = {session, std::chrono::steady_clock::now() + hello_timeout};
+}
+
+void GatewayCore::hello_done(const Session* session) {
+  std::lock_guard lock(hello_mutex);
+  awaiting_hello.erase(session);
+}
+
 void GatewayCore::shutdown() {
+  {
+    std::lock_guard lock(hello_mutex);
+    hello_stop = true;
+  }
+  hello_changed.notify_all();
+  if (hello_sweeper.joinable()) hello_sweeper.join();
   std::vector<std::shared_ptr<Session>> open;
   {
     std::lock_guard lock(mutex);
@@ -178,6 +218,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     return make_error(ErrorCode::invalid_argument, "credentials", "libsodium cannot initialise");
   auto impl = std::make_unique<Impl>();
   impl->log_sink = options.log;
+  if (options.hello_timeout <= std::chrono::milliseconds(0))
+    return make_error(ErrorCode::not_positive, "hello_timeout", "hello_timeout must be > 0");
+  impl->hello_timeout = options.hello_timeout;
   for (const auto& [id, credential] : options.device_credentials) {
     auto& digest = impl->credential_digests[id];
     crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),

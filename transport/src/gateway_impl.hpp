@@ -125,6 +125,19 @@ class GatewayCore {
   v1::DeviceGateway::AsyncService device_service;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> queue_threads;
+
+  // Streams accepted but without a Hello yet: ended after hello_timeout, so that connections
+  // that never introduce themselves do not hold resources.
+  void await_hello(const std::shared_ptr<Session>& session);
+  void hello_done(const Session* session);
+  std::chrono::milliseconds hello_timeout{10000};
+  std::mutex hello_mutex;
+  std::condition_variable hello_changed;
+  std::unordered_map<const Session*,
+                     std::pair<std::weak_ptr<Session>, std::chrono::steady_clock::time_point>>
+      awaiting_hello;
+  bool hello_stop = false;
+  std::thread hello_sweeper;
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
   std::unique_ptr<grpc::Server> server;
   std::map<std::string, CredentialDigest> credential_digests;  // device id -> SHA-256

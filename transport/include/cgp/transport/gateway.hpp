@@ -39,6 +39,8 @@ struct GatewayOptions {
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
   std::size_t completion_queues = 8;
+  // A connection that has not said Hello by then is ended (counted as refused).
+  std::chrono::milliseconds hello_timeout{10000};
   // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
   // from several threads at once. Empty: no log.
   std::function<void(const std::string&)> log;
