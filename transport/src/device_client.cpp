@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
 #include <thread>
 
 #include "cgp/common/validate.hpp"
@@ -21,9 +24,11 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   const std::string& device_id = connection.device_id;
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
-  // A fresh connection per call: the caller paces reconnects (cgp-device --reconnect), not a
-  // process-wide subchannel still backing off from the coordinator's last restart.
-  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // The caller paces reconnects (cgp-device --reconnect: 100 ms to 5 s); gRPC's own backoff,
+  // kept by the process-wide subchannel across calls, must not be slower (its default grows
+  // to 2 minutes).
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (connection.tls_root_certificate.empty()) {
     credentials = grpc::InsecureChannelCredentials();
@@ -36,6 +41,20 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   auto stub = v1::DeviceGateway::NewStub(channel);
   grpc::ClientContext context;
   auto stream = stub->Connect(&context);
+  // A coordinator that accepts the connection but never welcomes the device (a stalled
+  // connection, an overloaded server) must not hold the device forever: cancel after 10 s, so
+  // that the caller can dial again.
+  std::mutex welcome_mutex;
+  std::condition_variable_any welcome_changed;
+  bool welcomed = false, gave_up = false;
+  std::jthread watchdog([&](std::stop_token stop) {
+    std::unique_lock lock(welcome_mutex);
+    if (!welcome_changed.wait_for(lock, stop, std::chrono::seconds(10), [&] { return welcomed; }) &&
+        !stop.stop_requested()) {
+      gave_up = true;
+      context.TryCancel();
+    }
+  });
   v1::DeviceToCoordinator hello;
   hello.mutable_hello()->set_device_id(device_id);
   hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
@@ -47,7 +66,12 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   while (stream->Read(&message)) {
     if (!message.has_request()) {
       if (message.has_goodbye()) break;
-      continue;  // Welcome
+      if (message.has_welcome()) {
+        std::lock_guard lock(welcome_mutex);
+        welcomed = true;
+        welcome_changed.notify_all();
+      }
+      continue;
     }
     // The device sees exactly the bytes a coordinator sent: the same path as the C ABI.
     const std::string request = wire::serialize(message.request());
@@ -59,6 +83,11 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   }
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
+  watchdog.request_stop();
+  watchdog.join();
+  if (gave_up)
+    return make_error(ErrorCode::invalid_argument, "coordinator",
+                      "coordinator: no Welcome from " + coordinator_address + " within 10 s");
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
     return make_error(ErrorCode::invalid_argument, "credential",
                       "credential: the coordinator refused device " + device_id);
