@@ -30,7 +30,13 @@ struct Member {
   bool wanted = true;  // redial when the stream ends (false after drop())
   std::chrono::steady_clock::time_point next_dial{};
   std::chrono::milliseconds backoff{0};
+  std::chrono::steady_clock::time_point dialled{};  // when the current stream started
+  bool welcomed = false;                            // the current stream got its Welcome
 };
+
+// A stream without a Welcome this long after dialling is cancelled and dialled again (a
+// stalled connection must not keep a device away for good).
+constexpr std::chrono::seconds kWelcomeTimeout{10};
 
 }  // namespace
 
@@ -55,10 +61,11 @@ struct DeviceSwarm::Impl {
   // Opens device i's stream. wait: first let the old stream end (reconnect after drop);
   // otherwise a device whose stream is open or opening is left alone.
   void dial(std::size_t i, bool wait = false);
-  void on_welcome() {
+  void on_welcome(std::size_t i) {
     {
       std::lock_guard lock(mutex);
       ++welcomed;
+      members[i]->welcomed = true;
     }
     changed.notify_all();
   }
@@ -166,7 +173,7 @@ class SwarmStream {
     if (!incoming_.DumpToSingleSlice(&bytes).ok() || !envelope_body(bytes, field, body)) return;
     if (field == kBodyWelcome) {
       welcomed_ = true;
-      swarm_.on_welcome();
+      swarm_.on_welcome(index_);
     } else if (field == kBodyRequest) {
       ++swarm_.requests;
       Member& member = *swarm_.members[index_];
@@ -228,6 +235,8 @@ void DeviceSwarm::Impl::dial(std::size_t i, bool wait) {
     if (stopping || !member.done) return;
     member.stream = std::make_unique<SwarmStream>(*this, i);
     member.done = false;
+    member.welcomed = false;
+    member.dialled = std::chrono::steady_clock::now();
   }
   member.stream->start(*stubs[i / options.streams_per_connection], *queues[i % queues.size()]);
 }
@@ -259,6 +268,7 @@ void DeviceSwarm::Impl::on_done(std::size_t i, bool was_welcomed, const grpc::St
 void DeviceSwarm::Impl::redial_loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::vector<std::size_t> due;
+    std::vector<SwarmStream*> stalled;
     {
       std::unique_lock lock(mutex);
       changed.wait_for(lock, std::chrono::milliseconds(50));
@@ -267,8 +277,12 @@ void DeviceSwarm::Impl::redial_loop(std::stop_token stop) {
       for (std::size_t i = 0; i < members.size(); ++i) {
         const Member& m = *members[i];
         if (m.done && m.wanted && m.stream && m.next_dial <= now) due.push_back(i);
+        if (!m.done && !m.welcomed && now - m.dialled > kWelcomeTimeout)
+          stalled.push_back(m.stream.get());
       }
     }
+    // A cancelled stream ends through the queue like any other and is dialled again.
+    for (auto* stream : stalled) stream->cancel();
     for (std::size_t i : due) dial(i);
   }
 }
