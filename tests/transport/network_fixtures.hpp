@@ -33,7 +33,8 @@ inline std::vector<transport::SwarmMember> swarm_members(const std::vector<doubl
 
 // Devices for rows [first, first + count) of 2-D points, built as DeviceFleet builds them
 // (stream = row), the first `serve` of them serving the coordinator from a thread each; a
-// positive reply_delay makes them slow. Threads end when the coordinator closes their streams.
+// positive reply_delay makes them slow. Threads end when the coordinator closes their streams,
+// or at destruction (even with the coordinator still up: a failed check must not hang a test).
 struct ThreadedDevices {
   std::size_t first;
   std::vector<client::Device> devices;
@@ -50,9 +51,9 @@ struct ThreadedDevices {
       REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
     }
     for (std::size_t k = 0; k < serve; ++k)
-      threads.emplace_back([this, k, address, reply_delay] {
-        transport::DeviceConnection connection{address, "device-" + std::to_string(first + k), "",
-                                               "", reply_delay};
+      threads.emplace_back([this, k, address, reply_delay](std::stop_token stop) {
+        transport::DeviceConnection connection{
+            address, "device-" + std::to_string(first + k), "", "", reply_delay, stop};
         (void)transport::serve_device(connection, devices[k]);
       });
   }

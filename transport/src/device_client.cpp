@@ -16,7 +16,7 @@ namespace cgp::transport {
 
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device) {
-  return serve_device(DeviceConnection{coordinator_address, device_id, "", "", {}}, device);
+  return serve_device(DeviceConnection{coordinator_address, device_id, "", "", {}, {}}, device);
 }
 
 Status serve_device(const DeviceConnection& connection, client::Device& device) {
@@ -41,19 +41,28 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   auto stub = v1::DeviceGateway::NewStub(channel);
   grpc::ClientContext context;
   auto stream = stub->Connect(&context);
-  // A coordinator that accepts the connection but never welcomes the device (a stalled
-  // connection, an overloaded server) must not hold the device forever: cancel after 10 s, so
-  // that the caller can dial again.
-  std::mutex welcome_mutex;
-  std::condition_variable_any welcome_changed;
+  // A watchdog cancels the stream when the caller asks to stop (connection.stop), and when a
+  // coordinator accepts the connection but never welcomes the device (a stalled connection, an
+  // overloaded server), after 10 s, so that the caller can dial again.
+  std::mutex watch_mutex;
+  std::condition_variable_any watch_changed;
   bool welcomed = false, gave_up = false;
-  std::jthread watchdog([&](std::stop_token stop) {
-    std::unique_lock lock(welcome_mutex);
-    if (!welcome_changed.wait_for(lock, stop, std::chrono::seconds(10), [&] { return welcomed; }) &&
-        !stop.stop_requested()) {
+  std::stop_callback wake_on_stop(connection.stop, [&] {
+    std::lock_guard lock(watch_mutex);
+    watch_changed.notify_all();
+  });
+  std::jthread watchdog([&](std::stop_token done) {
+    std::unique_lock lock(watch_mutex);
+    const auto stopped = [&] { return connection.stop.stop_requested(); };
+    if (!watch_changed.wait_for(lock, done, std::chrono::seconds(10),
+                                [&] { return welcomed || stopped(); })) {
+      if (done.stop_requested()) return;
       gave_up = true;
       context.TryCancel();
+      return;
     }
+    if (!stopped()) watch_changed.wait(lock, done, stopped);
+    if (stopped()) context.TryCancel();
   });
   v1::DeviceToCoordinator hello;
   hello.mutable_hello()->set_device_id(device_id);
@@ -67,9 +76,9 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     if (!message.has_request()) {
       if (message.has_goodbye()) break;
       if (message.has_welcome()) {
-        std::lock_guard lock(welcome_mutex);
+        std::lock_guard lock(watch_mutex);
         welcomed = true;
-        welcome_changed.notify_all();
+        watch_changed.notify_all();
       }
       continue;
     }
@@ -91,6 +100,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
     return make_error(ErrorCode::invalid_argument, "credential",
                       "credential: the coordinator refused device " + device_id);
+  if (connection.stop.stop_requested()) return {};
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED)
     return make_error(ErrorCode::invalid_argument, "coordinator",
                       "coordinator: " + status.error_message());

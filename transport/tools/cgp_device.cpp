@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     if (auto s = device->set_component(name, v); !s) return fail(2, s.error().message);
   }
 
-  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}};
+  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}, {}};
   if (!credential_file.empty() &&
       !cgp::transport::read_secret(credential_file, connection.credential))
     return fail(2, "--credential: cannot read " + credential_file);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <stop_token>
 #include <string>
 
 #include "cgp/client/device.hpp"
@@ -17,10 +18,13 @@ struct DeviceConnection {
   std::string tls_root_certificate;  // PEM; empty = plaintext
   // Fault tests: wait this long before sending each reply (a slow device).
   std::chrono::milliseconds reply_delay{0};
+  // Serving ends (without error) when a stop is requested, e.g. by the std::jthread it runs on.
+  std::stop_token stop{};
 };
 
-// Blocks until the coordinator closes the stream or the connection fails; a refused connection
-// (wrong credential) is an error naming it.
+// Blocks until the coordinator closes the stream, the connection fails, or connection.stop is
+// requested; a refused connection (wrong credential) is an error naming it, and so is a
+// coordinator that sends no Welcome within 10 s.
 Status serve_device(const DeviceConnection& connection, client::Device& device);
 // Plaintext, no credential.
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
