@@ -4,6 +4,7 @@
 // budget, and the coordinator's mirror never thinks a device has more budget than it has.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <numeric>
 #include <thread>
@@ -97,12 +98,15 @@ TEST_CASE("faults: dropped, reconnecting and slow devices: each request charged 
 
   // Round 1: ten devices are cut off while the round waits for the slow ones.
   RoundReplies first;
+  // (Catch's assertions are not thread-safe: the dropper reports, the test thread checks.)
+  std::atomic<bool> reached{false};
   std::jthread dropper([&] {
-    REQUIRE(eventually([&] { return swarm->counters().requests >= fast; }));
+    reached = eventually([&] { return swarm->counters().requests >= fast; });
     for (std::size_t i = 0; i < 10; ++i) swarm->drop(i);
   });
   fleet.ask(request, first);
   dropper.join();
+  REQUIRE(reached);
   for (std::size_t i = fast; i < n; ++i) CHECK(first.kind[i] == ReplyKind::no_answer);
   for (std::size_t i = 10; i < fast; ++i) CHECK(first.kind[i] == ReplyKind::answered);
   // What one request cost a device that certainly answered; every device got the request
@@ -114,7 +118,7 @@ TEST_CASE("faults: dropped, reconnecting and slow devices: each request charged 
 
   // The dropped devices reconnect; the slow devices' late replies have arrived meanwhile.
   REQUIRE(eventually([&] { return swarm->connected() == fast - 10; }));
-  for (std::size_t i = 0; i < 10; ++i) swarm->reconnect(i);
+  for (std::size_t i = 0; i < 10; ++i) REQUIRE(swarm->reconnect(i));
   REQUIRE(swarm->wait_connected(fast, 30s));
   REQUIRE(gateway->wait_for_devices(n, 30s));
   REQUIRE(eventually([&] { return gateway->counters().late_replies >= slow; }));
@@ -160,12 +164,14 @@ TEST_CASE("faults: a range query completes through drops and slow devices, the m
   options.query_id = "faulty-range";
   double lo[2] = {200, 200}, hi[2] = {700, 700};
   // Devices 0..14 die as soon as the first round reaches them.
+  std::atomic<bool> reached{false};
   std::jthread dropper([&] {
-    REQUIRE(eventually([&] { return swarm->counters().requests >= 1; }));
+    reached = eventually([&] { return swarm->counters().requests >= 1; });
     for (std::size_t i = 0; i < 15; ++i) swarm->drop(i);
   });
   auto result = range_count(fleet, mirror, *geometry::Box::create(lo, hi), rho, options);
   dropper.join();
+  REQUIRE(reached);
   REQUIRE(result.has_value());
   for (UserId u = fast; u < n; ++u)
     CHECK(std::count(result->report.unanswered.begin(), result->report.unanswered.end(), u) == 1);

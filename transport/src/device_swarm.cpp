@@ -60,7 +60,8 @@ struct DeviceSwarm::Impl {
 
   // Opens device i's stream. wait: first let the old stream end (reconnect after drop);
   // otherwise a device whose stream is open or opening is left alone.
-  void dial(std::size_t i, bool wait = false);
+  // Returns false if the wait for the old stream timed out.
+  bool dial(std::size_t i, bool wait = false);
   void on_welcome(std::size_t i) {
     {
       std::lock_guard lock(mutex);
@@ -227,18 +228,21 @@ class SwarmStream {
 
 }  // namespace
 
-void DeviceSwarm::Impl::dial(std::size_t i, bool wait) {
+bool DeviceSwarm::Impl::dial(std::size_t i, bool wait) {
   Member& member = *members[i];
   {
     std::unique_lock lock(mutex);
-    if (wait) changed.wait(lock, [&] { return member.done || stopping; });
-    if (stopping || !member.done) return;
+    if (wait &&
+        !changed.wait_for(lock, std::chrono::seconds(30), [&] { return member.done || stopping; }))
+      return false;
+    if (stopping || !member.done) return true;
     member.stream = std::make_unique<SwarmStream>(*this, i);
     member.done = false;
     member.welcomed = false;
     member.dialled = std::chrono::steady_clock::now();
   }
   member.stream->start(*stubs[i / options.streams_per_connection], *queues[i % queues.size()]);
+  return true;
 }
 
 void DeviceSwarm::Impl::on_done(std::size_t i, bool was_welcomed, const grpc::Status& status) {
@@ -400,13 +404,13 @@ void DeviceSwarm::drop(std::size_t i) {
   if (stream) stream->cancel();
 }
 
-void DeviceSwarm::reconnect(std::size_t i) {
-  if (i >= impl_->members.size()) return;
+bool DeviceSwarm::reconnect(std::size_t i) {
+  if (i >= impl_->members.size()) return false;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->members[i]->wanted = true;
   }
-  impl_->dial(i, true);
+  return impl_->dial(i, true);
 }
 
 double DeviceSwarm::spent(std::size_t i) const {

@@ -54,7 +54,8 @@ class DeviceSwarm {
   // Faults: cut device i's stream as a crash would (the device and its ledger stay), and dial
   // again with the same id.
   void drop(std::size_t i);
-  void reconnect(std::size_t i);
+  // False if the old stream has not ended within 30 s (nothing is dialled then).
+  bool reconnect(std::size_t i);
   // Device i's budget state (tests).
   double spent(std::size_t i) const;
 
