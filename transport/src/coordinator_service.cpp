@@ -1,7 +1,6 @@
 #include "cgp/transport/coordinator_service.hpp"
 
 #include <grpcpp/grpcpp.h>
-#include <sodium.h>
 
 #include <cmath>
 #include <fstream>
@@ -59,10 +58,8 @@ struct CoordinatorService::Impl {
     if (!options.analyst_credential_sha256) return true;
     const auto& metadata = context->client_metadata();
     auto it = metadata.find(kCredentialHeader);
-    if (it == metadata.end() || it->second.size() > wire::kMaxCredentialBytes) return false;
-    const auto digest = sha256_of(std::string(it->second.data(), it->second.size()));
-    return sodium_memcmp(digest.data(), options.analyst_credential_sha256->data(), digest.size()) ==
-           0;
+    return it != metadata.end() && credential_matches({it->second.data(), it->second.size()},
+                                                      *options.analyst_credential_sha256);
   }
 
   // Checks the common options and turns them into the query's options and per-user ρ.
@@ -321,55 +318,6 @@ int CoordinatorService::port() const noexcept {
 
 DeviceGateway& CoordinatorService::gateway() noexcept {
   return *impl_->gateway;
-}
-
-CredentialSha256 sha256_of(const std::string& secret) {
-  CredentialSha256 digest;
-  crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(secret.data()),
-                     secret.size());
-  return digest;
-}
-
-std::string sha256_hex(const CredentialSha256& digest) {
-  std::string hex(2 * digest.size() + 1, '\0');
-  sodium_bin2hex(hex.data(), hex.size(), digest.data(), digest.size());
-  hex.pop_back();
-  return hex;
-}
-
-std::string new_credential() {
-  if (sodium_init() < 0) return {};
-  std::array<unsigned char, 32> bytes;
-  randombytes_buf(bytes.data(), bytes.size());
-  return sha256_hex(bytes);  // 64 hex characters of the random bytes themselves
-}
-
-Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
-    const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(ErrorCode::invalid_argument, "devices", "cannot read " + path);
-  std::vector<std::pair<std::string, CredentialSha256>> out;
-  std::string line;
-  for (std::size_t number = 1; std::getline(in, line); ++number) {
-    if (line.empty() || line[0] == '#') continue;
-    const auto comma = line.find(',');
-    const std::string where = path + ":" + std::to_string(number);
-    if (comma == std::string::npos || comma == 0 || comma > wire::kMaxIdBytes)
-      return make_error(ErrorCode::invalid_argument, "devices",
-                        where + ": expected 'id,sha256-hex'");
-    CredentialSha256 digest;
-    std::size_t length = 0;
-    const std::string hex = line.substr(comma + 1);
-    if (hex.size() != 64 ||
-        sodium_hex2bin(digest.data(), digest.size(), hex.data(), hex.size(), nullptr, &length,
-                       nullptr) != 0 ||
-        length != digest.size())
-      return make_error(ErrorCode::invalid_argument, "devices",
-                        where + ": the digest must be 64 hex characters");
-    out.emplace_back(line.substr(0, comma), digest);
-  }
-  if (out.empty()) return make_error(ErrorCode::invalid_argument, "devices", path + " is empty");
-  return out;
 }
 
 }  // namespace cgp::transport

@@ -150,16 +150,10 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello) const {
   if (credential_digests.empty()) return grpc::Status::OK;
   // Binding the stream to the id whose credential it presented: a device cannot answer for
   // another id, since replies are taken as that id's only.
-  const std::string& credential = hello.credential();
-  const grpc::Status refused{grpc::StatusCode::UNAUTHENTICATED, "credential refused"};
-  if (credential.size() > wire::kMaxCredentialBytes) return refuse(refused, "credential");
-  CredentialDigest digest;
-  crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
-                     credential.size());
   auto expected = credential_digests.find(id);
   if (expected == credential_digests.end() ||
-      sodium_memcmp(expected->second.data(), digest.data(), digest.size()) != 0)
-    return refuse(refused, "credential");
+      !credential_matches(hello.credential(), expected->second))
+    return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "credential");
   return grpc::Status::OK;
 }
 

@@ -221,11 +221,8 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   if (options.hello_timeout <= std::chrono::milliseconds(0))
     return make_error(ErrorCode::not_positive, "hello_timeout", "hello_timeout must be > 0");
   impl->hello_timeout = options.hello_timeout;
-  for (const auto& [id, credential] : options.device_credentials) {
-    auto& digest = impl->credential_digests[id];
-    crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(credential.data()),
-                       credential.size());
-  }
+  for (const auto& [id, credential] : options.device_credentials)
+    impl->credential_digests[id] = sha256_of(credential);
   for (const auto& [id, digest] : options.device_credential_digests)
     impl->credential_digests[id] = digest;
   std::shared_ptr<grpc::ServerCredentials> transport_credentials;

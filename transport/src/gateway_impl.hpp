@@ -27,7 +27,6 @@
 namespace cgp::transport::detail {
 
 using ReplyKey = std::pair<std::string, std::uint32_t>;
-using CredentialDigest = std::array<unsigned char, crypto_hash_sha256_BYTES>;
 
 class GatewayCore;
 
@@ -140,7 +139,7 @@ class GatewayCore {
   std::thread hello_sweeper;
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
   std::unique_ptr<grpc::Server> server;
-  std::map<std::string, CredentialDigest> credential_digests;  // device id -> SHA-256
+  std::map<std::string, CredentialSha256> credential_digests;  // device id -> SHA-256
   int port = 0;
   std::function<void(const std::string&)> log_sink;
 

@@ -16,11 +16,10 @@
 
 #include "cgp/common/device_config.hpp"
 #include "cgp/common/expected.hpp"
+#include "cgp/transport/credentials.hpp"
 #include "cgp/transport/gateway.hpp"
 
 namespace cgp::transport {
-
-using CredentialSha256 = std::array<unsigned char, 32>;
 
 struct CoordinatorOptions {
   GatewayOptions gateway;  // listen address, TLS, device credentials, log
@@ -48,14 +47,5 @@ class CoordinatorService {
   explicit CoordinatorService(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-// Enrolment files (cgp-coordinator enrol / serve --devices): one "id,sha256-hex" line per device;
-// the device keeps the credential itself. Errors name the file and line.
-Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
-    const std::string& path);
-std::string sha256_hex(const CredentialSha256& digest);
-CredentialSha256 sha256_of(const std::string& secret);
-// A fresh credential: 32 random bytes from the OS, hex (64 characters).
-std::string new_credential();
 
 }  // namespace cgp::transport

@@ -16,6 +16,7 @@
 
 #include "cgp/common/expected.hpp"
 #include "cgp/coordinator/fleet.hpp"
+#include "cgp/transport/credentials.hpp"
 
 namespace grpc {
 class Service;
@@ -33,7 +34,7 @@ struct GatewayOptions {
   // or its connection is refused (UNAUTHENTICATED) before it can take part.
   std::map<std::string, std::string> device_credentials;
   // The same by SHA-256 digest, as an enrolment file keeps them (the secrets stay on devices).
-  std::map<std::string, std::array<unsigned char, 32>> device_credential_digests;
+  std::map<std::string, CredentialSha256> device_credential_digests;
   // Further gRPC services served on the same port (e.g. the analyst service), each made once.
   std::vector<std::function<std::unique_ptr<grpc::Service>()>> extra_services;
   // Device streams are spread over this many completion queues, a thread each (not a thread

@@ -1,0 +1,28 @@
+// Credentials of devices and analysts: the coordinator keeps SHA-256 digests only and compares
+// them in constant time; enrolment files hold "id,sha256-hex" lines.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+
+namespace cgp::transport {
+
+using CredentialSha256 = std::array<unsigned char, 32>;
+
+CredentialSha256 sha256_of(std::string_view secret);
+std::string sha256_hex(const CredentialSha256& digest);
+// Does `secret` hash to `digest`? Constant-time in the digest; a secret over the wire limit
+// (4 KiB) never matches.
+bool credential_matches(std::string_view secret, const CredentialSha256& digest);
+// A fresh credential: 32 random bytes from the OS, as 64 hex characters.
+std::string new_credential();
+// An enrolment file (cgp-coordinator enrol / serve --devices). Errors name the file and line.
+Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
+    const std::string& path);
+
+}  // namespace cgp::transport
