@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "cgp/client/device.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/device_swarm.hpp"
+#include "cgp/transport/gateway.hpp"
 
 namespace cgp::test {
 
@@ -58,6 +61,36 @@ struct ThreadedDevices {
       });
   }
   double spent(std::size_t row) const { return devices[row - first].spent(); }
+};
+
+// A gateway on a free loopback port with devices 0..fast-1 in an async swarm and devices
+// fast..fast+slow-1 served from threads, answering each request after `slow_delay`; all
+// connected before the constructor returns.
+struct MixedFleet {
+  std::unique_ptr<transport::DeviceGateway> gateway;
+  std::string address;
+  std::unique_ptr<transport::DeviceSwarm> swarm;
+  std::optional<ThreadedDevices> slow_devices;
+  std::size_t fast;
+  MixedFleet(const DeviceConfig& config, const std::vector<double>& points, std::uint64_t seed,
+             std::size_t fast_count, std::size_t slow_count, std::chrono::milliseconds slow_delay)
+      : gateway(*transport::DeviceGateway::start("127.0.0.1:0")),
+        address("127.0.0.1:" + std::to_string(gateway->port())),
+        fast(fast_count) {
+    transport::SwarmOptions options;
+    options.coordinator_address = address;
+    options.config = config;
+    options.seed = seed;
+    swarm = *transport::DeviceSwarm::start(options, swarm_members(points, fast));
+    slow_devices.emplace(config, points, seed, address, fast, slow_count, slow_count, slow_delay);
+    REQUIRE(gateway->wait_for_devices(fast + slow_count, std::chrono::seconds(30)));
+  }
+  // Streams end before the gateway: the slow devices stop, then the swarm.
+  ~MixedFleet() {
+    slow_devices.reset();
+    swarm.reset();
+  }
+  double spent(std::size_t i) const { return i < fast ? swarm->spent(i) : slow_devices->spent(i); }
 };
 
 // Polls `done` every 5 ms until it holds or `timeout` passes.

@@ -73,18 +73,12 @@ TEST_CASE("faults: dropped, reconnecting and slow devices: each request charged 
   const std::size_t fast = 40, slow = 3, n = fast + slow;
   auto points = test::uniform_square(n, 1000, seed);
   const auto config = *DeviceConfig::cgp(1.0);
-  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
-  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
-  transport::SwarmOptions swarm_options;
-  swarm_options.coordinator_address = address;
-  swarm_options.config = config;
-  swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, fast));
   // Slow devices: they answer 1.5 s after each request, the round deadline is 0.4 s.
-  test::ThreadedDevices slow_devices(config, points, seed, address, fast, slow, slow, 1500ms);
-  REQUIRE(gateway->wait_for_devices(n, 30s));
+  test::MixedFleet net(config, points, seed, fast, slow, 1500ms);
+  auto& gateway = net.gateway;
+  auto& swarm = net.swarm;
   transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 400ms);
-  auto spent = [&](std::size_t i) { return i < fast ? swarm->spent(i) : slow_devices.spent(i); };
+  auto spent = [&](std::size_t i) { return net.spent(i); };
 
   std::vector<UserId> users(n);
   std::iota(users.begin(), users.end(), UserId{0});
@@ -136,8 +130,6 @@ TEST_CASE("faults: dropped, reconnecting and slow devices: each request charged 
       for (std::size_t j = 0; j < 2; ++j)
         CHECK(second.values[2 * i + j] == first.values[2 * i + j]);
   }
-  swarm.reset();
-  gateway.reset();
 }
 
 TEST_CASE("faults: a range query completes through drops and slow devices, the mirror stays safe",
@@ -146,15 +138,9 @@ TEST_CASE("faults: a range query completes through drops and slow devices, the m
   const std::size_t fast = 60, slow = 2, n = fast + slow;
   auto points = test::uniform_square(n, 1000, seed);
   const auto config = *DeviceConfig::cgp(0.05);
-  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
-  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
-  transport::SwarmOptions swarm_options;
-  swarm_options.coordinator_address = address;
-  swarm_options.config = config;
-  swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, fast));
-  test::ThreadedDevices slow_devices(config, points, seed, address, fast, slow, slow, 800ms);
-  REQUIRE(gateway->wait_for_devices(n, 30s));
+  test::MixedFleet net(config, points, seed, fast, slow, 800ms);
+  auto& gateway = net.gateway;
+  auto& swarm = net.swarm;
   transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 0.05, 300ms);
   BudgetMirror mirror(n, fleet.initial_budget());
   auto rho = test::uniform_rho(n, 0.05);  // the whole budget: a second charge could not fit
@@ -177,12 +163,10 @@ TEST_CASE("faults: a range query completes through drops and slow devices, the m
     CHECK(std::count(result->report.unanswered.begin(), result->report.unanswered.end(), u) == 1);
   for (UserId u = 0; u < n; ++u) {
     INFO("user " << u);
-    const double device_spent = u < fast ? swarm->spent(u) : slow_devices.spent(u);
+    const double device_spent = net.spent(u);
     CHECK(device_spent <= config.rho_capacity());
     CHECK(mirror.remaining(u) <= config.rho_capacity() - device_spent + 1e-12);
   }
-  swarm.reset();
-  gateway.reset();
 }
 
 TEST_CASE("faults: after a coordinator restart devices reconnect with their budgets intact",

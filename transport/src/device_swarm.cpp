@@ -185,7 +185,9 @@ class SwarmStream {
             member.device.handle({reinterpret_cast<const std::uint8_t*>(body.data()), body.size()});
       }
       // DeviceToCoordinator{reply = <the device's bytes>}: tag, varint length, bytes.
-      std::string envelope(1, static_cast<char>(kReplyTag));
+      std::string envelope;
+      envelope.reserve(reply.size() + 6);
+      envelope.push_back(static_cast<char>(kReplyTag));
       for (std::size_t n = reply.size();; n >>= 7) {
         envelope.push_back(static_cast<char>(n < 0x80 ? n : (n & 0x7f) | 0x80));
         if (n < 0x80) break;

@@ -83,7 +83,8 @@ void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& r
   std::shared_ptr<PendingRound> round;
   {
     std::lock_guard lock(rounds_mutex);
-    auto it = rounds.find(ReplyKey{reply.id().query_id(), reply.id().round()});
+    auto it = rounds.find(
+        std::pair<std::string_view, std::uint32_t>{reply.id().query_id(), reply.id().round()});
     if (it != rounds.end()) round = it->second;
   }
   bool taken = false;

@@ -26,7 +26,18 @@
 
 namespace cgp::transport::detail {
 
-using ReplyKey = std::pair<std::string, std::uint32_t>;
+using ReplyKey = std::pair<std::string, std::uint32_t>;  // (query id, round)
+
+// Orders round keys and finds them by a reply's (query id, round) without copying the id: a
+// lookup per reply.
+struct ReplyKeyLess {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    return std::string_view(a.first) < std::string_view(b.first) ||
+           (std::string_view(a.first) == std::string_view(b.first) && a.second < b.second);
+  }
+};
 
 class GatewayCore;
 
@@ -149,7 +160,7 @@ class GatewayCore {
   bool shutting_down = false;
 
   std::mutex rounds_mutex;
-  std::map<ReplyKey, std::shared_ptr<PendingRound>> rounds;
+  std::map<ReplyKey, std::shared_ptr<PendingRound>, ReplyKeyLess> rounds;
 
   mutable std::mutex counters_mutex;
   GatewayCounters counts;
