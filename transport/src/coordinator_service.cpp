@@ -79,11 +79,7 @@ struct CoordinatorService::Impl {
       if (!split) return split.error();
       o.split = *split;
     }
-    if (in.beta() != 0) {
-      if (!(in.beta() > 0 && in.beta() < 1))
-        return make_error(ErrorCode::out_of_range, "beta", "beta must be in (0, 1)");
-      o.beta = in.beta();
-    }
+    if (in.beta() != 0) o.beta = in.beta();  // checked by the query itself
     o.shift = !in.no_shift();
     o.component_id = options.component_id;
     if (in.query_id().size() > wire::kMaxIdBytes)
