@@ -70,7 +70,7 @@ BENCHMARK(BM_Request2D_SqliteLedger_Secure)->UseRealTime();
 void BM_DiscreteGaussian_Secure(benchmark::State& state) {
   auto random = *SecureRandom::create();
   RandomBits bits(*random);
-  auto gaussian = *DiscreteGaussian::create(plan_noise(1.0, 1e-4)->sigma2_grid);
+  auto gaussian = *DiscreteGaussian::create(plan_noise(1.0, 1e-4, 1e-2)->sigma2_grid);
   for (auto _ : state) benchmark::DoNotOptimize(gaussian.sample(bits));
   state.SetItemsProcessed(state.iterations());
 }
@@ -79,7 +79,7 @@ BENCHMARK(BM_DiscreteGaussian_Secure);
 void BM_DiscreteGaussian_Simulation(benchmark::State& state) {
   SimulationRandom random(1, 1);
   RandomBits bits(random);
-  auto gaussian = *DiscreteGaussian::create(plan_noise(1.0, 1e-4)->sigma2_grid);
+  auto gaussian = *DiscreteGaussian::create(plan_noise(1.0, 1e-4, 1e-2)->sigma2_grid);
   for (auto _ : state) benchmark::DoNotOptimize(gaussian.sample(bits));
   state.SetItemsProcessed(state.iterations());
 }

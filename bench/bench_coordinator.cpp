@@ -122,7 +122,7 @@ std::vector<double> idx_images(const char* path, std::size_t& dimension) {
 double sample_cost() {
   client::SimulationRandom random(1, 1);
   client::RandomBits bits(random);
-  auto gaussian = *client::DiscreteGaussian::create(client::plan_noise(1.0, 1e-4)->sigma2_grid);
+  auto gaussian = *client::DiscreteGaussian::create(client::plan_noise(1.0, 1e-4, 1e-2)->sigma2_grid);
   const int n = 2000000;
   const double start = now();
   client::int128 sink = 0;

@@ -97,17 +97,17 @@ int cgp_device_handle(cgp_device* device, const uint8_t* request, size_t request
     if (!request && request_len > 0)
       return fail(device, CGP_INVALID_ARGUMENT, "request must not be NULL");
     std::span<const std::uint8_t> bytes(request, request_len);
-    // Decide on the buffer before anything is evaluated or charged.
-    auto needed = device->device.max_reply_size(bytes);
-    if (!needed) return fail(device, needed.error());
-    if (!reply || reply_capacity < *needed) {
-      *reply_len = *needed;
+    // The device decides on the buffer before anything is charged, and never hands back more
+    // than the capacity: a replay's stored reply may be longer than today's components imply.
+    auto result = device->device.handle(bytes, reply ? reply_capacity : 0);
+    if (result.needed > 0) {
+      *reply_len = result.needed;
       return fail(device, CGP_BUFFER_TOO_SMALL,
                   "reply buffer too small: nothing was evaluated or charged");
     }
-    std::string answer = device->device.handle(bytes);
-    std::memcpy(reply, answer.data(), answer.size());
-    *reply_len = answer.size();
+    if (result.reply.size() > reply_capacity) return fail(device, CGP_INTERNAL, "reply too large");
+    std::memcpy(reply, result.reply.data(), result.reply.size());
+    *reply_len = result.reply.size();
     return CGP_OK;
   });
 }

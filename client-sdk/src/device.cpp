@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cgp/client/privatizer.hpp"
 #include "cgp/client/statistic.hpp"
@@ -93,6 +94,9 @@ struct Device::State {
   std::unordered_map<std::string, Component> components;
   ReleaseScratch scratch;
   std::vector<double> noisy;  // reused across requests
+  ReplyPacing pacing;
+  std::shared_ptr<PacingClock> clock = PacingClock::steady();
+  std::uint64_t pacing_overruns = 0;
 
   State(const DeviceConfig& c, std::unique_ptr<Ledger> l, std::unique_ptr<RandomSource> r)
       : config(c), ledger(std::move(l)), random(std::move(r)), filter(c) {}
@@ -106,15 +110,40 @@ struct Device::State {
     return reply;
   }
 
-  // The whole request path. `bytes` receives the serialized reply.
-  Reply process(const DeviceRequest& request, const RequestDigest& digest, std::string& bytes);
+  // The whole request path. `bytes` receives the serialized reply, unless it would be longer
+  // than `capacity`: then `bytes` is empty, `needed` says how long, and nothing was charged.
+  Reply process(const DeviceRequest& request, const RequestDigest& digest, std::string& bytes,
+                std::size_t capacity, std::size_t& needed);
+
+  // Any failure to write the ledger leaves this handle failing closed until it is reopened.
+  Reply ledger_failed(const RequestId& id, Error error) {
+    if (ledger_status.ok()) ledger_status = error;
+    return rejected(id, std::move(error));
+  }
 };
 
+// The largest answered reply for this id and output dimension: every field that can appear,
+// doubles at full width (proto3 omits zeros, so real replies are never longer).
+std::size_t answered_reply_bound(const RequestId& id, std::size_t output_dimension) {
+  Reply largest;
+  largest.id = id;
+  largest.status = ReplyStatus::answered;
+  largest.values.assign(output_dimension, 1.0);
+  largest.charged_rho = 1.0;
+  largest.remaining_budget = 1.0;
+  return wire::serialize(reply_to_wire(largest)).size();
+}
+
 Reply Device::State::process(const DeviceRequest& request, const RequestDigest& digest,
-                             std::string& bytes) {
+                             std::string& bytes, std::size_t capacity, std::size_t& needed) {
   const RequestId& id = request.id();
+  needed = 0;
   auto finish = [&](Reply reply) {
     bytes = wire::serialize(reply_to_wire(reply));
+    if (bytes.size() > capacity) {
+      needed = bytes.size();
+      bytes.clear();
+    }
     return reply;
   };
   if (!ledger_status.ok()) return finish(rejected(id, ledger_status.error()));
@@ -124,10 +153,21 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   if (!recorded) return finish(rejected(id, recorded.error()));
   if (recorded->has_value()) {
     const AnsweredRequest& answer = **recorded;
+    const std::string id_text = "id (" + id.query_id + ", " + std::to_string(id.round) + ")";
     if (answer.digest != digest) {
       return finish(rejected(id, make_error(ErrorCode::request_conflict, "id",
-                                            "id (" + id.query_id + ", " + std::to_string(id.round) +
-                                                ") was already answered for a different request")));
+                                            id_text + " was already answered for a different "
+                                                      "request")));
+    }
+    if (answer.pruned()) {
+      return finish(rejected(
+          id, make_error(ErrorCode::reply_pruned, "id",
+                         id_text + " was answered and charged before, and its reply is past the "
+                                   "retention window: it is not answered again")));
+    }
+    if (answer.reply.size() > capacity) {  // the stored bytes, whatever is registered now
+      needed = answer.reply.size();
+      return {};
     }
     bytes = answer.reply;
     v1::DeviceReply parsed;
@@ -151,17 +191,13 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   const StatisticSpec spec = StatisticSpec::of(request);
   if (auto s = check_statistic_input(spec, component->second.value); !s)
     return finish(rejected(id, s.error()));
-
-  // K comes from the statistic's kind, known here; nothing on the wire sets it.
-  auto plan = plan_noise(lipschitz_constant(request.statistic()), request.rho());
+  // Every public reason to reject (ρ range, coordinates against the grid's box) is decided here.
+  auto plan = plan_release(spec, request.rho(), config.rho_capacity());
   if (!plan) return finish(rejected(id, plan.error()));
-  if (spec.public_extent() > plan->coordinate_limit) {
-    return finish(rejected(
-        id, make_error(ErrorCode::out_of_range, "rho",
-                       "rho = " + format_number(request.rho()) +
-                           " is too large for the coordinates of this request (limit " +
-                           format_number(plan->coordinate_limit) +
-                           "): use a smaller rho or coordinates centred near the origin")));
+  const std::size_t output_dimension = spec.output_dimension(component->second.value.size());
+  if (const std::size_t bound = answered_reply_bound(id, output_dimension); bound > capacity) {
+    needed = bound;
+    return {};
   }
 
   // The filter decides on the public charge alone (Thm 4.3).
@@ -177,9 +213,18 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
     return finish(std::move(reply));
   }
 
+  // From admission on, the outcome depends on public data only: the release cannot fail for a
+  // plan_release plan, and it runs in a paced window whose length is public (privatizer.md).
+  const auto paced_until =
+      pacing.enabled ? clock->now() + pacing.window(spec, output_dimension) : PacingClock::Time{};
   RandomBits bits(*random);
-  if (auto s = release_statistic(spec, component->second.value, *plan, bits, scratch, noisy); !s)
-    return finish(rejected(id, s.error()));
+  const Status released =
+      release_statistic(spec, component->second.value, *plan, bits, scratch, noisy);
+  if (pacing.enabled) {
+    if (clock->now() > paced_until) ++pacing_overruns;
+    clock->sleep_until(paced_until);
+  }
+  if (!released) return finish(rejected(id, released.error()));
 
   Reply reply;
   reply.id = id;
@@ -191,9 +236,9 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
 
   // Charge before release: the reply exists only in this function until the ledger has it.
   if (auto s = ledger->record_answer(id, AnsweredRequest{digest, charge, reply_bytes},
-                                     filter.spent_after(charge));
+                                     filter.spent(), filter.spent_after(charge));
       !s) {
-    return finish(rejected(id, s.error()));
+    return finish(ledger_failed(id, s.error()));
   }
   filter.commit(charge);
   bytes = std::move(reply_bytes);
@@ -233,7 +278,9 @@ Expected<Device> Device::open_secure(const DeviceConfig& config, const char* led
     ledger = std::make_unique<SqliteLedger>(ledger_path);
   else
     ledger = std::make_unique<MemoryLedger>();
-  return open(config, std::move(ledger), std::move(*random));
+  Device device = open(config, std::move(ledger), std::move(*random));
+  device.set_pacing(ReplyPacing::device_default());
+  return device;
 }
 
 Device Device::open_for_simulation(const DeviceConfig& config, std::uint64_t seed,
@@ -283,37 +330,74 @@ Status Device::set_component(std::string_view id, std::span<const double> values
   return {};
 }
 
-std::string Device::handle(std::span<const std::uint8_t> request_bytes) {
+HandleResult Device::handle(std::span<const std::uint8_t> request_bytes,
+                            std::size_t reply_capacity) noexcept {
   State& s = *state_;
-  std::string bytes;
-  auto parsed = wire::parse_device_request(request_bytes);
-  if (!parsed) return wire::serialize(reply_to_wire(s.rejected({}, parsed.error())));
-  auto request = wire::request_from_wire(*parsed);
-  if (!request) {
-    RequestId id{cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
-    return wire::serialize(reply_to_wire(s.rejected(id, request.error())));
+  HandleResult result;
+  try {
+    auto parsed = wire::parse_device_request(request_bytes);
+    if (!parsed) {
+      result.reply = wire::serialize(reply_to_wire(s.rejected({}, parsed.error())));
+    } else if (auto request = wire::request_from_wire(*parsed); !request) {
+      RequestId id{cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
+      result.reply = wire::serialize(reply_to_wire(s.rejected(id, request.error())));
+    } else {
+      const std::string canonical = wire::serialize(wire::request_to_wire(*request));
+      s.process(*request, digest_of(canonical), result.reply, reply_capacity, result.needed);
+      return result;
+    }
+  } catch (...) {
+    // Nothing is charged on this path: a charge is recorded only as the last step of process().
+    result.reply.clear();
+    try {
+      result.reply = wire::serialize(reply_to_wire(s.rejected(
+          {}, make_error(ErrorCode::internal_error, "request",
+                         "the device could not process this request; nothing was charged"))));
+    } catch (...) {
+      result.reply.clear();
+    }
   }
-  const std::string canonical = wire::serialize(wire::request_to_wire(*request));
-  s.process(*request, digest_of(canonical), bytes);
-  return bytes;
+  if (result.reply.size() > reply_capacity) {
+    result.needed = result.reply.size();
+    result.reply.clear();
+  }
+  return result;
 }
 
-Reply Device::handle(const DeviceRequest& request) {
-  std::string bytes;
-  const std::string canonical = wire::serialize(wire::request_to_wire(request));
-  return state_->process(request, digest_of(canonical), bytes);
+std::string Device::handle(std::span<const std::uint8_t> request_bytes) noexcept {
+  return handle(request_bytes, std::numeric_limits<std::size_t>::max()).reply;
+}
+
+Reply Device::handle(const DeviceRequest& request) noexcept {
+  try {
+    std::string bytes;
+    std::size_t needed = 0;
+    const std::string canonical = wire::serialize(wire::request_to_wire(request));
+    return state_->process(request, digest_of(canonical), bytes,
+                           std::numeric_limits<std::size_t>::max(), needed);
+  } catch (...) {
+    Reply reply;
+    reply.status = ReplyStatus::rejected_invalid;
+    reply.error.code = ErrorCode::internal_error;
+    return reply;
+  }
 }
 
 Expected<std::size_t> Device::max_reply_size(std::span<const std::uint8_t> request_bytes) const {
   // A reply is at most: the id, status, a cut error message, one double per output coordinate
-  // and the two budgets. Build the largest such reply and measure it.
+  // and the two budgets — or, for a replay, the stored bytes.
   std::size_t dimension = 1;
   RequestId id;
+  std::size_t stored = 0;
   if (auto parsed = wire::parse_device_request(request_bytes)) {
     id = {cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
     if (parsed->has_location()) {
       auto it = state_->components.find(parsed->component_id());
       if (it != state_->components.end()) dimension = it->second.dimension;
+    }
+    if (state_->ledger_status.ok()) {
+      if (auto recorded = state_->ledger->find(id); recorded && recorded->has_value())
+        stored = (*recorded)->reply.size();
     }
   }
   Reply largest;
@@ -323,7 +407,18 @@ Expected<std::size_t> Device::max_reply_size(std::span<const std::uint8_t> reque
   largest.values.assign(dimension, 1.0);
   largest.charged_rho = 1.0;
   largest.remaining_budget = 1.0;
-  return wire::serialize(reply_to_wire(largest)).size();
+  return std::max(stored, wire::serialize(reply_to_wire(largest)).size());
+}
+
+void Device::set_pacing(const ReplyPacing& pacing, std::shared_ptr<PacingClock> clock) {
+  state_->pacing = pacing;
+  if (clock) state_->clock = std::move(clock);
+}
+const ReplyPacing& Device::pacing() const noexcept {
+  return state_->pacing;
+}
+std::uint64_t Device::pacing_overruns() const noexcept {
+  return state_->pacing_overruns;
 }
 
 double Device::remaining() const noexcept {

@@ -14,11 +14,26 @@ namespace {
 
 using BigInt = boost::multiprecision::int256_t;  // the shift in covers() is a few bits
 
-// σ/u ∈ [2^kGridBits, 2^(kGridBits+1)).
+// u ≤ 2^-kGridBits·σ: the release's own rounding is far below its noise.
 constexpr int kGridBits = 24;
-// Inputs are clamped to ±2^kClampBits·u; φ of clamped inputs stays within ±2^kPhiBits·u.
+// u ≤ 2^-kCapacityGridBits·σ_cap: the rounding slack of every release, whatever its ρ, is paid by
+// its charge at one resolution t_res (privatizer.md), so it cannot add up over many releases.
+constexpr int kCapacityGridBits = 21;
+// ρ ≥ capacity·2^-kMinRhoBits keeps σ²/u² < 2^(2·kCapacityGridBits + 2 + kMinRhoBits) = 2^62,
+// the exact sampler's range, and bounds the number of releases by 2^18.
+constexpr int kMinRhoBits = 18;
+// Inputs are clamped to ±2^kClampBits·u; φ is clamped to ±2^kPhiBits·u, which φ of clamped
+// inputs never reaches (≤ 2√d·2^kClampBits·u = 2^55·u at d = 4096), so the second clamp only
+// makes "answered" independent of the data by construction.
 constexpr int kClampBits = 48;
-constexpr int kPhiBits = 54;
+constexpr int kPhiBits = 56;
+
+// The exponent e with x ∈ [2^(e−1), 2^e), for x > 0 finite.
+int binary_exponent(double x) {
+  int e;
+  std::frexp(x, &e);
+  return e;
+}
 
 // x = mantissa·2^exponent exactly, mantissa an integer with |mantissa| < 2^53.
 void exact_parts(double x, std::int64_t& mantissa, int& exponent) {
@@ -57,20 +72,37 @@ double NoisePlan::sigma() const noexcept {
   return std::sqrt(static_cast<double>(sigma2_grid)) * grid();
 }
 
-Expected<NoisePlan> plan_noise(double lipschitz, double rho) {
+double min_rho(double capacity) noexcept {
+  return std::ldexp(capacity, -kMinRhoBits);
+}
+
+double resolution(double capacity, std::size_t output_dimension, double float_error_grid_units) {
+  const double s_d = std::sqrt(static_cast<double>(output_dimension)) + 2 * float_error_grid_units;
+  // t_res = 2^10·s_d·u/K with u ≤ 2^-21·K/√(2·capacity).
+  return std::ldexp(s_d, 10 - kCapacityGridBits) / std::sqrt(2 * capacity);
+}
+
+Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
   if (auto s = require_finite_positive("lipschitz", lipschitz); !s) return s.error();
   if (auto s = require_finite_positive("rho", rho); !s) return s.error();
+  if (auto s = require_finite_positive("capacity", capacity); !s) return s.error();
+  if (rho < min_rho(capacity)) {
+    return make_error(ErrorCode::out_of_range, "rho",
+                      "rho = " + format_number(rho) + " is below this device's minimum " +
+                          format_number(min_rho(capacity)) + " (capacity " +
+                          format_number(capacity) + " / 2^18)");
+  }
   const double sigma = lipschitz / std::sqrt(2 * rho);
-  if (!(std::isfinite(sigma) && sigma > 0)) {
+  const double sigma_cap = lipschitz / std::sqrt(2 * capacity);
+  if (!(std::isfinite(sigma) && sigma > 0 && std::isfinite(sigma_cap) && sigma_cap > 0)) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) + " gives no usable noise scale");
   }
-  int sigma_exponent;
-  std::frexp(sigma, &sigma_exponent);  // σ ∈ [2^(e−1), 2^e)
   NoisePlan plan;
-  plan.grid_exponent = sigma_exponent - 1 - kGridBits;
-  // Grid units must stay well inside double's range for the ±2^50 window around them.
-  if (plan.grid_exponent < -1000 || plan.grid_exponent > 900) {
+  plan.grid_exponent = std::min(binary_exponent(sigma) - 1 - kGridBits,
+                                binary_exponent(sigma_cap) - 1 - kCapacityGridBits);
+  // Grid units must stay well inside double's range for the ±2^56 window around them.
+  if (plan.grid_exponent < -950 || plan.grid_exponent > 900) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) + " is outside the supported range");
   }
@@ -80,12 +112,31 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho) {
   exact_parts(rho, rho_m, rho_e);
   exact_parts(lipschitz, k_m, k_e);
   const double estimate = std::ldexp(sigma, -plan.grid_exponent);
+  if (!(estimate * estimate < 0x1p62)) {
+    return make_error(ErrorCode::out_of_range, "rho",
+                      "rho = " + format_number(rho) + " needs a noise grid finer than supported");
+  }
   auto s = static_cast<std::uint64_t>(std::ceil(estimate * estimate));
   while (!covers(s, rho_m, rho_e, k_m, k_e, plan.grid_exponent)) ++s;
   while (s > 1 && covers(s - 1, rho_m, rho_e, k_m, k_e, plan.grid_exponent)) --s;
+  // Creating the sampler here means a release can no longer fail once admitted.
+  if (auto gaussian = DiscreteGaussian::create(s); !gaussian) return gaussian.error();
   plan.sigma2_grid = s;
   plan.charged_rho = privacy::device_charge(rho);
   plan.coordinate_limit = std::ldexp(1.0, plan.grid_exponent + kClampBits);
+  return plan;
+}
+
+Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double capacity) {
+  auto plan = plan_noise(lipschitz_constant(spec.kind), rho, capacity);
+  if (!plan) return plan.error();
+  if (spec.public_extent() > plan->coordinate_limit) {
+    return make_error(ErrorCode::out_of_range, "rho",
+                      "rho = " + format_number(rho) +
+                          " is too large for the coordinates of this request (limit " +
+                          format_number(plan->coordinate_limit) +
+                          "): use a smaller rho or coordinates centred near the origin");
+  }
   return plan;
 }
 
@@ -96,11 +147,10 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
   const double phi_limit = std::ldexp(1.0, kPhiBits);
   out.resize(phi.size());
   for (std::size_t i = 0; i < phi.size(); ++i) {
-    const double in_grid_units = std::ldexp(phi[i], -plan.grid_exponent);  // exact
-    if (!(std::fabs(in_grid_units) <= phi_limit)) {
-      return make_error(ErrorCode::out_of_range, indexed_name("phi", i),
-                        "the statistic is too large for the noise grid of rho");
-    }
+    // Exact (u is a power of two); the clamp is part of the statistic (1-Lipschitz) and
+    // fmax/fmin send a NaN to the bound instead of to undefined behaviour in llround.
+    const double in_grid_units =
+        std::fmin(std::fmax(std::ldexp(phi[i], -plan.grid_exponent), -phi_limit), phi_limit);
     const auto rounded = static_cast<int128>(std::llround(in_grid_units));
     const int128 noisy = rounded + gaussian->sample(bits);
     // Integer -> double rounds (beyond 2^53) deterministically: post-processing of the
@@ -115,9 +165,14 @@ Status release_statistic(const StatisticSpec& spec, std::span<const double> comp
                          std::vector<double>& out) {
   // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
   // floating-point error of φ far below the grid (privatizer.md).
+  // Distances to public coordinates (|·| ≤ kMaxCoordinate) are also clamped to twice that box:
+  // no square can overflow and the evaluation error stays within privatizer.md's bound.
+  const double limit = spec.kind == StatisticKind::location
+                           ? plan.coordinate_limit
+                           : std::min(plan.coordinate_limit, 2 * geometry::kMaxCoordinate);
   scratch.clamped.resize(component.size());
   for (std::size_t k = 0; k < component.size(); ++k)
-    scratch.clamped[k] = std::clamp(component[k], -plan.coordinate_limit, plan.coordinate_limit);
+    scratch.clamped[k] = std::clamp(component[k], -limit, limit);
   scratch.phi.resize(spec.output_dimension(component.size()));
   evaluate_unchecked(spec, scratch.clamped, scratch.phi.data());
   return privatize(scratch.phi, plan, bits, out);

@@ -1,7 +1,13 @@
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "cgp/client/ledger.hpp"
 #include "cgp/common/validate.hpp"
@@ -10,20 +16,23 @@
 namespace cgp::client {
 namespace {
 
-constexpr const char* kFormat = "cgpkit-ledger-1";
+constexpr const char* kFormat = "cgpkit-ledger-2";
+// Format 1 (WAL, no answered_at) is migrated in place when first opened.
+constexpr const char* kFormatV1 = "cgpkit-ledger-1";
 
 constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS state (
+CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE state (
   id INTEGER PRIMARY KEY CHECK (id = 0),
   spent REAL NOT NULL CHECK (spent >= 0),
   halted INTEGER NOT NULL CHECK (halted IN (0, 1)));
-CREATE TABLE IF NOT EXISTS answers (
+CREATE TABLE answers (
   query_id TEXT NOT NULL,
   round INTEGER NOT NULL,
   digest BLOB NOT NULL CHECK (length(digest) = 32),
   charge REAL NOT NULL CHECK (charge > 0),
   reply BLOB NOT NULL,
+  answered_at INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (query_id, round));
 )sql";
 
@@ -44,45 +53,171 @@ class Statement {
   int rc_ = SQLITE_ERROR;
 };
 
+std::int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Error ledger_error(const std::string& message) {
+  return make_error(ErrorCode::ledger_failure, "ledger", "ledger: " + message);
+}
+
+// Opens `path` read-write (never creating it) with the pragmas every ledger connection uses.
+int open_connection(const std::string& path, sqlite3** db) {
+  return sqlite3_open_v2(path.c_str(), db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+}
+
+bool exec(sqlite3* db, const char* sql) {
+  return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
+// A new ledger is built completely under a temporary name and then linked to `path`, which
+// fails if `path` exists: the path never names a half-made ledger, so an empty or table-less
+// file there can only be damage (and fails closed).
+Status create_ledger_file(const std::string& path, const std::string& config_bytes) {
+  std::random_device entropy;
+  const std::string temp = path + ".new-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(entropy());
+  sqlite3* db = nullptr;
+  auto fail = [&](const std::string& what) -> Status {
+    std::string message = what;
+    if (db) {
+      message += ": ";
+      message += sqlite3_errmsg(db);
+      sqlite3_close_v2(db);
+    }
+    ::unlink(temp.c_str());
+    ::unlink((temp + "-journal").c_str());
+    return ledger_error(message);
+  };
+  if (sqlite3_open_v2(temp.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK)
+    return fail("cannot create " + temp);
+  if (!exec(db, "PRAGMA journal_mode=DELETE;") || !exec(db, "PRAGMA synchronous=FULL;") ||
+      !exec(db, "BEGIN IMMEDIATE;") || !exec(db, kSchema))
+    return fail("cannot create the schema in " + temp);
+  {
+    Statement put(db, "INSERT INTO meta(key, value) VALUES ('format', ?1), ('config', ?2);");
+    if (!put.ok()) return fail("cannot initialise " + temp);
+    sqlite3_bind_blob(put.get(), 1, kFormat, static_cast<int>(std::strlen(kFormat)), SQLITE_STATIC);
+    sqlite3_bind_blob(put.get(), 2, config_bytes.data(), static_cast<int>(config_bytes.size()),
+                      SQLITE_STATIC);
+    if (sqlite3_step(put.get()) != SQLITE_DONE) return fail("cannot initialise " + temp);
+  }
+  if (!exec(db, "INSERT INTO state(id, spent, halted) VALUES (0, 0, 0);") ||
+      !exec(db, "COMMIT;"))
+    return fail("cannot initialise " + temp);
+  sqlite3_close_v2(db);
+  db = nullptr;
+  if (::link(temp.c_str(), path.c_str()) != 0 && errno != EEXIST)
+    return fail("cannot link " + temp + " to " + path + ": " + std::strerror(errno));
+  ::unlink(temp.c_str());
+  // The new directory entry must be durable before the first charge relies on it.
+  std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos
+                                       ? 0
+                                       : path.find_last_of('/') + 1);
+  if (dir.empty()) dir = ".";
+  if (int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  return {};
+}
+
 }  // namespace
 
 struct SqliteLedger::Impl {
   sqlite3* db = nullptr;
-  ~Impl() {
+  LedgerRetention retention;
+  std::size_t kept_bytes = 0;  // bytes of replies not yet pruned
+  ~Impl() { close(); }
+  void close() {
     if (db) sqlite3_close_v2(db);
+    db = nullptr;
   }
   Error failure(const std::string& what) const {
-    std::string message = "ledger: " + what;
+    std::string message = what;
     if (db) {
       message += ": ";
       message += sqlite3_errmsg(db);
     }
-    return make_error(ErrorCode::ledger_failure, "ledger", message);
+    return ledger_error(message);
   }
-  bool exec(const char* sql) const {
-    return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+  bool exec(const char* sql) const { return cgp::client::exec(db, sql); }
+  // Deleted, renamed or replaced since this handle opened it: writes would go to a file that
+  // nobody will read again.
+  bool file_moved() const {
+    int moved = 1;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK) return true;
+    return moved != 0;
+  }
+  // Replies beyond the retention bounds lose their bytes (never their row or charge).
+  bool prune() {
+    const std::int64_t oldest = unix_seconds() - retention.max_age_seconds;
+    Statement by_age(db,
+                     "UPDATE answers SET reply = X'' WHERE length(reply) > 0 AND answered_at < ?1;");
+    if (!by_age.ok()) return false;
+    sqlite3_bind_int64(by_age.get(), 1, oldest);
+    if (sqlite3_step(by_age.get()) != SQLITE_DONE) return false;
+    Statement by_size(db,
+                      "UPDATE answers SET reply = X'' WHERE rowid IN (SELECT rowid FROM ("
+                      "SELECT rowid, SUM(length(reply)) OVER (ORDER BY rowid DESC) AS kept "
+                      "FROM answers WHERE length(reply) > 0) WHERE kept > ?1);");
+    if (!by_size.ok()) return false;
+    sqlite3_bind_int64(by_size.get(), 1, static_cast<sqlite3_int64>(retention.max_reply_bytes));
+    if (sqlite3_step(by_size.get()) != SQLITE_DONE) return false;
+    Statement total(db, "SELECT COALESCE(SUM(length(reply)), 0) FROM answers;");
+    if (!total.ok() || sqlite3_step(total.get()) != SQLITE_ROW) return false;
+    kept_bytes = static_cast<std::size_t>(sqlite3_column_int64(total.get(), 0));
+    return true;
   }
 };
 
-SqliteLedger::SqliteLedger(std::string path)
-    : path_(std::move(path)), impl_(std::make_unique<Impl>()) {}
+SqliteLedger::SqliteLedger(std::string path, LedgerRetention retention)
+    : path_(std::move(path)), impl_(std::make_unique<Impl>()) {
+  impl_->retention = retention;
+}
 SqliteLedger::~SqliteLedger() = default;
 
 Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
   Impl& s = *impl_;
-  if (s.db) {
-    sqlite3_close_v2(s.db);
-    s.db = nullptr;
+  s.close();
+  const std::string config_bytes = wire::serialize(wire::config_to_wire(config));
+
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    if (errno != ENOENT) return ledger_error("cannot stat " + path_ + ": " + std::strerror(errno));
+    if (auto created = create_ledger_file(path_, config_bytes); !created) return created.error();
+  } else if (!S_ISREG(st.st_mode)) {
+    return ledger_error(path_ + " is not a regular file");
+  } else if (st.st_size == 0) {
+    return ledger_error(path_ +
+                        " exists but is empty: a ledger that existed never starts over (restore "
+                        "it from a backup of the whole file, or delete it to start a new device)");
   }
-  if (sqlite3_open_v2(path_.c_str(), &s.db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
-    return s.failure("cannot open " + path_);
+
+  if (open_connection(path_, &s.db) != SQLITE_OK) return s.failure("cannot open " + path_);
+  // One live handle per ledger: the exclusive lock taken by the first write below is kept
+  // until this connection closes (locking_mode=EXCLUSIVE); a second handle must not wait.
+  sqlite3_busy_timeout(s.db, 0);
+  if (!s.exec("PRAGMA locking_mode=EXCLUSIVE;")) return s.failure("cannot set the locking mode");
+  if (!s.exec("BEGIN EXCLUSIVE;")) {
+    if (sqlite3_errcode(s.db) == SQLITE_BUSY) {
+      s.close();
+      return make_error(ErrorCode::ledger_in_use, "ledger",
+                        "ledger: " + path_ +
+                            " is open in another handle (this process or another): one live "
+                            "device per ledger");
+    }
+    return s.failure("cannot lock " + path_);
   }
-  sqlite3_busy_timeout(s.db, 5000);
-  // WAL + synchronous=FULL: a COMMIT returns only after the WAL is fsynced.
-  if (!s.exec("PRAGMA journal_mode=WAL;") || !s.exec("PRAGMA synchronous=FULL;"))
-    return s.failure("cannot set WAL mode on " + path_);
+  if (!s.exec("COMMIT;")) return s.failure("cannot lock " + path_);
+  // Rollback journal + FULL: a commit is in the main file when it returns. Switching a format-1
+  // ledger out of WAL checkpoints its WAL into the main file first.
+  if (!s.exec("PRAGMA journal_mode=DELETE;") || !s.exec("PRAGMA synchronous=FULL;"))
+    return s.failure("cannot set the journal mode on " + path_);
   {
     Statement check(s.db, "PRAGMA quick_check;");
     if (!check.ok() || sqlite3_step(check.get()) != SQLITE_ROW ||
@@ -94,9 +229,15 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
     s.exec("ROLLBACK;");
     return e;
   };
-  if (!s.exec(kSchema)) return rollback(s.failure("cannot create the schema in " + path_));
-
-  const std::string config_bytes = wire::serialize(wire::config_to_wire(config));
+  {
+    Statement tables(s.db,
+                     "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                     "('meta', 'state', 'answers');");
+    if (!tables.ok() || sqlite3_step(tables.get()) != SQLITE_ROW)
+      return rollback(s.failure("cannot read the schema of " + path_));
+    if (sqlite3_column_int(tables.get(), 0) != 3)
+      return rollback(ledger_error(path_ + " is not a cgpkit ledger (its tables are missing)"));
+  }
   std::string stored_format, stored_config;
   bool has_format = false, has_config = false;
   {
@@ -104,9 +245,10 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
     if (!meta.ok()) return rollback(s.failure("cannot read meta"));
     int rc;
     while ((rc = sqlite3_step(meta.get())) == SQLITE_ROW) {
-      std::string key(reinterpret_cast<const char*>(sqlite3_column_text(meta.get(), 0)));
+      const auto* key_text = sqlite3_column_text(meta.get(), 0);
+      std::string key(key_text ? reinterpret_cast<const char*>(key_text) : "");
       const void* blob = sqlite3_column_blob(meta.get(), 1);
-      std::string value(static_cast<const char*>(blob),
+      std::string value(blob ? static_cast<const char*>(blob) : "",
                         static_cast<std::size_t>(sqlite3_column_bytes(meta.get(), 1)));
       if (key == "format") has_format = true, stored_format = value;
       if (key == "config") has_config = true, stored_config = value;
@@ -124,49 +266,58 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
       state.halted = sqlite3_column_int(read.get(), 1) != 0;
     }
   }
-  if (!has_format && !has_config && !has_state) {
-    // A new ledger: bind it to this configuration.
-    Statement put(s.db, "INSERT INTO meta(key, value) VALUES ('format', ?1), ('config', ?2);");
-    if (!put.ok()) return rollback(s.failure("cannot initialise"));
-    sqlite3_bind_blob(put.get(), 1, kFormat, static_cast<int>(std::strlen(kFormat)), SQLITE_STATIC);
-    sqlite3_bind_blob(put.get(), 2, config_bytes.data(), static_cast<int>(config_bytes.size()),
-                      SQLITE_STATIC);
-    if (sqlite3_step(put.get()) != SQLITE_DONE) return rollback(s.failure("cannot initialise"));
-    if (!s.exec("INSERT INTO state(id, spent, halted) VALUES (0, 0, 0);"))
-      return rollback(s.failure("cannot initialise"));
-  } else {
-    if (!has_format || stored_format != kFormat)
-      return rollback(s.failure(path_ + " is not a cgpkit ledger of format " + kFormat));
-    if (!has_config || !has_state) return rollback(s.failure(path_ + " is incomplete"));
-    if (stored_config != config_bytes)
-      return rollback(s.failure(path_ + " was created for a different device configuration"));
-    // The recorded total must cover every recorded charge; anything else is tampering or rot.
-    Statement sum(s.db, "SELECT COALESCE(SUM(charge), 0) FROM answers;");
-    if (!sum.ok() || sqlite3_step(sum.get()) != SQLITE_ROW)
-      return rollback(s.failure("cannot read answers"));
-    const double charged = sqlite3_column_double(sum.get(), 0);
-    if (!std::isfinite(state.spent) || state.spent < charged * (1 - 1e-12) || state.spent < 0)
-      return rollback(s.failure(path_ + " is inconsistent: spent " + format_number(state.spent) +
-                                " is below the recorded charges " + format_number(charged)));
+  if (!has_format || (stored_format != kFormat && stored_format != kFormatV1))
+    return rollback(ledger_error(path_ + " is not a cgpkit ledger of format " + kFormat));
+  if (!has_config || !has_state) return rollback(ledger_error(path_ + " is incomplete"));
+  if (stored_config != config_bytes)
+    return rollback(ledger_error(path_ + " was created for a different device configuration"));
+  if (stored_format == kFormatV1) {
+    if (!s.exec("ALTER TABLE answers ADD COLUMN answered_at INTEGER NOT NULL DEFAULT 0;") ||
+        !s.exec("UPDATE meta SET value = CAST('cgpkit-ledger-2' AS BLOB) WHERE key = 'format';"))
+      return rollback(s.failure("cannot migrate " + path_ + " from " + kFormatV1));
   }
+  // The recorded total must cover every recorded charge; anything else is tampering or rot.
+  Statement sum(s.db, "SELECT COALESCE(SUM(charge), 0) FROM answers;");
+  if (!sum.ok() || sqlite3_step(sum.get()) != SQLITE_ROW)
+    return rollback(s.failure("cannot read answers"));
+  const double charged = sqlite3_column_double(sum.get(), 0);
+  if (!std::isfinite(state.spent) || state.spent < charged * (1 - 1e-12) || state.spent < 0)
+    return rollback(ledger_error(path_ + " is inconsistent: spent " + format_number(state.spent) +
+                                 " is below the recorded charges " + format_number(charged)));
+  if (!s.prune()) return rollback(s.failure("cannot prune old replies"));
   if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit"));
   return state;
 }
 
 Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& answer,
-                                   double spent_after) {
+                                   double spent_before, double spent_after) {
   Impl& s = *impl_;
-  if (!s.db) return s.failure("not open");
+  if (!s.db) return ledger_error("not open");
+  if (s.file_moved())
+    return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
   if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
+  auto rollback = [&](Error e) -> Status {
+    s.exec("ROLLBACK;");
+    return e;
+  };
+  {
+    // The total this handle believes in must be the stored one: anything else means another
+    // writer or damage, and a charge on top of it could overspend.
+    Statement read(s.db, "SELECT spent, halted FROM state WHERE id = 0;");
+    if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
+      return rollback(s.failure("cannot read the recorded total"));
+    const double stored = sqlite3_column_double(read.get(), 0);
+    if (stored != spent_before || sqlite3_column_int(read.get(), 1) != 0)
+      return rollback(ledger_error(path_ + " changed underneath this handle: recorded spent " +
+                                   format_number(stored) + ", expected " +
+                                   format_number(spent_before)));
+  }
   {
     Statement insert(s.db,
-                     "INSERT INTO answers(query_id, round, digest, charge, reply) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5);");
+                     "INSERT INTO answers(query_id, round, digest, charge, reply, answered_at) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6);");
     Statement update(s.db, "UPDATE state SET spent = ?1 WHERE id = 0;");
-    if (!insert.ok() || !update.ok()) {
-      s.exec("ROLLBACK;");
-      return s.failure("cannot prepare");
-    }
+    if (!insert.ok() || !update.ok()) return rollback(s.failure("cannot prepare"));
     sqlite3_bind_text(insert.get(), 1, id.query_id.data(), static_cast<int>(id.query_id.size()),
                       SQLITE_STATIC);
     sqlite3_bind_int64(insert.get(), 2, id.round);
@@ -175,24 +326,23 @@ Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& a
     sqlite3_bind_double(insert.get(), 4, answer.charge);
     sqlite3_bind_blob(insert.get(), 5, answer.reply.data(), static_cast<int>(answer.reply.size()),
                       SQLITE_STATIC);
+    sqlite3_bind_int64(insert.get(), 6, unix_seconds());
     sqlite3_bind_double(update.get(), 1, spent_after);
-    if (sqlite3_step(insert.get()) != SQLITE_DONE || sqlite3_step(update.get()) != SQLITE_DONE) {
-      Error e = s.failure("cannot record the charge");
-      s.exec("ROLLBACK;");
-      return e;
-    }
+    if (sqlite3_step(insert.get()) != SQLITE_DONE || sqlite3_step(update.get()) != SQLITE_DONE)
+      return rollback(s.failure("cannot record the charge"));
   }
-  if (!s.exec("COMMIT;")) {
-    Error e = s.failure("cannot commit the charge");
-    s.exec("ROLLBACK;");
-    return e;
-  }
+  s.kept_bytes += answer.reply.size();
+  if (s.kept_bytes > s.retention.max_reply_bytes && !s.prune())
+    return rollback(s.failure("cannot prune old replies"));
+  if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit the charge"));
   return {};
 }
 
 Status SqliteLedger::record_halt() {
   Impl& s = *impl_;
-  if (!s.db) return s.failure("not open");
+  if (!s.db) return ledger_error("not open");
+  if (s.file_moved())
+    return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
   if (!s.exec("UPDATE state SET halted = 1 WHERE id = 0;"))
     return s.failure("cannot record the halt");
   return {};
@@ -200,7 +350,7 @@ Status SqliteLedger::record_halt() {
 
 Expected<std::optional<AnsweredRequest>> SqliteLedger::find(const RequestId& id) {
   Impl& s = *impl_;
-  if (!s.db) return s.failure("not open");
+  if (!s.db) return ledger_error("not open");
   Statement select(s.db,
                    "SELECT digest, charge, reply FROM answers WHERE query_id = ?1 AND round = ?2;");
   if (!select.ok()) return s.failure("cannot prepare");
@@ -211,12 +361,13 @@ Expected<std::optional<AnsweredRequest>> SqliteLedger::find(const RequestId& id)
   if (rc == SQLITE_DONE) return std::optional<AnsweredRequest>{};
   if (rc != SQLITE_ROW) return s.failure("cannot read answers");
   AnsweredRequest answer;
-  if (sqlite3_column_bytes(select.get(), 0) != 32) return s.failure("corrupt digest");
+  if (sqlite3_column_bytes(select.get(), 0) != 32) return ledger_error("corrupt digest");
   std::memcpy(answer.digest.data(), sqlite3_column_blob(select.get(), 0), 32);
   answer.charge = sqlite3_column_double(select.get(), 1);
-  const void* reply = sqlite3_column_blob(select.get(), 2);
-  answer.reply.assign(static_cast<const char*>(reply),
-                      static_cast<std::size_t>(sqlite3_column_bytes(select.get(), 2)));
+  if (const void* reply = sqlite3_column_blob(select.get(), 2)) {
+    answer.reply.assign(static_cast<const char*>(reply),
+                        static_cast<std::size_t>(sqlite3_column_bytes(select.get(), 2)));
+  }
   return std::optional<AnsweredRequest>{std::move(answer)};
 }
 

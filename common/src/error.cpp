@@ -38,6 +38,12 @@ std::string_view error_code_name(ErrorCode code) noexcept {
       return "component_not_set";
     case ErrorCode::buffer_too_small:
       return "buffer_too_small";
+    case ErrorCode::reply_pruned:
+      return "reply_pruned";
+    case ErrorCode::ledger_in_use:
+      return "ledger_in_use";
+    case ErrorCode::internal_error:
+      return "internal_error";
   }
   return "unknown_error";
 }

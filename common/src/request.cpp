@@ -69,7 +69,7 @@ Expected<DeviceRequest> DeviceRequest::distance_to_point(RequestId id, std::stri
     return make_error(ErrorCode::too_large, "point",
                       "point has dimension " + std::to_string(point.size()) +
                           ", over the limit of " + std::to_string(wire::kMaxDimension));
-  if (auto s = require_all_finite("point", point); !s) return s.error();
+  if (auto s = geometry::require_public_coordinates("point", point); !s) return s.error();
   DeviceRequest request;
   request.id_ = std::move(id);
   request.component_id_ = std::move(component_id);

@@ -94,9 +94,7 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   const bool fits = (required == 0 || required == s.dimension) &&
                     (spec.kind != StatisticKind::signed_distance_to_region || spec.region) &&
                     request.rho.size() == asked;
-  const double extent = spec.public_extent();
   const std::uint64_t stream = round_stream(request.query_id, request.round);
-  const double lipschitz = lipschitz_constant(spec.kind);
 
   parallel_chunks(asked, s.threads, [&](std::size_t begin, std::size_t end, unsigned) {
     client::ReleaseScratch scratch;
@@ -112,10 +110,10 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
       }
       const double rho = request.rho[k];
       if (rho != plan_rho) {  // rounds usually ask every user the same ρ: plan once
-        plan = client::plan_noise(lipschitz, rho);
+        plan = client::plan_release(spec, rho, s.config.rho_capacity());
         plan_rho = rho;
       }
-      if (!plan || extent > plan->coordinate_limit) {
+      if (!plan) {
         replies.kind[k] = ReplyKind::rejected;
         replies.remaining[k] = filter.remaining();
         continue;

@@ -22,7 +22,8 @@ std::filesystem::path scratch_ledger(int trial) {
 }
 
 void remove_ledger(const std::filesystem::path& path) {
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path.string() + suffix);
 }
 
 // The child: a device answering requests in a loop, writing the charge of every reply that
@@ -35,7 +36,7 @@ void remove_ledger(const std::filesystem::path& path) {
   if (!device->set_component("location", here).ok()) _exit(2);
   for (std::uint32_t round = 1;; ++round) {
     auto request =
-        *DeviceRequest::location({"crash-" + std::to_string(trial), round}, "location", 1e-3);
+        *DeviceRequest::location({"crash-" + std::to_string(trial), round}, "location", 1e4);
     Reply reply = device->handle(request);
     if (reply.status != ReplyStatus::answered) _exit(3);
     // The reply "leaves the device" here.

@@ -29,7 +29,8 @@ struct TempLedger {
   }
   ~TempLedger() { remove_all(); }
   void remove_all() const {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      std::filesystem::remove(path.string() + suffix);
   }
   const char* c_str() const { return path.c_str(); }
 };

@@ -92,7 +92,7 @@ TEST_CASE("released noise matches N(0, sigma^2) (Kolmogorov-Smirnov), sigma from
   const int n = 20000;
   for (double sigma = 1e-3; sigma <= 1.0001e6; sigma *= 10) {
     double rho = 1 / (2 * sigma * sigma);
-    auto plan = *plan_noise(1.0, rho);
+    auto plan = *plan_noise(1.0, rho, rho);
     CHECK(plan.sigma() >= sigma);                // never less noise than asked
     CHECK(plan.sigma() <= sigma * (1 + 1e-12));  // and essentially exactly that
     double phi[1] = {sigma * 0.37};              // an arbitrary value, not on the grid
@@ -119,7 +119,7 @@ TEST_CASE("2-D releases have the right mean and covariance", "[client][sampler][
   RandomBits bits(source);
   const int n = 40000;
   const double rho = 1e-4, sigma = 1 / std::sqrt(2 * rho);
-  auto plan = *plan_noise(1.0, rho);
+  auto plan = *plan_noise(1.0, rho, 1.0);
   double x[2] = {1234.5, -987.25};
   std::vector<double> out;
   double sum[2] = {0, 0}, sum2[2] = {0, 0}, cross = 0;
@@ -139,7 +139,7 @@ TEST_CASE("2-D releases have the right mean and covariance", "[client][sampler][
 
 TEST_CASE("noise plan: exact variance cover, charge, limits", "[client][privatizer]") {
   for (double rho : {1e-12, 3.7e-7, 1e-4, 0.5, 1.0, 2.0, 1e6}) {
-    auto plan = *plan_noise(1.0, rho);
+    auto plan = *plan_noise(1.0, rho, rho);  // a release of the whole capacity
     INFO("rho = " << rho);
     // σ²_grid·u² ≥ 1/(2ρ) and σ²_grid − 1 would not be.
     // (long double: the difference between S and S − 1 is 2^-48 relative.)
@@ -152,9 +152,40 @@ TEST_CASE("noise plan: exact variance cover, charge, limits", "[client][privatiz
     CHECK(plan.charged_rho >= rho * (1 + 1.0 / 1024) * (1 + 1.0 / 1024));
     CHECK(plan.charged_rho <= rho * 1.002);
   }
-  CHECK(plan_noise(1.0, 0).error().code == ErrorCode::not_positive);
-  CHECK(plan_noise(1.0, NAN).error().parameter == "rho");
-  CHECK(plan_noise(-1.0, 1).error().parameter == "lipschitz");
+  CHECK(plan_noise(1.0, 0, 1).error().code == ErrorCode::not_positive);
+  CHECK(plan_noise(1.0, NAN, 1).error().parameter == "rho");
+  CHECK(plan_noise(-1.0, 1, 1).error().parameter == "lipschitz");
+  CHECK(plan_noise(1.0, 1, 0).error().parameter == "capacity");
+}
+
+TEST_CASE("noise plan: the grid follows the capacity, so rounding slack cannot add up",
+          "[client][privatizer]") {
+  // Issue 9 item 5: with a grid relative to each release's σ alone, a tiny ρ had a coarse grid
+  // and the rounding floors of many releases added up. Now u ≤ 2^-21·σ_cap for every ρ.
+  for (double capacity : {1e-6, 1e-4, 1.0, 1e3}) {
+    const double sigma_cap = 1 / std::sqrt(2 * capacity);
+    for (double fraction : {1.0, 0.5, 1.0 / 64, 1e-3, std::ldexp(1.0, -18)}) {
+      const double rho = capacity * fraction;
+      INFO("capacity = " << capacity << " rho = " << rho);
+      auto plan = plan_noise(1.0, rho, capacity);
+      REQUIRE(plan.has_value());
+      CHECK(plan->grid() <= sigma_cap * std::ldexp(1.0, -21));
+      CHECK(plan->grid() <= plan->sigma() * std::ldexp(1.0, -24));
+      CHECK(plan->sigma2_grid <= DiscreteGaussian::kMaxSigma2);
+      long double u = plan->grid();
+      CHECK(static_cast<long double>(plan->sigma2_grid) >= 1.0L / (2.0L * rho * u * u) * (1 - 1e-18L));
+      CHECK(static_cast<long double>(plan->sigma2_grid - 1) < 1.0L / (2.0L * rho * u * u));
+    }
+    // Below capacity·2^-18: refused by name before any filter sees it (this bounds the number
+    // of releases by 2^18 per capacity).
+    auto below = plan_noise(1.0, std::nextafter(min_rho(capacity), 0.0), capacity);
+    REQUIRE_FALSE(below.has_value());
+    CHECK(below.error().code == ErrorCode::out_of_range);
+    CHECK(below.error().parameter == "rho");
+  }
+  // The resolution: 2^-11·s_d/√(2·capacity); 4.9 cm for a 2-D location at capacity 1e-4 per m².
+  CHECK(resolution(1e-4, 2, 0) == Approx(std::sqrt(2.0) / 2048 / std::sqrt(2e-4)));
+  CHECK(resolution(1e-4, 2, 0) < 0.05);
   CHECK(DiscreteGaussian::create(0).error().code == ErrorCode::out_of_range);
   CHECK(DiscreteGaussian::create(DiscreteGaussian::kMaxSigma2 + 1).error().parameter == "sigma2");
 }

@@ -38,14 +38,24 @@ enum cgp_status {
   CGP_LEDGER_FAILURE = 14,
   CGP_COMPONENT_NOT_SET = 15,
   CGP_BUFFER_TOO_SMALL = 16,
+  CGP_REPLY_PRUNED = 17,   /* a replay of an id whose reply the retention policy pruned */
+  CGP_LEDGER_IN_USE = 18,  /* the ledger file is open in another live handle or process */
+  CGP_INTERNAL_ERROR = 19, /* unexpected failure inside the device; nothing was charged */
   CGP_OUT_OF_MEMORY = 100,
   CGP_INTERNAL = 101
 };
 
 /* Opens a device. ledger_path: an SQLite file (created if absent), or NULL for a ledger in
  * memory. config: a serialized cgp.v1.DeviceConfig. On success *out is a new device.
- * On CGP_LEDGER_FAILURE *out is still a device, one that fails closed: it rejects every request
- * with LEDGER_FAILURE (cgp_device_last_error says why) and never resets the budget; close it.
+ * NULL ledger_path: the budget lives in this process only and STARTS OVER at every process
+ * start (each start is a fresh budget for the same user): use it for tests and demos, never
+ * for a user's device. A file ledger is held exclusively by one open device at a time.
+ * On CGP_LEDGER_FAILURE or CGP_LEDGER_IN_USE (the file is open in another cgp_device, in this
+ * process or another) *out is still a device, one that fails closed: it rejects every request
+ * with that code (cgp_device_last_error says why) and never resets the budget; close it.
+ * Deleting a ledger file cannot be detected once it is gone: a device with no file is a new
+ * device. An app that must prevent that anchors the ledger to something it cannot lose
+ * silently (e.g. a counter in the platform keystore); see the README.
  * On any other error *out is NULL and cgp_device_last_error(NULL) gives this thread's message. */
 int cgp_device_open(const char *ledger_path, const uint8_t *config, size_t config_len,
                     cgp_device **out);
@@ -56,9 +66,11 @@ int cgp_device_set_component(cgp_device *device, const char *component_id, const
                              size_t dim);
 
 /* Answers one request. reply receives a serialized cgp.v1.DeviceReply of *reply_len bytes; its
- * status field says answered, refused_budget or rejected_invalid. If reply_capacity is too
- * small, returns CGP_BUFFER_TOO_SMALL with the needed length in *reply_len and does nothing
- * else: no charge, no noise. A request id answered before gets the identical bytes again. */
+ * status field says answered, refused_budget or rejected_invalid. Never writes more than
+ * reply_capacity bytes: if the reply would not fit, returns CGP_BUFFER_TOO_SMALL with the
+ * needed length in *reply_len and does nothing else: no charge, no noise. A request id
+ * answered before gets the identical bytes again (within the retention window: replies are
+ * kept up to 8 MiB and 7 days; an older replay is REPLY_PRUNED, charged nothing). */
 int cgp_device_handle(cgp_device *device, const uint8_t *request, size_t request_len,
                       uint8_t *reply, size_t reply_capacity, size_t *reply_len);
 

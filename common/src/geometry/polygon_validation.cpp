@@ -28,6 +28,15 @@ Status normalize_ring(Ring& ring, std::size_t ring_index) {
             ErrorCode::not_finite, parameter,
             parameter + " must have finite coordinates, got " + format_number(ring[i][axis]));
       }
+      // Before Boost sees the ring: its integer rescaling overflows on larger coordinates.
+      if (!(std::fabs(ring[i][axis]) <= kMaxCoordinate)) {
+        std::string parameter = indexed_name(name, i);
+        return make_error(ErrorCode::out_of_range, parameter,
+                          parameter + " must have coordinates in [-" +
+                              format_number(kMaxCoordinate) + ", " +
+                              format_number(kMaxCoordinate) + "], got " +
+                              format_number(ring[i][axis]));
+      }
     }
   }
   Ring cleaned;

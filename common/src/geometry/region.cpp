@@ -1,5 +1,6 @@
 #include "cgp/common/geometry/region.hpp"
 
+#include <cmath>
 #include <string>
 
 #include "cgp/common/validate.hpp"
@@ -30,17 +31,33 @@ void append_ring_edges(const Ring& ring, Polygon::Edges& edges) {
     edges.ay.push_back(a[1]);
     edges.bx.push_back(b[0]);
     edges.by.push_back(b[1]);
-    edges.inv_len2.push_back(1.0 / (dx * dx + dy * dy));
+    // An edge too short for 1/len² (|dx|, |dy| < ~1e-154) counts as its start point: the
+    // distance then errs by at most the edge's length (region.md).
+    const double inv_len2 = 1.0 / (dx * dx + dy * dy);
+    edges.inv_len2.push_back(std::isfinite(inv_len2) ? inv_len2 : 0.0);
   }
 }
 
 }  // namespace
 
+Status require_public_coordinates(std::string_view parameter, std::span<const double> values) {
+  if (auto s = require_all_finite(parameter, values); !s) return s;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    if (!(std::fabs(values[k]) <= kMaxCoordinate)) {
+      std::string name = indexed_name(parameter, k);
+      return make_error(ErrorCode::out_of_range, name,
+                        name + " must lie in [-" + format_number(kMaxCoordinate) + ", " +
+                            format_number(kMaxCoordinate) + "], got " + format_number(values[k]));
+    }
+  }
+  return {};
+}
+
 Expected<Box> Box::create(std::span<const double> lo, std::span<const double> hi) {
   if (auto s = require_dimension_in_limits("box.lo", lo.size()); !s) return s.error();
   if (auto s = require_dimension("box.hi", hi, lo.size()); !s) return s.error();
-  if (auto s = require_all_finite("box.lo", lo); !s) return s.error();
-  if (auto s = require_all_finite("box.hi", hi); !s) return s.error();
+  if (auto s = require_public_coordinates("box.lo", lo); !s) return s.error();
+  if (auto s = require_public_coordinates("box.hi", hi); !s) return s.error();
   for (std::size_t k = 0; k < lo.size(); ++k) {
     if (!(lo[k] < hi[k])) {
       std::string parameter = indexed_name("box.hi", k);
@@ -57,8 +74,17 @@ Expected<Box> Box::create(std::span<const double> lo, std::span<const double> hi
 
 Expected<Ball> Ball::create(std::span<const double> center, double radius) {
   if (auto s = require_dimension_in_limits("ball.center", center.size()); !s) return s.error();
-  if (auto s = require_all_finite("ball.center", center); !s) return s.error();
+  if (auto s = require_public_coordinates("ball.center", center); !s) return s.error();
   if (auto s = require_finite_positive("ball.radius", radius); !s) return s.error();
+  for (std::size_t k = 0; k < center.size(); ++k) {
+    if (!(std::fabs(center[k]) + radius <= kMaxCoordinate)) {
+      return make_error(ErrorCode::out_of_range, "ball.radius",
+                        "ball.radius = " + format_number(radius) + " reaches outside [-" +
+                            format_number(kMaxCoordinate) + ", " + format_number(kMaxCoordinate) +
+                            "] from " + indexed_name("ball.center", k) + " = " +
+                            format_number(center[k]));
+    }
+  }
   Ball ball;
   ball.center_.assign(center.begin(), center.end());
   ball.radius_ = radius;

@@ -13,6 +13,7 @@
 
 #include "cgp/client/filter.hpp"
 #include "cgp/client/ledger.hpp"
+#include "cgp/client/pacing.hpp"
 #include "cgp/client/random.hpp"
 #include "cgp/common/device_config.hpp"
 #include "cgp/common/expected.hpp"
@@ -29,6 +30,14 @@ struct Reply {
   std::vector<double> values;   // with answered: φ(x) + noise
   double charged_rho = 0;       // what this reply cost (0 unless answered)
   double remaining_budget = 0;  // in ρ units, after this reply
+};
+
+// The wire path's result: the serialized reply, or (reply empty, needed > 0) the length a
+// reply would have needed when it does not fit the caller's capacity — then nothing was
+// evaluated or charged, and a retry with `needed` bytes gets the reply.
+struct HandleResult {
+  std::string reply;
+  std::size_t needed = 0;
 };
 
 class Device {
@@ -56,13 +65,28 @@ class Device {
   Status set_component(std::string_view id, std::span<const double> values);
 
   // The wire path: parses a serialized cgp.v1.DeviceRequest and returns the serialized
-  // cgp.v1.DeviceReply. Never throws; a replayed request gets the identical bytes.
-  std::string handle(std::span<const std::uint8_t> request_bytes);
+  // cgp.v1.DeviceReply. A replayed request gets the identical bytes. Never throws: an
+  // unexpected failure is an internal_error reply, with nothing charged.
+  std::string handle(std::span<const std::uint8_t> request_bytes) noexcept;
+  // The same, never producing more than `reply_capacity` bytes (C ABI buffers): a reply that
+  // would not fit — a fresh answer's bound, or a replay's stored bytes, whatever component is
+  // registered now — is not produced and nothing is charged (HandleResult::needed).
+  HandleResult handle(std::span<const std::uint8_t> request_bytes,
+                      std::size_t reply_capacity) noexcept;
   // The in-process path (the simulated fleet): the same rules without parsing.
-  Reply handle(const DeviceRequest& request);
+  Reply handle(const DeviceRequest& request) noexcept;
 
-  // The serialized reply size that handle() cannot exceed for this request (C ABI buffers).
+  // A reply size that handle() will not exceed for this request now (replays included).
   Expected<std::size_t> max_reply_size(std::span<const std::uint8_t> request_bytes) const;
+
+  // Timing (privatizer.md, "Timing"): with pacing enabled, the work that touches the user's
+  // data and the noise is padded to a window computed from public data. open_secure enables
+  // ReplyPacing::device_default(); simulations run unpaced. `clock` replaces the steady clock
+  // (tests); nullptr keeps the current one.
+  void set_pacing(const ReplyPacing& pacing, std::shared_ptr<PacingClock> clock = nullptr);
+  const ReplyPacing& pacing() const noexcept;
+  // Releases whose work did not fit their window (their timing then says "slow", nothing else).
+  std::uint64_t pacing_overruns() const noexcept;
 
   double remaining() const noexcept;
   double spent() const noexcept;

@@ -3,6 +3,7 @@
 // noise is added. The charge is computed here, next to the noise it pays for (privatizer.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -14,20 +15,39 @@
 namespace cgp::client {
 
 struct NoisePlan {
-  int grid_exponent = 0;          // grid spacing u = 2^grid_exponent, σ/u ∈ [2^24, 2^25)
+  int grid_exponent = 0;          // grid spacing u = 2^grid_exponent (see plan_noise)
   std::uint64_t sigma2_grid = 0;  // σ² in grid units: the least integer ≥ K²/(2ρu²)
   double charged_rho = 0;         // privacy::device_charge(ρ)
-  double coordinate_limit = 0;    // 2^48·u ≈ 2^24·σ: inputs are clamped to [−limit, limit]
+  double coordinate_limit = 0;    // 2^48·u: inputs are clamped to [−limit, limit]
   double grid() const noexcept;   // u
   double sigma() const noexcept;  // √(sigma2_grid)·u ≥ K/√(2ρ): the noise actually added
 };
 
-// The plan for a K-Lipschitz statistic asked at ρ. K and ρ finite and > 0.
-Expected<NoisePlan> plan_noise(double lipschitz, double rho);
+// The smallest ρ a device with this capacity answers: capacity·2^-18. It bounds the number of
+// releases and keeps σ²/u² within the exact sampler's range (privatizer.md).
+double min_rho(double capacity) noexcept;
 
-// Releases round(φ/u)·u + Z·u with Z ~ N_Z(0, σ²_grid) per coordinate, into `out` (resized).
-// φ must come from inputs clamped to the plan's coordinate_limit; |φ| ≤ 2^54·u per coordinate
-// (out_of_range otherwise).
+// The distance below which pairs of inputs are protected as if they were t_res apart
+// (privatizer.md, "What it guarantees"), for a statistic of dimension `output_dimension`
+// evaluated with floating-point error `float_error_grid_units` (0 for location).
+double resolution(double capacity, std::size_t output_dimension, double float_error_grid_units);
+
+// The plan for a K-Lipschitz statistic asked at ρ on a device whose filter lets `capacity`
+// through in total. K, ρ, capacity finite and > 0; ρ ≥ min_rho(capacity) (out_of_range).
+// The grid is u ≤ 2^-24·σ and u ≤ 2^-21·σ_cap, where σ_cap = K/√(2·capacity) is the noise of
+// a release that spends the whole capacity: so every release's rounding slack is paid by its
+// own charge at the same resolution (privatizer.md).
+Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity);
+
+// plan_noise for this statistic (K from its kind, never from the wire), and the check that the
+// request's own coordinates lie inside the plan's box: every reason to reject a request after
+// it is parsed, decided on public data before the filter sees it. Device and SimulatedFleet
+// both admit through this one function.
+Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double capacity);
+
+// Releases round(φ'/u)·u + Z·u with Z ~ N_Z(0, σ²_grid) per coordinate, into `out` (resized),
+// where φ' is φ clamped to ±2^62·u (1-Lipschitz: part of the statistic, never a rejection).
+// Fails only for a plan that plan_noise did not make.
 Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits& bits,
                  std::vector<double>& out);
 
@@ -37,8 +57,10 @@ struct ReleaseScratch {
 };
 
 // One release without budget accounting (the caller admits and commits around it): clamp the
-// component to the plan's box, evaluate φ, round to the grid, add exact noise.
-// Precondition: check_statistic_input(spec, component) passed.
+// component to the plan's box (and, for distances, to ±2·kMaxCoordinate), evaluate φ, round
+// to the grid, add exact noise. Its outcome depends on public data only: once a request is
+// admitted, nothing about the user's component can turn it into a rejection.
+// Precondition: check_statistic_input(spec, component) passed and the plan came from plan_noise.
 Status release_statistic(const StatisticSpec& spec, std::span<const double> component,
                          const NoisePlan& plan, RandomBits& bits, ReleaseScratch& scratch,
                          std::vector<double>& out);

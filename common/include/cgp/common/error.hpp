@@ -28,9 +28,12 @@ enum class ErrorCode : std::int32_t {
   ledger_failure = 14,     // the device's ledger cannot be read or written: fail closed
   component_not_set = 15,  // a registered component that has no value yet
   buffer_too_small = 16,   // C ABI: the reply buffer is too small (nothing was charged)
+  reply_pruned = 17,       // a request id answered so long ago that its reply was pruned
+  ledger_in_use = 18,      // the ledger file is held by another live handle: fail closed
+  internal_error = 19,     // an unexpected failure inside the device; nothing was charged
 };
 
-inline constexpr ErrorCode kLastErrorCode = ErrorCode::buffer_too_small;
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::internal_error;
 
 // The wire/ABI name of a code, e.g. "not_finite". Unknown values give "unknown_error".
 std::string_view error_code_name(ErrorCode code) noexcept;

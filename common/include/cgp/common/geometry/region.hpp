@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <span>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -17,6 +18,15 @@ namespace cgp::geometry {
 inline constexpr std::size_t kMaxDimension = 4096;
 inline constexpr std::size_t kMaxPolygonVertices = 10000;  // over all rings of one polygon
 inline constexpr std::size_t kMaxPolygonHoles = 1000;
+// Every public coordinate (a query point, a box's corners, a ball's centre ± radius, a polygon's
+// vertices) lies in [−kMaxCoordinate, kMaxCoordinate]: ~1.07e9, far beyond any projected
+// location in metres. The bound keeps polygon validation free of integer overflow inside
+// Boost.Geometry and every distance computation free of floating-point overflow (region.md).
+inline constexpr double kMaxCoordinate = 0x1p30;
+
+// out_of_range naming the first coordinate outside [−kMaxCoordinate, kMaxCoordinate] (or
+// not_finite). Checked before anything else looks at the values.
+Status require_public_coordinates(std::string_view parameter, std::span<const double> values);
 
 // {x : lo ≤ x ≤ hi}, lo < hi in every coordinate.
 class Box {
