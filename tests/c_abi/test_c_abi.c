@@ -215,7 +215,69 @@ int main(void) {
   cgp_device_close(device);
   unlink(path), unlink(wal), unlink(shm);
 
+  /* A replay after a restart, before the 512-d component is registered again (issue 9 item 3):
+   * the stored reply (4 KiB) is longer than anything the device would produce for what is
+   * registered now. Never written past reply_capacity: BUFFER_TOO_SMALL with the true size,
+   * and the retry gets the same stored bytes. The buffers are heap-allocated at their exact
+   * capacity so that AddressSanitizer sees any overflow. */
+  {
+    enum { DIM = 512 };
+    double* wide = (double*)malloc(DIM * sizeof(double));
+    for (int i = 0; i < DIM; ++i) wide[i] = i;
+    unlink(path), unlink(wal), unlink(shm);
+    CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
+    CHECK(cgp_device_set_component(device, "location", wide, DIM) == CGP_OK);
+    buffer wide_request = location_request("wide", 1, 0.1);
+    size_t first_len = 0;
+    uint8_t* first = NULL;
+    CHECK(cgp_device_handle(device, wide_request.bytes, wide_request.len, NULL, 0, &first_len) ==
+          CGP_BUFFER_TOO_SMALL);
+    first = (uint8_t*)malloc(first_len);
+    CHECK(cgp_device_handle(device, wide_request.bytes, wide_request.len, first, first_len,
+                            &first_len) == CGP_OK);
+    CHECK(read_reply(first, first_len).status == ANSWERED);
+    CHECK(read_reply(first, first_len).values == DIM);
+    cgp_device_close(device);
+
+    CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
+    double before_replay = -1, after = -2;
+    cgp_device_remaining(device, &before_replay);
+    size_t small_capacity = 600, needed = 0;
+    uint8_t* small = (uint8_t*)malloc(small_capacity);
+    CHECK(cgp_device_handle(device, wide_request.bytes, wide_request.len, small, small_capacity,
+                            &needed) == CGP_BUFFER_TOO_SMALL);
+    CHECK(needed == first_len);
+    uint8_t* exact = (uint8_t*)malloc(needed);
+    size_t replay_len = 0;
+    CHECK(cgp_device_handle(device, wide_request.bytes, wide_request.len, exact, needed,
+                            &replay_len) == CGP_OK);
+    CHECK(replay_len == first_len && memcmp(exact, first, first_len) == 0);
+    cgp_device_remaining(device, &after);
+    CHECK(after == before_replay);
+    cgp_device_close(device);
+    free(small), free(exact), free(first), free(wide);
+  }
+
+  /* One live handle per ledger file (issue 9 item 2): a second open fails closed by name. */
+  {
+    cgp_device *first_handle = NULL, *second_handle = NULL;
+    CHECK(cgp_device_open(path, config.bytes, config.len, &first_handle) == CGP_OK);
+    CHECK(cgp_device_open(path, config.bytes, config.len, &second_handle) == CGP_LEDGER_IN_USE);
+    CHECK(second_handle != NULL);
+    CHECK(strstr(cgp_device_last_error(second_handle), "another") != NULL);
+    double none = -1;
+    cgp_device_remaining(second_handle, &none);
+    CHECK(none == 0);
+    cgp_device_close(second_handle);
+    cgp_device_close(first_handle);
+    CHECK(cgp_device_open(path, config.bytes, config.len, &first_handle) == CGP_OK);
+    cgp_device_close(first_handle);
+    unlink(path);
+  }
+
   CHECK(strcmp(cgp_status_name(CGP_LEDGER_FAILURE), "ledger_failure") == 0);
+  CHECK(strcmp(cgp_status_name(CGP_LEDGER_IN_USE), "ledger_in_use") == 0);
+  CHECK(strcmp(cgp_status_name(CGP_REPLY_PRUNED), "reply_pruned") == 0);
   CHECK(strcmp(cgp_status_name(CGP_BUFFER_TOO_SMALL), "buffer_too_small") == 0);
   CHECK(strcmp(cgp_status_name(999), "unknown_error") == 0);
   cgp_device_close(NULL);

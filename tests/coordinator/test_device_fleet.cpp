@@ -21,7 +21,7 @@ TEST_CASE("the same queries run over real Devices", "[coordinator][device-fleet]
   KnnOracle oracle(points, 2);
   for (Method method : {Method::BM0, Method::BM1, Method::PM0, Method::PM1}) {
     INFO("method " << method_name(method));
-    auto fleet = *DeviceFleet::create(*DeviceConfig::cgp(1e9), points, 2, seed, 2);
+    auto fleet = *DeviceFleet::create(*DeviceConfig::cgp(1e5), points, 2, seed, 2);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
     auto rho = test::uniform_rho(fleet.size(), 1e3);  // σ ≈ 2 cm: exact answers
     QueryOptions o;

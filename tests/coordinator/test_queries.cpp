@@ -37,7 +37,8 @@ TEST_CASE("with a very large rho every estimate is exact", "[coordinator][querie
   auto truth_knn = oracle.nearest(p, 10);
   for (Method method : kAllMethods) {
     INFO("method " << method_name(method));
-    auto fleet = test::make_fleet(points, 2, 1e9, seed);
+    // A capacity that covers the three queries (ρ ≥ capacity·2^-18 per round).
+    auto fleet = test::make_fleet(points, 2, 1e5, seed);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
     auto rho = test::uniform_rho(fleet.size(), 1e3);  // σ ≈ 2 cm against a 10 km square
     auto count = range_count(fleet, mirror, range, rho, options_for(method, 4, "count"));
@@ -88,7 +89,8 @@ TEST_CASE("PM methods save budget, more with larger rho, at the error of BM",
     double error[4] = {0, 0, 0, 0}, saving[4] = {0, 0, 0, 0};
     const int reps = 20;
     for (int rep = 0; rep < reps; ++rep) {
-      auto fleet = test::make_fleet(points, 2, 10.0, seed + static_cast<std::uint64_t>(rep));
+      // Capacity for the four methods' queries; every round's ρ is ≥ capacity·2^-18.
+      auto fleet = test::make_fleet(points, 2, 1e-2, seed + static_cast<std::uint64_t>(rep));
       BudgetMirror mirror(fleet.size(), fleet.initial_budget());
       auto rho = test::uniform_rho(fleet.size(), rho_value);
       for (int m = 0; m < 4; ++m) {
@@ -139,7 +141,7 @@ TEST_CASE("range counting on polygons and discs agrees with boxes where the shap
     }
     CHECK(estimates[0] == estimates[1]);
     // A disc: exact with a large ρ, close with a moderate one.
-    auto fleet = test::make_fleet(points, 2, 1e9, seed);
+    auto fleet = test::make_fleet(points, 2, 1e5, seed);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
     auto exact_rho = test::uniform_rho(fleet.size(), 1e3);
     auto on_disc = range_count(fleet, mirror, disc, exact_rho, options_for(method, 4, "disc"));
@@ -253,7 +255,8 @@ TEST_CASE("KDE and kNN: PM saves budget at the error of BM", "[coordinator][quer
   const int reps = 20;
   for (int rep = 0; rep < reps; ++rep) {
     for (int m = 0; m < 4; ++m) {
-      auto fleet = test::make_fleet(points, 2, 10.0, seed + static_cast<std::uint64_t>(rep));
+      // Capacity for the four methods' queries; every round's ρ is ≥ capacity·2^-18.
+      auto fleet = test::make_fleet(points, 2, 1e-2, seed + static_cast<std::uint64_t>(rep));
       BudgetMirror mirror(fleet.size(), fleet.initial_budget());
       auto rho = test::uniform_rho(fleet.size(), 1e-3);
       auto density = kde(fleet, mirror, p, 1000, rho,

@@ -25,8 +25,11 @@
 //       and (when answered) finite values of the statistic's dimension; Device::handle never
 //       throws.
 // Memory stays bounded: the devices (their ledgers in memory) and the id maps are reset together
-// after kMaxAnswers fresh answers, or when the budget is nearly used up (so the release path
-// keeps being reached). Invariants hold per device lifetime.
+// after kMaxAnswers fresh answers, or when the budget is (nearly) used up: under kResetBelow
+// left, or kMaxRefusals budget refusals since the last answer (so the release path keeps being
+// reached). The invariants hold per device lifetime. Because the devices keep state across
+// inputs, a finding may depend on earlier inputs; the immediate replay makes (c) checkable
+// within one input, and a crash input usually reproduces alone (replay it to confirm).
 #include <cgp/cgp.h>
 
 #include <cmath>
@@ -52,7 +55,8 @@ namespace {
 constexpr double kBudget = 1.0;
 constexpr std::size_t kMaxCapacity = 8192;
 constexpr std::size_t kMaxAnswers = 10000;  // per device lifetime (bounds ledgers and maps)
-constexpr double kResetBelow = 1e-9;        // reset when this much budget is left
+constexpr double kResetBelow = 1e-9;        // reset when this much budget is left,
+constexpr std::size_t kMaxRefusals = 2000;  // or after this many refusals without an answer
 constexpr int kInternalErrorCode = 19;      // cgp.v1.ErrorCode INTERNAL_ERROR
 
 const double kLocation[2] = {100.0, -50.0};
@@ -92,11 +96,13 @@ struct Books {
   std::map<Key, std::string> answers;  // first answer bytes of each answered id
   long double charged = 0;             // Σ charged_rho of fresh answers
   std::size_t fresh = 0;
+  std::size_t refusals_in_a_row = 0;   // REFUSED_BUDGET since the last fresh answer
 
   void clear() {
     answers.clear();
     charged = 0;
     fresh = 0;
+    refusals_in_a_row = 0;
   }
 
   // Returns whether the reply was a fresh answer (a charge).
@@ -113,6 +119,7 @@ struct Books {
         break;
       case cgp::v1::REFUSED_BUDGET:
       case cgp::v1::REJECTED_INVALID:
+        if (reply.status() == cgp::v1::REFUSED_BUDGET) ++refusals_in_a_row;
         CHECK(after == before, "(b) a refused or rejected request changed the budget");
         CHECK(reply.charged_rho() == 0, "(b) a refused or rejected reply says it charged");
         CHECK(reply.values_size() == 0, "(b) a refused or rejected reply carries values");
@@ -158,6 +165,7 @@ struct Books {
     for (double v : reply.values()) CHECK(std::isfinite(v), "(e) answered a non-finite value");
     answers.emplace(std::move(key), bytes);
     ++fresh;
+    refusals_in_a_row = 0;
     return true;
   }
 };
@@ -309,6 +317,7 @@ struct Harness {
 
   void maybe_reset() {
     if (c_books.fresh >= kMaxAnswers || sim_books.fresh >= kMaxAnswers ||
+        c_books.refusals_in_a_row >= kMaxRefusals || sim_books.refusals_in_a_row >= kMaxRefusals ||
         c_remaining() < kResetBelow || simulated->remaining() < kResetBelow)
       open();
   }

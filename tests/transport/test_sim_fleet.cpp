@@ -40,13 +40,13 @@ TEST_CASE("cgp-sim --fleet runs range, kde and knn over a live coordinator", "[t
   const auto city = sim::synthetic_locations(n, seed);
   transport::CoordinatorOptions options;
   for (std::size_t i = 0; i < n; ++i) options.device_ids.push_back("device-" + std::to_string(i));
-  options.device_budget = 1e3;
+  options.device_budget = 1.0;
   options.analyst_credential_sha256 = transport::sha256_of("analyst");
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   transport::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
-  swarm_options.config = *DeviceConfig::cgp(1e3);
+  swarm_options.config = *DeviceConfig::cgp(1.0);
   std::vector<transport::SwarmMember> members;
   for (std::size_t i = 0; i < n; ++i)
     members.push_back({options.device_ids[i], "", {city.points[2 * i], city.points[2 * i + 1]}});
