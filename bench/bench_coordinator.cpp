@@ -72,7 +72,8 @@ std::vector<double> nyc_points() {
                                                        (*centre)[0], (*centre)[1]);
   std::vector<double> points;
   for (std::size_t i = 0; i < lon.size(); ++i)
-    if (auto xy = projection->forward(lon[i], lat[i])) points.insert(points.end(), xy->begin(), xy->end());
+    if (auto xy = projection->forward(lon[i], lat[i]))
+      points.insert(points.end(), xy->begin(), xy->end());
   return points;
 }
 
@@ -122,7 +123,8 @@ std::vector<double> idx_images(const char* path, std::size_t& dimension) {
 double sample_cost() {
   client::SimulationRandom random(1, 1);
   client::RandomBits bits(random);
-  auto gaussian = *client::DiscreteGaussian::create(client::plan_noise(1.0, 1e-4, 1e-2)->sigma2_grid);
+  auto gaussian =
+      *client::DiscreteGaussian::create(client::plan_noise(1.0, 1e-4, 1e-2)->sigma2_grid);
   const int n = 2000000;
   const double start = now();
   client::int128 sink = 0;
@@ -146,7 +148,8 @@ struct Work {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: cgp_bench_coordinator kde|knn|range|alg3 BM0|BM1|PM0|PM1 [threads]\n");
+    std::fprintf(stderr,
+                 "usage: cgp_bench_coordinator kde|knn|range|alg3 BM0|BM1|PM0|PM1 [threads]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -185,16 +188,19 @@ int main(int argc, char** argv) {
       elapsed = now() - start;
       work.add(r.report, triple_of(*method) == Triple::point ? 2 : 1);
     } else {
-      double box_lo[2] = {centre[0] - 1000, centre[1] - 1000}, box_hi[2] = {centre[0] + 1000, centre[1] + 1000};
+      double box_lo[2] = {centre[0] - 1000, centre[1] - 1000},
+             box_hi[2] = {centre[0] + 1000, centre[1] + 1000};
       auto r = *range_count(fleet, mirror, *geometry::Box::create(box_lo, box_hi), rho, options);
       elapsed = now() - start;
       work.add(r.report, triple_of(*method) == Triple::point ? 2 : 1);
     }
   } else if (scenario == "knn") {
     std::size_t dimension = 0;
-    auto train = idx_images("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", dimension);
+    auto train =
+        idx_images("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", dimension);
     std::size_t test_dimension = 0;
-    auto test = idx_images("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", test_dimension);
+    auto test =
+        idx_images("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", test_dimension);
     if (train.empty() || test.empty()) {
       std::fprintf(stderr, "knn needs Debian's dataset-fashion-mnist\n");
       return 3;
@@ -225,7 +231,8 @@ int main(int argc, char** argv) {
       ranges.emplace_back(*geometry::Box::create(box_lo, box_hi));
     }
     start = now();
-    auto results = *adaptive_range_counts(fleet, mirror, *AdaptiveBudget::fixed(budget, m), ranges, options);
+    auto results =
+        *adaptive_range_counts(fleet, mirror, *AdaptiveBudget::fixed(budget, m), ranges, options);
     elapsed = now() - start;
     for (const auto& r : results) work.add(r.report, triple_of(*method) == Triple::point ? 2 : 1);
   } else {
@@ -235,11 +242,11 @@ int main(int argc, char** argv) {
   // The floor: every noise sample at the single-core sampling cost, spread over the threads.
   const unsigned used = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
   const double floor = work.samples * per_sample / used;
-  std::printf("%-6s %-4s users=%zu source=\"%s\" threads=%u seconds=%.3f peak_rss_mib=%.0f "
-              "users_rounds=%.0f users_rounds_per_s=%.3g noise_samples=%.0f sample_ns=%.0f "
-              "floor_seconds=%.3f multiple_of_floor=%.2f\n",
-              scenario.c_str(), argv[2], users, source, used, elapsed, peak_rss_mib(),
-              work.users_rounds, work.users_rounds / elapsed, work.samples, per_sample * 1e9, floor,
-              elapsed / floor);
+  std::printf(
+      "%-6s %-4s users=%zu source=\"%s\" threads=%u seconds=%.3f peak_rss_mib=%.0f "
+      "users_rounds=%.0f users_rounds_per_s=%.3g noise_samples=%.0f sample_ns=%.0f "
+      "floor_seconds=%.3f multiple_of_floor=%.2f\n",
+      scenario.c_str(), argv[2], users, source, used, elapsed, peak_rss_mib(), work.users_rounds,
+      work.users_rounds / elapsed, work.samples, per_sample * 1e9, floor, elapsed / floor);
   return 0;
 }

@@ -77,8 +77,8 @@ bool exec(sqlite3* db, const char* sql) {
 // file there can only be damage (and fails closed).
 Status create_ledger_file(const std::string& path, const std::string& config_bytes) {
   std::random_device entropy;
-  const std::string temp = path + ".new-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(entropy());
+  const std::string temp =
+      path + ".new-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
   sqlite3* db = nullptr;
   auto fail = [&](const std::string& what) -> Status {
     std::string message = what;
@@ -106,8 +106,7 @@ Status create_ledger_file(const std::string& path, const std::string& config_byt
                       SQLITE_STATIC);
     if (sqlite3_step(put.get()) != SQLITE_DONE) return fail("cannot initialise " + temp);
   }
-  if (!exec(db, "INSERT INTO state(id, spent, halted) VALUES (0, 0, 0);") ||
-      !exec(db, "COMMIT;"))
+  if (!exec(db, "INSERT INTO state(id, spent, halted) VALUES (0, 0, 0);") || !exec(db, "COMMIT;"))
     return fail("cannot initialise " + temp);
   sqlite3_close_v2(db);
   db = nullptr;
@@ -115,9 +114,8 @@ Status create_ledger_file(const std::string& path, const std::string& config_byt
     return fail("cannot link " + temp + " to " + path + ": " + std::strerror(errno));
   ::unlink(temp.c_str());
   // The new directory entry must be durable before the first charge relies on it.
-  std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos
-                                       ? 0
-                                       : path.find_last_of('/') + 1);
+  std::string dir =
+      path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   if (dir.empty()) dir = ".";
   if (int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
     ::fsync(fd);
@@ -156,8 +154,8 @@ struct SqliteLedger::Impl {
   // Replies beyond the retention bounds lose their bytes (never their row or charge).
   bool prune() {
     const std::int64_t oldest = unix_seconds() - retention.max_age_seconds;
-    Statement by_age(db,
-                     "UPDATE answers SET reply = X'' WHERE length(reply) > 0 AND answered_at < ?1;");
+    Statement by_age(
+        db, "UPDATE answers SET reply = X'' WHERE length(reply) > 0 AND answered_at < ?1;");
     if (!by_age.ok()) return false;
     sqlite3_bind_int64(by_age.get(), 1, oldest);
     if (sqlite3_step(by_age.get()) != SQLITE_DONE) return false;

@@ -357,7 +357,11 @@ INSERT INTO answers VALUES ('old', 1, zeroblob(32), 0.375, X'0a');
 )sql";
   REQUIRE(sqlite3_exec(db, schema, nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_stmt* put = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, "INSERT INTO meta VALUES ('format', CAST('cgpkit-ledger-1' AS BLOB)), ('config', ?1);", -1, &put, nullptr) == SQLITE_OK);
+  REQUIRE(
+      sqlite3_prepare_v2(
+          db,
+          "INSERT INTO meta VALUES ('format', CAST('cgpkit-ledger-1' AS BLOB)), ('config', ?1);",
+          -1, &put, nullptr) == SQLITE_OK);
   sqlite3_bind_blob(put, 1, config_bytes.data(), static_cast<int>(config_bytes.size()),
                     SQLITE_TRANSIENT);
   REQUIRE(sqlite3_step(put) == SQLITE_DONE);
@@ -429,8 +433,8 @@ class RecordingClock final : public PacingClock {
 TEST_CASE("item 6: releases are paced to a window computed from public data only",
           "[client][hardening][timing]") {
   auto config = *DeviceConfig::cgp(1.0);
-  const std::string region = polygon_request_bytes(
-      "poly", {0, 0, 100, 0, 100, 100, 0, 100}, {40, 40, 60, 40, 60, 60, 40, 60}, 0.01);
+  const std::string region = polygon_request_bytes("poly", {0, 0, 100, 0, 100, 100, 0, 100},
+                                                   {40, 40, 60, 40, 60, 60, 40, 60}, 0.01);
   std::vector<std::chrono::nanoseconds> windows;
   for (double x : {-500.0, 10.0, 50.0}) {  // outside, inside, in the hole
     auto clock = std::make_shared<RecordingClock>();
@@ -467,8 +471,8 @@ TEST_CASE("item 7: polygons with huge coordinates are refused by name, nothing t
   const std::vector<double> square = {0, 0, 100, 0, 100, 100, 0, 100};
   for (double far : {2.6e11, 1e14, 5.9e20, 1.5 * std::ldexp(1.0, 511), 1e308}) {
     INFO("far vertex at " << far);
-    auto reply = parse_reply(
-        device.handle(bytes_of(polygon_request_bytes("far", square, {10, 10, far, 20, 10, 30}, 1e-3))));
+    auto reply = parse_reply(device.handle(
+        bytes_of(polygon_request_bytes("far", square, {10, 10, far, 20, 10, 30}, 1e-3))));
     CHECK(reply.status() == v1::REJECTED_INVALID);
     CHECK(reply.error() == v1::OUT_OF_RANGE);
     CHECK(reply.error_message().find("polygon.holes[0]") != std::string::npos);
@@ -573,13 +577,14 @@ TEST_CASE("item 7: Proj of accepted polygons is 1-Lipschitz out to the coordinat
 
 // ---- item 8: bounded storage -----------------------------------------------------------------
 
-TEST_CASE("item 8: replies beyond the retention window are pruned; a replay is refused, not charged",
-          "[client][hardening][ledger]") {
+TEST_CASE(
+    "item 8: replies beyond the retention window are pruned, a replay is refused and not charged",
+    "[client][hardening][ledger]") {
   ScratchLedger path("retention");
   auto config = *DeviceConfig::cgp(1.0);
   LedgerRetention tight;
   tight.max_reply_bytes = 200;  // two or three location replies
-  for (int kind : {1, 0}) {  // memory, then the SQLite file that is reopened below
+  for (int kind : {1, 0}) {     // memory, then the SQLite file that is reopened below
     INFO((kind == 0 ? "sqlite" : "memory"));
     path.remove_all();
     std::unique_ptr<Ledger> ledger;

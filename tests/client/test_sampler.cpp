@@ -173,7 +173,8 @@ TEST_CASE("noise plan: the grid follows the capacity, so rounding slack cannot a
       CHECK(plan->grid() <= plan->sigma() * std::ldexp(1.0, -24));
       CHECK(plan->sigma2_grid <= DiscreteGaussian::kMaxSigma2);
       long double u = plan->grid();
-      CHECK(static_cast<long double>(plan->sigma2_grid) >= 1.0L / (2.0L * rho * u * u) * (1 - 1e-18L));
+      CHECK(static_cast<long double>(plan->sigma2_grid) >=
+            1.0L / (2.0L * rho * u * u) * (1 - 1e-18L));
       CHECK(static_cast<long double>(plan->sigma2_grid - 1) < 1.0L / (2.0L * rho * u * u));
     }
     // Below capacity·2^-18: refused by name before any filter sees it (this bounds the number

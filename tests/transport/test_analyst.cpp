@@ -1,5 +1,7 @@
 // The coordinator as a service: analysts submit queries over gRPC; the coordinator runs them
 // over devices connected to it (here an async swarm) with the same query code as in-process.
+#include <grpcpp/grpcpp.h>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
+#include "cgp/v1/service.grpc.pb.h"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
@@ -144,6 +147,29 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
   options.beta = 0.1;
   options.rounds = 1000;
   CGP_REQUIRE_ERROR(analyst.range_count(range, 0.01, options), ErrorCode::out_of_range, "rounds");
+  // A polygon no client library would build, sent by hand (issue 9 item 7): on 51cfbc1 Boost
+  // threw through the handler and gRPC answered UNKNOWN. Now a named out_of_range.
+  {
+    auto channel = grpc::CreateChannel(live.address, grpc::InsecureChannelCredentials());
+    auto stub = v1::Analyst::NewStub(channel);
+    v1::RangeCountQuery query;
+    query.mutable_options()->set_rho(0.01);
+    auto* polygon = query.mutable_range()->mutable_polygon();
+    for (double v : {0.0, 0.0, 100.0, 0.0, 100.0, 100.0, 0.0, 100.0})
+      polygon->mutable_outer()->add_xy(v);
+    for (double v : {10.0, 10.0, 5.9e20, 20.0, 10.0, 30.0}) polygon->add_holes()->add_xy(v);
+    grpc::ClientContext context;
+    context.AddMetadata("cgp-analyst-credential", "right");
+    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    v1::QueryResult result;
+    const grpc::Status status = stub->RangeCount(&context, query, &result);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(status.error_message().find("polygon.holes[0]") != std::string::npos);
+    auto code = context.GetServerTrailingMetadata().find("cgp-error-code");
+    REQUIRE(code != context.GetServerTrailingMetadata().end());
+    CHECK(std::string(code->second.data(), code->second.size()) ==
+          std::to_string(static_cast<int>(ErrorCode::out_of_range)));
+  }
   CHECK(live.service->gateway().counters().rounds == 0);
   for (std::size_t i = 0; i < n; ++i) CHECK(live.swarm->spent(i) == 0);
 }

@@ -232,31 +232,48 @@ struct CoordinatorService::Impl {
 
 namespace {
 
+// No exception leaves a handler: gRPC would answer UNKNOWN with no name. An unexpected
+// failure is INTERNAL with the internal_error code, like every other named error.
+template <class Body>
+grpc::Status guarded(grpc::ServerContext* context, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    try {
+      return to_status(context, make_error(ErrorCode::internal_error, "query",
+                                           std::string("the coordinator failed: ") + e.what()));
+    } catch (...) {
+    }
+  } catch (...) {
+  }
+  return {grpc::StatusCode::INTERNAL, "query: the coordinator failed"};
+}
+
 // The Analyst gRPC service, forwarding to the coordinator (which outlives the server).
 class AnalystEndpoint final : public v1::Analyst::Service {
  public:
   explicit AnalystEndpoint(CoordinatorService::Impl& impl) : impl_(impl) {}
   grpc::Status RangeCount(grpc::ServerContext* c, const v1::RangeCountQuery* q,
                           v1::QueryResult* r) override {
-    return impl_.RangeCount(c, q, r);
+    return guarded(c, [&] { return impl_.RangeCount(c, q, r); });
   }
   grpc::Status Kde(grpc::ServerContext* c, const v1::KdeQuery* q, v1::QueryResult* r) override {
-    return impl_.Kde(c, q, r);
+    return guarded(c, [&] { return impl_.Kde(c, q, r); });
   }
   grpc::Status Knn(grpc::ServerContext* c, const v1::KnnQuery* q, v1::QueryResult* r) override {
-    return impl_.Knn(c, q, r);
+    return guarded(c, [&] { return impl_.Knn(c, q, r); });
   }
   grpc::Status Threshold(grpc::ServerContext* c, const v1::ThresholdQuery* q,
                          v1::QueryResult* r) override {
-    return impl_.Threshold(c, q, r);
+    return guarded(c, [&] { return impl_.Threshold(c, q, r); });
   }
   grpc::Status GetResult(grpc::ServerContext* c, const v1::ResultRequest* q,
                          v1::QueryResult* r) override {
-    return impl_.GetResult(c, q, r);
+    return guarded(c, [&] { return impl_.GetResult(c, q, r); });
   }
   grpc::Status Status(grpc::ServerContext* c, const v1::StatusRequest* q,
                       v1::CoordinatorStatus* r) override {
-    return impl_.Status(c, q, r);
+    return guarded(c, [&] { return impl_.Status(c, q, r); });
   }
 
  private:

@@ -57,12 +57,12 @@ enum cgp_status {
  * device. An app that must prevent that anchors the ledger to something it cannot lose
  * silently (e.g. a counter in the platform keystore); see the README.
  * On any other error *out is NULL and cgp_device_last_error(NULL) gives this thread's message. */
-int cgp_device_open(const char *ledger_path, const uint8_t *config, size_t config_len,
-                    cgp_device **out);
+int cgp_device_open(const char* ledger_path, const uint8_t* config, size_t config_len,
+                    cgp_device** out);
 
 /* Sets component component_id (a NUL-terminated UTF-8 id, registered on first use with this
  * dimension) to values[0..dim). The dimension of a component cannot change. */
-int cgp_device_set_component(cgp_device *device, const char *component_id, const double *values,
+int cgp_device_set_component(cgp_device* device, const char* component_id, const double* values,
                              size_t dim);
 
 /* Answers one request. reply receives a serialized cgp.v1.DeviceReply of *reply_len bytes; its
@@ -71,21 +71,21 @@ int cgp_device_set_component(cgp_device *device, const char *component_id, const
  * needed length in *reply_len and does nothing else: no charge, no noise. A request id
  * answered before gets the identical bytes again (within the retention window: replies are
  * kept up to 8 MiB and 7 days; an older replay is REPLY_PRUNED, charged nothing). */
-int cgp_device_handle(cgp_device *device, const uint8_t *request, size_t request_len,
-                      uint8_t *reply, size_t reply_capacity, size_t *reply_len);
+int cgp_device_handle(cgp_device* device, const uint8_t* request, size_t request_len,
+                      uint8_t* reply, size_t reply_capacity, size_t* reply_len);
 
 /* The remaining budget, in ρ units (0 for a device that fails closed). */
-int cgp_device_remaining(const cgp_device *device, double *out);
+int cgp_device_remaining(const cgp_device* device, double* out);
 
 /* The message of the last failed call on this device ("" if none); with NULL, of this thread's
  * last failed cgp_device_open. Valid until the next call on the device (or thread). */
-const char *cgp_device_last_error(const cgp_device *device);
+const char* cgp_device_last_error(const cgp_device* device);
 
 /* The name of a status code, e.g. "ledger_failure"; "unknown_error" for others. */
-const char *cgp_status_name(int status);
+const char* cgp_status_name(int status);
 
 /* Closes the device (NULL is allowed). Its ledger stays on disk. */
-void cgp_device_close(cgp_device *device);
+void cgp_device_close(cgp_device* device);
 
 #ifdef __cplusplus
 }

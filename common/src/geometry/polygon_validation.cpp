@@ -33,9 +33,8 @@ Status normalize_ring(Ring& ring, std::size_t ring_index) {
         std::string parameter = indexed_name(name, i);
         return make_error(ErrorCode::out_of_range, parameter,
                           parameter + " must have coordinates in [-" +
-                              format_number(kMaxCoordinate) + ", " +
-                              format_number(kMaxCoordinate) + "], got " +
-                              format_number(ring[i][axis]));
+                              format_number(kMaxCoordinate) + ", " + format_number(kMaxCoordinate) +
+                              "], got " + format_number(ring[i][axis]));
       }
     }
   }
