@@ -157,7 +157,8 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
     auto* polygon = query.mutable_range()->mutable_polygon();
     for (double v : {0.0, 0.0, 100.0, 0.0, 100.0, 100.0, 0.0, 100.0})
       polygon->mutable_outer()->add_xy(v);
-    for (double v : {10.0, 10.0, 5.9e20, 20.0, 10.0, 30.0}) polygon->add_holes()->add_xy(v);
+    auto* hole = polygon->add_holes();
+    for (double v : {10.0, 10.0, 5.9e20, 20.0, 10.0, 30.0}) hole->add_xy(v);
     grpc::ClientContext context;
     context.AddMetadata("cgp-analyst-credential", "right");
     context.set_deadline(std::chrono::system_clock::now() + 30s);
