@@ -6,7 +6,8 @@
 #     seconds         how long to fuzz (default 120)
 #     --merge         afterwards, add the inputs that found new coverage to tests/fuzz/corpus
 #                     (libFuzzer -merge=1; only then is the repository's corpus touched)
-#     --regen-corpus  rewrite the seed files of tests/fuzz/corpus from make_corpus.cpp, and stop
+#     --regen-corpus  rewrite the seed files of tests/fuzz/corpus (and tests/fuzz/regressions)
+#                     from make_corpus.cpp, and stop
 #
 # Builds in build-fuzz/ (CGP_FUZZ_BUILD_DIR overrides) with clang: CGP_FUZZ=ON, CGP_SANITIZE=ON.
 # Fuzzes a copy of the corpus in <build>/fuzz-run/. Exits non-zero on a crash, a failed
@@ -43,7 +44,7 @@ if [ ! -x "$fuzzer" ]; then
   exit 1
 fi
 if [ $regen -eq 1 ]; then
-  "$build/tests/fuzz/cgp_fuzz_make_corpus" "$corpus"
+  "$build/tests/fuzz/cgp_fuzz_make_corpus" "$corpus" "$root/tests/fuzz/regressions"
   exit 0
 fi
 

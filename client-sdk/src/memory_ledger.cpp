@@ -13,21 +13,15 @@ Status MemoryLedger::record_answer(const RequestId& id, const AnsweredRequest& a
     return make_error(ErrorCode::ledger_failure, "ledger",
                       "ledger: the recorded total changed underneath this handle");
   }
-  answers_[id.query_id][id.round] = answer;
+  AnsweredRequest& stored = answers_[id.query_id][id.round];
+  stored = answer;
   state_.spent = spent_after;
-  kept_.push_back(id);
-  kept_bytes_ += answer.reply.size();
+  kept_.push_back(&stored);
+  kept_bytes_ += stored.reply.size();
   // Prune the oldest replies beyond the retention bound (their charges stay in the total).
   while (kept_bytes_ > retention_.max_reply_bytes && !kept_.empty()) {
-    auto query = answers_.find(std::string_view(kept_.front().query_id));
-    if (query != answers_.end()) {
-      auto round = query->second.find(kept_.front().round);
-      if (round != query->second.end()) {
-        kept_bytes_ -= round->second.reply.size();
-        round->second.reply.clear();
-        round->second.reply.shrink_to_fit();
-      }
-    }
+    kept_bytes_ -= kept_.front()->reply.size();
+    std::string().swap(kept_.front()->reply);
     kept_.pop_front();
   }
   return {};

@@ -68,9 +68,9 @@ const double kVector[8] = {1.5, -2.25, 0.0, 1e3, -7.0, 3.0, 0.125, 42.0};
   __builtin_trap();
 }
 
-#define CHECK(cond, what)                              \
-  do {                                                 \
-    if (!(cond)) violation(what, "(" #cond ")");       \
+#define CHECK(cond, what)                        \
+  do {                                           \
+    if (!(cond)) violation(what, "(" #cond ")"); \
   } while (0)
 
 using Key = std::pair<std::string, std::uint32_t>;
@@ -96,7 +96,7 @@ struct Books {
   std::map<Key, std::string> answers;  // first answer bytes of each answered id
   long double charged = 0;             // Σ charged_rho of fresh answers
   std::size_t fresh = 0;
-  std::size_t refusals_in_a_row = 0;   // REFUSED_BUDGET since the last fresh answer
+  std::size_t refusals_in_a_row = 0;  // REFUSED_BUDGET since the last fresh answer
 
   void clear() {
     answers.clear();

@@ -75,7 +75,8 @@ class MemoryLedger final : public Ledger {
   LedgerState state_;
   // query id -> round -> answer; std::less<> finds by the request's id without a copy.
   std::map<std::string, std::map<std::uint32_t, AnsweredRequest>, std::less<>> answers_;
-  std::deque<RequestId> kept_;  // answers whose reply is still kept, oldest first
+  // Answers whose reply is still kept, oldest first (map nodes never move or go away).
+  std::deque<AnsweredRequest*> kept_;
   std::size_t kept_bytes_ = 0;
 };
 
