@@ -75,6 +75,11 @@ std::span<const double> SimulatedFleet::location(UserId user) const noexcept {
           state_->dimension};
 }
 
+void SimulatedFleet::reset(std::uint64_t seed, const DeviceConfig& config) {
+  state_->config = config;
+  reset(seed);
+}
+
 void SimulatedFleet::reset(std::uint64_t seed) {
   std::fill(state_->filters.begin(), state_->filters.end(), client::PrivacyFilter(state_->config));
   state_->seed = seed;

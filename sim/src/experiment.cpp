@@ -141,15 +141,16 @@ Row measure(Row row, const Common& common, Progress& progress, Start&& start, Bo
   return row;
 }
 
-// The same over a simulated fleet with a fresh mirror per repetition: body(rep, mirror).
+// The same over a simulated fleet with a fresh mirror and a budget of `budget` per user for
+// every repetition: body(rep, mirror).
 template <class Body>
-Row measure(Row row, coordinator::SimulatedFleet& fleet, const Common& common, Progress& progress,
-            Body&& body) {
+Row measure(Row row, coordinator::SimulatedFleet& fleet, double budget, const Common& common,
+            Progress& progress, Body&& body) {
   std::optional<coordinator::BudgetMirror> mirror;
   return measure(
       std::move(row), common, progress,
       [&](std::uint64_t seed) {
-        fleet.reset(seed);
+        fleet.reset(seed, *DeviceConfig::cgp(budget));
         mirror.emplace(fleet.size(), fleet.initial_budget());
       },
       [&](std::size_t rep) { return body(rep, *mirror); });
@@ -160,8 +161,12 @@ class InProcessBackend final : public QueryBackend {
   InProcessBackend(const Dataset& data, double capacity, const Common& common)
       : fleet_(fleet_for(data, capacity, common)) {}
   std::size_t size() const override { return fleet_.size(); }
-  void start_repetition(std::uint64_t seed) override {
-    fleet_.reset(seed);
+  void start_repetition(std::uint64_t seed, double budget) override {
+    if (budget != fleet_.initial_budget()) {
+      fleet_.reset(seed, *DeviceConfig::cgp(budget));
+    } else {
+      fleet_.reset(seed);
+    }
     mirror_.emplace(fleet_.size(), fleet_.initial_budget());
   }
   Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
@@ -200,8 +205,9 @@ struct Backend {
       : owned(common.fleet ? nullptr : in_process_backend(data, capacity, common)),
         use(common.fleet ? common.fleet : owned.get()) {}
   QueryBackend* operator->() const { return use; }
-  auto starter() const {
-    return [b = use](std::uint64_t seed) { b->start_repetition(seed); };
+  // Each row's users start with exactly the row's ρ.
+  auto starter(double budget) const {
+    return [b = use, budget](std::uint64_t seed) { b->start_repetition(seed, budget); };
   }
 };
 
@@ -274,7 +280,7 @@ Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double
       for (const auto& v : vs) {
         std::optional<Error> failure;
         rows.push_back(measure(
-            row_for("range", v, rho, w, common.reps), common, progress, backend.starter(),
+            row_for("range", v, rho, w, common.reps), common, progress, backend.starter(rho),
             [&](std::size_t rep) {
               auto result = backend->range_count(ranges[rep], rho, options_for(v, common, "range"));
               if (!result) return failed(result.error(), failure);
@@ -303,7 +309,7 @@ Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> 
       for (const auto& v : vs) {
         std::optional<Error> failure;
         rows.push_back(measure(
-            row_for("kde", v, rho, b, common.reps), common, progress, backend.starter(),
+            row_for("kde", v, rho, b, common.reps), common, progress, backend.starter(rho),
             [&](std::size_t rep) {
               auto result = backend->kde(centres[rep], b, rho, options_for(v, common, "kde"));
               if (!result) return failed(result.error(), failure);
@@ -356,7 +362,7 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
       for (const auto& v : vs) {
         std::optional<Error> failure;
         rows.push_back(measure(row_for("knn", v, rho, static_cast<double>(k), common.reps), common,
-                               progress, backend.starter(), [&](std::size_t rep) {
+                               progress, backend.starter(rho), [&](std::size_t rep) {
                                  auto options = options_for(v, common, "knn");
                                  options.users = candidates[rep];
                                  auto result = backend->knn(points[rep], k, rho, options);
@@ -391,8 +397,8 @@ std::vector<Row> run_multi_range(const Dataset& data, double budget,
         });
     for (const auto& v : vs) {
       rows.push_back(measure(
-          row_for("multi-range", v, budget, static_cast<double>(m), common.reps), fleet, common,
-          progress, [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
+          row_for("multi-range", v, budget, static_cast<double>(m), common.reps), fleet, budget,
+          common, progress, [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
             std::vector<geometry::Region> ranges;
             for (std::size_t l = 0; l < m; ++l)
               ranges.push_back(square_around(centres[rep * m + l], width));
@@ -440,7 +446,7 @@ std::vector<Row> run_threshold(std::span<const double> values, double below,
       const std::vector<double> asked(1, privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
         rows.push_back(
-            measure(row_for("threshold", v, rho, q, common.reps), fleet, common, progress,
+            measure(row_for("threshold", v, rho, q, common.reps), fleet, rho, common, progress,
                     [&](std::size_t, coordinator::BudgetMirror& mirror) {
                       auto result = coordinator::threshold(fleet, mirror, 0, q, population, asked,
                                                            options_for(v, common, "threshold"));

@@ -12,7 +12,7 @@ class RemoteBackend final : public QueryBackend {
  public:
   RemoteBackend(transport::AnalystClient client, std::size_t users);
   std::size_t size() const override { return users_; }
-  void start_repetition(std::uint64_t) override {}
+  void start_repetition(std::uint64_t, double) override {}
   Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
                                                  const coordinator::QueryOptions& o) override;
   Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth, double rho,

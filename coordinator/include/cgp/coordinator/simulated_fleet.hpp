@@ -43,6 +43,9 @@ class SimulatedFleet final : public Fleet {
   // Every device back to a full, fresh filter, and a new run seed: a new repetition of an
   // experiment without copying the points again.
   void reset(std::uint64_t seed);
+  // The same with every device's filter under `config` from now on (a new budget per row of an
+  // experiment: a device answers ρ ≥ capacity·2^-18 only).
+  void reset(std::uint64_t seed, const DeviceConfig& config);
 
  private:
   struct State;

@@ -19,9 +19,10 @@ class QueryBackend {
  public:
   virtual ~QueryBackend() = default;
   virtual std::size_t size() const = 0;
-  // Before each repetition. In-process: fresh budgets, noise seeded from `seed`. A live
-  // coordinator's devices keep what they spent: every repetition spends real budget.
-  virtual void start_repetition(std::uint64_t seed) = 0;
+  // Before each repetition. In-process: fresh budgets of `budget` per user (the row's ρ: a
+  // device answers ρ ≥ budget·2^-18 only), noise seeded from `seed`. A live coordinator's
+  // devices keep what they spent and their own budgets: every repetition spends real budget.
+  virtual void start_repetition(std::uint64_t seed, double budget) = 0;
   // rho: what each user is charged at most for the query.
   virtual Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
                                                          const coordinator::QueryOptions& o) = 0;
