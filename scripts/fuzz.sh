@@ -6,8 +6,7 @@
 #     seconds         how long to fuzz (default 120)
 #     --merge         afterwards, add the inputs that found new coverage to tests/fuzz/corpus
 #                     (libFuzzer -merge=1; only then is the repository's corpus touched)
-#     --regen-corpus  rewrite the seed files of tests/fuzz/corpus (and tests/fuzz/regressions)
-#                     from make_corpus.cpp, and stop
+#     --regen-corpus  rewrite the seed files of tests/fuzz/corpus from make_corpus.cpp, and stop
 #
 # Builds in build-fuzz/ (CGP_FUZZ_BUILD_DIR overrides) with clang: CGP_FUZZ=ON, CGP_SANITIZE=ON.
 # Fuzzes a copy of the corpus in <build>/fuzz-run/. Exits non-zero on a crash, a failed
@@ -27,6 +26,7 @@ for arg in "$@"; do
   esac
 done
 
+"$root/scripts/setup.sh"  # the fuzz packages (clang, libclang-rt-14-dev, llvm) belong in its list
 command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
 
 if [ -f "$build/CMakeCache.txt" ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang' "$build/CMakeCache.txt"; then
@@ -44,7 +44,7 @@ if [ ! -x "$fuzzer" ]; then
   exit 1
 fi
 if [ $regen -eq 1 ]; then
-  "$build/tests/fuzz/cgp_fuzz_make_corpus" "$corpus" "$root/tests/fuzz/regressions"
+  "$build/tests/fuzz/cgp_fuzz_make_corpus" "$corpus"
   exit 0
 fi
 
@@ -54,6 +54,7 @@ if ! command -v llvm-symbolizer >/dev/null && [ -x /usr/lib/llvm-14/bin/llvm-sym
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp:print_suppressions=0}
 
 run=$build/fuzz-run
 rm -rf "$run"

@@ -16,6 +16,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
   openssl                                # tests make throwaway TLS certificates
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
+  clang libclang-rt-14-dev llvm          # scripts/fuzz.sh: libFuzzer, sanitizers, symbolizer
 )
 
 missing=()

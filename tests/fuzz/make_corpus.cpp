@@ -1,9 +1,7 @@
 // Writes the seed corpus of fuzz_device: small serialized cgp.v1.DeviceRequests, each preceded
 // by the 2-byte reply-capacity selector the harness reads (little-endian u16, capacity =
-// selector % 8193). Usage: cgp_fuzz_make_corpus <corpus dir> [<regressions dir>]
-// (scripts/fuzz.sh --regen-corpus writes both: tests/fuzz/corpus and tests/fuzz/regressions).
-// regressions/ holds inputs that found bugs not yet fixed; move them into the corpus (here)
-// once fixed, so that the corpus run keeps them fixed.
+// selector % 8193). Usage: cgp_fuzz_make_corpus <dir>   (scripts/fuzz.sh --regen-corpus)
+// Inputs that found bugs are added here once fixed, so that the corpus run keeps them fixed.
 //
 // Mostly valid requests for the harness's devices ("location" 2-D at (100, -50), "v" 8-D), for
 // every statistic and region kind, at several ρ and rounds, plus replays (same id, same or other
@@ -81,23 +79,22 @@ DeviceRequest polygon(const std::string& query, std::uint32_t round, double rho,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: %s <corpus dir> [<regressions dir>]\n", argv[0]);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
     return 2;
   }
   const std::filesystem::path dir = argv[1];
   std::filesystem::create_directories(dir);
   int written = 0;
-  std::filesystem::path target = dir;
   auto seed = [&](const char* name, std::uint16_t capacity, const DeviceRequest& request) {
     std::string bytes;
     bytes.push_back(static_cast<char>(capacity & 0xff));
     bytes.push_back(static_cast<char>(capacity >> 8));
     bytes += cgp::wire::serialize(request);
-    std::ofstream out(target / name, std::ios::binary | std::ios::trunc);
+    std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) {
-      std::fprintf(stderr, "cannot write %s\n", (target / name).c_str());
+      std::fprintf(stderr, "cannot write %s\n", (dir / name).c_str());
       std::exit(1);
     }
     ++written;
@@ -154,23 +151,16 @@ int main(int argc, char** argv) {
   seed("missing_id.bin", 4096, no_id);
   seed("dimension_mismatch.bin", 4096, distance("q-dim", 1, "v", {1, 2, 3}, 0.01));
 
-  // Found by fuzzing: a polygon coordinate far beyond kMaxCoordinate (2^30) made Boost.Geometry's
-  // integer rescaling throw boost::numeric::positive_overflow out of Device::handle.
+  // Found by fuzzing (fixed in 8fdc6ff): a polygon coordinate far beyond kMaxCoordinate (2^30)
+  // made Boost.Geometry's integer rescaling throw boost::numeric::positive_overflow out of
+  // Device::handle; and coordinates within ±2^30 overflowed the 64-bit determinant of that
+  // rescaling in bg::is_valid (UBSan: boost/geometry/arithmetic/determinant.hpp:44).
   seed("polygon_coordinate_out_of_range.bin", 4096,
        polygon("q-poly-far", 1, 0.02, {0, -100, 3.6446967223631734e88, -101.3, 200, 0, 0, 0}));
+  seed("polygon_rescale_overflow.bin", 4096,
+       polygon("q-poly-ub", 1, 0.02, {0, 0, 1000, 0, 1000, 1000, 0, 1000},
+               {{100, -400000000, 1, 2, 1, 1}}));
   std::printf("wrote %d seeds to %s\n", written, dir.c_str());
 
-  if (argc == 3) {
-    target = argv[2];
-    std::filesystem::create_directories(target);
-    written = 0;
-    // Found by fuzzing, not fixed yet: coordinates within ±2^30 whose spread overflows the
-    // 64-bit determinant of Boost.Geometry's rescaled segment intersection in bg::is_valid
-    // (UBSan: signed integer overflow, boost/geometry/arithmetic/determinant.hpp:44).
-    seed("polygon_rescale_overflow.bin", 4096,
-         polygon("q-poly-ub", 1, 0.02, {0, 0, 1000, 0, 1000, 1000, 0, 1000},
-                 {{100, -400000000, 1, 2, 1, 1}}));
-    std::printf("wrote %d regression inputs to %s\n", written, target.c_str());
-  }
   return 0;
 }

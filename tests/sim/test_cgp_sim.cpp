@@ -118,6 +118,25 @@ TEST_CASE("cgp-sim: every subcommand runs on small data and writes complete JSON
   }
 }
 
+TEST_CASE("cgp-sim: every row of a wide rho sweep is answered with the row's own budget",
+          "[sim]") {
+  // A device answers ρ ≥ capacity·2^-18 only. Each row's users get exactly the row's ρ as their
+  // budget; with the sweep's largest ρ as every row's capacity, the 1e-8 row was all rejections
+  // (CountErr 1, PrivSav 100%) and looked like a result.
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(300, 6));
+  const std::string json = scratch.path("wide.json");
+  Run run = run_sim("range --data " + points +
+                    " --rho 1e-8,1e-2 --w 2000 --methods BM0 --reps 2 --seed 4 --json " + json);
+  REQUIRE(run.exit_code == 0);
+  auto rows = parse_rows(json);
+  REQUIRE(rows.size() == 2);
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    CHECK(row["privsav_mean"].get<double>() < 1e-9);  // BM0 spends the whole row budget
+  }
+}
+
 TEST_CASE("cgp-sim: --seed makes two runs identical", "[sim]") {
   Scratch scratch;
   const auto points = scratch.file("points.csv", xy_csv(300, 5));
