@@ -3,6 +3,8 @@
 #   scripts/bench.sh             device benchmarks (Google Benchmark) and library sizes
 #   scripts/bench.sh coordinator the coordinator scenarios, one process each (peak memory)
 #   scripts/bench.sh network     10,000 devices over loopback (bench/network_load.sh)
+#   scripts/bench.sh timing      device timing by |noise| bucket and by inside/outside, unpaced
+#                                and paced (bench/bench_timing.cpp; optional: samples requests seed)
 # The coordinator's kNN scenario needs Debian's dataset-fashion-mnist (installed here);
 # locations come from ../shared/data/nyc_collisions when present, else the synthetic city.
 set -euo pipefail
@@ -12,6 +14,11 @@ cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/
 if [ "${1:-}" = "network" ]; then
   cmake --build "$root/build-release" --target cgp-coordinator cgp-device-swarm cgp-analyst
   exec "$root/bench/network_load.sh" "$root/build-release" "${2:-10000}" "${3:-2}" "${4:-5}"
+fi
+if [ "${1:-}" = "timing" ]; then
+  cmake --build "$root/build-release" --target cgp_bench_timing
+  shift
+  exec "$root/build-release/bench/cgp_bench_timing" "$@"
 fi
 if [ "${1:-}" = "coordinator" ]; then
   if ! dpkg-query -W -f='${Status}' dataset-fashion-mnist 2>/dev/null | grep -q "ok installed"; then
