@@ -14,14 +14,15 @@ double signed_distance(const Box& box, std::span<const double> point) noexcept {
   double outside2 = 0;
   double inside = std::numeric_limits<double>::infinity();
   for (std::size_t k = 0; k < point.size(); ++k) {
-    double below = lo[k] - point[k];
-    double above = point[k] - hi[k];
-    double excess = std::max({below, above, 0.0});
+    const double below = lo[k] - point[k];
+    const double above = point[k] - hi[k];
+    const double excess = std::fmax(std::fmax(below, above), 0.0);
     outside2 += excess * excess;
-    inside = std::min(inside, std::min(-below, -above));
+    inside = std::fmin(inside, std::fmin(-below, -above));
   }
-  if (outside2 > 0) return std::sqrt(outside2);
-  return inside > 0 ? -inside : 0.0;
+  // Both cases computed, one kept by arithmetic: no branch on where the user is. +0 on ∂Γ.
+  const double is_outside = static_cast<double>(outside2 > 0);
+  return is_outside * std::sqrt(outside2) - (1 - is_outside) * std::fmax(inside, 0.0) + 0.0;
 }
 
 double signed_distance(const Ball& ball, std::span<const double> point) noexcept {
