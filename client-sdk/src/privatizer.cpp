@@ -63,6 +63,32 @@ bool covers(std::uint64_t s, std::int64_t rho_m, int rho_e, std::int64_t k_m, in
   return left >= right;
 }
 
+// Whether u = 2^grid satisfies u² ≤ 2^-2·kCapacityGridBits·K²/(2·capacity) exactly, i.e.
+// cap_m·2^(cap_e + 2·grid + 1 + 2·kCapacityGridBits) ≤ K_m²·2^(2·K_e).
+bool within_capacity_grid(int grid, std::int64_t cap_m, int cap_e, std::int64_t k_m, int k_e) {
+  const int shift = cap_e + 2 * grid + 1 + 2 * kCapacityGridBits - 2 * k_e;
+  BigInt left = BigInt(cap_m);
+  BigInt right = BigInt(k_m) * BigInt(k_m);
+  if (shift >= 0)
+    left <<= shift;
+  else
+    right <<= -shift;
+  return left <= right;
+}
+
+// The largest g with 2^g ≤ 2^-kCapacityGridBits·σ_cap, decided exactly (a double estimate of
+// σ_cap can sit one ulp on the wrong side of a power of two).
+int capacity_grid_exponent(double lipschitz, double capacity) {
+  std::int64_t cap_m, k_m;
+  int cap_e, k_e;
+  exact_parts(capacity, cap_m, cap_e);
+  exact_parts(lipschitz, k_m, k_e);
+  int grid = binary_exponent(lipschitz / std::sqrt(2 * capacity)) - 1 - kCapacityGridBits;
+  while (!within_capacity_grid(grid, cap_m, cap_e, k_m, k_e)) --grid;
+  while (within_capacity_grid(grid + 1, cap_m, cap_e, k_m, k_e)) ++grid;
+  return grid;
+}
+
 }  // namespace
 
 double NoisePlan::grid() const noexcept {
@@ -99,8 +125,8 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
                       "rho = " + format_number(rho) + " gives no usable noise scale");
   }
   NoisePlan plan;
-  plan.grid_exponent = std::min(binary_exponent(sigma) - 1 - kGridBits,
-                                binary_exponent(sigma_cap) - 1 - kCapacityGridBits);
+  plan.grid_exponent =
+      std::min(binary_exponent(sigma) - 1 - kGridBits, capacity_grid_exponent(lipschitz, capacity));
   // Grid units must stay well inside double's range for the ±2^56 window around them.
   if (plan.grid_exponent < -950 || plan.grid_exponent > 900) {
     return make_error(ErrorCode::out_of_range, "rho",

@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,12 +129,29 @@ Status create_ledger_file(const std::string& path, const std::string& config_byt
 
 struct SqliteLedger::Impl {
   sqlite3* db = nullptr;
+  // The handle's own descriptor on the ledger file, holding flock(LOCK_EX) for the handle's
+  // life. An flock belongs to this open file description: unlike SQLite's POSIX locks it is not
+  // dropped when the process closes some other descriptor of the file (an app hashing or
+  // copying it), and it conflicts with a second handle in the same process too.
+  int lock_fd = -1;
+  pid_t owner = 0;  // a forked child inherits the flock: it must not use the handle
   LedgerRetention retention;
   std::size_t kept_bytes = 0;  // bytes of replies not yet pruned
   ~Impl() { close(); }
   void close() {
     if (db) sqlite3_close_v2(db);
     db = nullptr;
+    // Only after SQLite let go of the file: closing a descriptor drops this process's POSIX
+    // locks on it, SQLite's included.
+    if (lock_fd >= 0) ::close(lock_fd);
+    lock_fd = -1;
+  }
+  Status usable(const std::string& path) const {
+    if (!db) return ledger_error("not open");
+    if (::getpid() != owner)
+      return ledger_error(path + " was opened by process " + std::to_string(owner) +
+                          ": a forked child cannot use its handle (open the ledger anew)");
+    return {};
   }
   Error failure(const std::string& what) const {
     std::string message = what;
@@ -196,22 +214,26 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
                         "it from a backup of the whole file, or delete it to start a new device)");
   }
 
-  if (open_connection(path_, &s.db) != SQLITE_OK) return s.failure("cannot open " + path_);
-  // One live handle per ledger: the exclusive lock taken by the first write below is kept
-  // until this connection closes (locking_mode=EXCLUSIVE); a second handle must not wait.
-  sqlite3_busy_timeout(s.db, 0);
-  if (!s.exec("PRAGMA locking_mode=EXCLUSIVE;")) return s.failure("cannot set the locking mode");
-  if (!s.exec("BEGIN EXCLUSIVE;")) {
-    if (sqlite3_errcode(s.db) == SQLITE_BUSY) {
-      s.close();
+  // One live handle per ledger, before SQLite touches the file.
+  s.lock_fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (s.lock_fd < 0) return ledger_error("cannot open " + path_ + ": " + std::strerror(errno));
+  if (::flock(s.lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    // Not closed here: closing would drop the POSIX locks that another handle of this process
+    // holds through SQLite. The descriptor is closed with this handle.
+    if (error == EWOULDBLOCK) {
       return make_error(ErrorCode::ledger_in_use, "ledger",
                         "ledger: " + path_ +
                             " is open in another handle (this process or another): one live "
                             "device per ledger");
     }
-    return s.failure("cannot lock " + path_);
+    return ledger_error("cannot lock " + path_ + ": " + std::strerror(error));
   }
-  if (!s.exec("COMMIT;")) return s.failure("cannot lock " + path_);
+  s.owner = ::getpid();
+  if (open_connection(path_, &s.db) != SQLITE_OK) return s.failure("cannot open " + path_);
+  // SQLite's own locking stays NORMAL: every transaction then checks the file for changes, so
+  // the total a charge re-reads is the one on disk, not a cached page.
+  sqlite3_busy_timeout(s.db, 2000);
   // Rollback journal + FULL: a commit is in the main file when it returns. Switching a format-1
   // ledger out of WAL checkpoints its WAL into the main file first.
   if (!s.exec("PRAGMA journal_mode=DELETE;") || !s.exec("PRAGMA synchronous=FULL;"))
@@ -270,7 +292,13 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
   if (stored_config != config_bytes)
     return rollback(ledger_error(path_ + " was created for a different device configuration"));
   if (stored_format == kFormatV1) {
-    if (!s.exec("ALTER TABLE answers ADD COLUMN answered_at INTEGER NOT NULL DEFAULT 0;") ||
+    // Replies of format 1 carry no time: they count as answered now, so the retry window
+    // starts at the migration rather than pruning them all at once.
+    if (!s.exec("ALTER TABLE answers ADD COLUMN answered_at INTEGER NOT NULL DEFAULT 0;"))
+      return rollback(s.failure("cannot migrate " + path_ + " from " + kFormatV1));
+    Statement stamp(s.db, "UPDATE answers SET answered_at = ?1;");
+    if (!stamp.ok() || sqlite3_bind_int64(stamp.get(), 1, unix_seconds()) != SQLITE_OK ||
+        sqlite3_step(stamp.get()) != SQLITE_DONE ||
         !s.exec("UPDATE meta SET value = CAST('cgpkit-ledger-2' AS BLOB) WHERE key = 'format';"))
       return rollback(s.failure("cannot migrate " + path_ + " from " + kFormatV1));
   }
@@ -290,7 +318,7 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
 Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& answer,
                                    double spent_before, double spent_after) {
   Impl& s = *impl_;
-  if (!s.db) return ledger_error("not open");
+  if (auto ok = s.usable(path_); !ok) return ok;
   if (s.file_moved())
     return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
   if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
@@ -338,7 +366,7 @@ Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& a
 
 Status SqliteLedger::record_halt() {
   Impl& s = *impl_;
-  if (!s.db) return ledger_error("not open");
+  if (auto ok = s.usable(path_); !ok) return ok;
   if (s.file_moved())
     return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
   if (!s.exec("UPDATE state SET halted = 1 WHERE id = 0;"))
@@ -348,7 +376,7 @@ Status SqliteLedger::record_halt() {
 
 Expected<std::optional<AnsweredRequest>> SqliteLedger::find(const RequestId& id) {
   Impl& s = *impl_;
-  if (!s.db) return ledger_error("not open");
+  if (auto ok = s.usable(path_); !ok) return ok.error();
   Statement select(s.db,
                    "SELECT digest, charge, reply FROM answers WHERE query_id = ?1 AND round = ?2;");
   if (!select.ok()) return s.failure("cannot prepare");

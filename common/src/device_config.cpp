@@ -4,6 +4,21 @@
 #include "cgp/common/validate.hpp"
 
 namespace cgp {
+namespace {
+
+// The total ρ a filter may let through: far beyond any meaningful budget either way, and small
+// enough that a device's noise grid and the floating-point error of its statistics stay within
+// the bounds of client-sdk/src/privatizer.md.
+constexpr double kMinCapacity = 0x1p-100, kMaxCapacity = 0x1p100;
+
+Status require_capacity(double capacity) {
+  if (capacity >= kMinCapacity && capacity <= kMaxCapacity) return {};
+  return make_error(ErrorCode::out_of_range, "budget",
+                    "budget gives a total rho of " + format_number(capacity) +
+                        ", outside the supported [2^-100, 2^100]");
+}
+
+}  // namespace
 
 std::string_view filter_kind_name(FilterKind kind) noexcept {
   return kind == FilterKind::cgp ? "cgp" : "approximate_gp";
@@ -11,6 +26,7 @@ std::string_view filter_kind_name(FilterKind kind) noexcept {
 
 Expected<DeviceConfig> DeviceConfig::cgp(double rho_budget, bool sticky_halt) {
   if (auto s = require_finite_positive("budget", rho_budget); !s) return s.error();
+  if (auto s = require_capacity(rho_budget); !s) return s.error();
   DeviceConfig config;
   config.filter_ = FilterKind::cgp;
   config.budget_ = rho_budget;
@@ -23,6 +39,7 @@ Expected<DeviceConfig> DeviceConfig::approximate_gp(double epsilon_budget, doubl
                                                     double lambda, bool sticky_halt) {
   auto capacity = privacy::approx_gp_capacity(epsilon_budget, delta, lambda);
   if (!capacity) return capacity.error();
+  if (auto s = require_capacity(*capacity); !s) return s.error();
   DeviceConfig config;
   config.filter_ = FilterKind::approximate_gp;
   config.budget_ = epsilon_budget;

@@ -216,6 +216,75 @@ TEST_CASE("item 2: a second process cannot open a ledger that a live device hold
   CHECK(reopened->spent() == total);
 }
 
+// Run in a fresh process (exec of this test binary) by the test below: opens the ledger named
+// by CGP_LEDGER_HELPER_PATH and exits 0 iff it is refused with ledger_in_use.
+TEST_CASE("ledger helper for another process", "[.][ledger-helper]") {
+  const char* path = std::getenv("CGP_LEDGER_HELPER_PATH");
+  if (!path) return;
+  auto device = Device::open_secure(*DeviceConfig::cgp(1.0), path);
+  const int code = !device                                                            ? 10
+                   : device->ledger_status().ok()                                     ? 11
+                   : device->ledger_status().error().code == ErrorCode::ledger_in_use ? 0
+                                                                                      : 12;
+  std::_Exit(code);
+}
+
+TEST_CASE("item 2: another process cannot open a held ledger, even after the app read the file",
+          "[client][hardening][ledger]") {
+  // Closing any descriptor of a file drops the process's POSIX locks on it, SQLite's included.
+  // An app that hashes or backs up its ledger does exactly that. The second process here is a
+  // new program (exec), so it inherits nothing from this one.
+  ScratchLedger ledger("exec-second");
+  auto config = *DeviceConfig::cgp(1.0);
+  auto holder = open_located(config, ledger.c_str());
+  REQUIRE(parse_reply(holder.handle(bytes_of(location_request_bytes("h", 1, 0.5)))).status() ==
+          v1::ANSWERED);
+  {
+    std::ifstream copy(ledger.path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(copy)), std::istreambuf_iterator<char>());
+    REQUIRE(bytes.size() > 0);
+  }
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::setenv("CGP_LEDGER_HELPER_PATH", ledger.c_str(), 1);
+    ::execl("/proc/self/exe", "cgp_client_tests", "ledger helper for another process",
+            static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // And the holder still spends correctly.
+  CHECK(parse_reply(holder.handle(bytes_of(location_request_bytes("h", 2, 0.4)))).status() ==
+        v1::ANSWERED);
+  CHECK(holder.spent() <= 1.0);
+}
+
+TEST_CASE("item 2: a forked child cannot spend through the handle it inherited",
+          "[client][hardening][ledger]") {
+  ScratchLedger ledger("forked");
+  auto config = *DeviceConfig::cgp(1.0);
+  auto holder = open_located(config, ledger.c_str());
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    v1::DeviceReply reply;
+    const bool parsed =
+        reply.ParseFromString(holder.handle(bytes_of(location_request_bytes("f", 1, 0.6))));
+    _exit(parsed && reply.status() == v1::REJECTED_INVALID && reply.error() == v1::LEDGER_FAILURE
+              ? 0
+              : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(parse_reply(holder.handle(bytes_of(location_request_bytes("f", 2, 0.6)))).status() ==
+        v1::ANSWERED);
+}
+
 TEST_CASE("item 2: a charge fails closed when the stored total is not the one the handle holds",
           "[client][hardening][ledger]") {
   ScratchLedger path("reread");
@@ -368,11 +437,20 @@ INSERT INTO answers VALUES ('old', 1, zeroblob(32), 0.375, X'0a');
   sqlite3_finalize(put);
   sqlite3_close(db);
   auto device = open_located(config, ledger.c_str());
+  INFO((device.ledger_status().ok() ? "" : device.ledger_status().error().message));
   REQUIRE(device.ledger_status().ok());
   CHECK(device.spent() == 0.375);
   REQUIRE(parse_reply(device.handle(bytes_of(location_request_bytes("new", 1, 0.125)))).status() ==
           v1::ANSWERED);
   CHECK(device.spent() > 0.5);
+  { Device closed = std::move(device); }
+  // The migrated reply is kept for the retry window (its time is the migration's).
+  SqliteLedger reopened(ledger.path.string());
+  REQUIRE(reopened.load(config).has_value());
+  auto old_answer = reopened.find({"old", 1});
+  REQUIRE(old_answer.has_value());
+  REQUIRE(old_answer->has_value());
+  CHECK_FALSE((*old_answer)->pruned());
 }
 
 // ---- item 5: rounding slack does not add up over releases --------------------------------------
@@ -573,6 +651,21 @@ TEST_CASE("item 7: Proj of accepted polygons is 1-Lipschitz out to the coordinat
     }
   }
   CHECK(checked == 60000);
+}
+
+TEST_CASE("item 7: a near-horizontal edge does not flip the sign far from it",
+          "[client][hardening][geometry]") {
+  // Found in review: with px < ax + (py − ay)·dx/dy, dx/dy overflowed to inf for a tiny dy, so
+  // every point level with the edge counted a crossing: (1.5e6, 0) came out 500 km inside.
+  auto polygon =
+      geometry::Polygon::create(geometry::Ring{{-1e6, -5e-303}, {1e6, 5e-303}, {0, 1e6}});
+  REQUIRE(polygon.has_value());
+  const geometry::Region region = *polygon;
+  const double u[2] = {1.5e6, 0}, v[2] = {1.5e6, 1e-301}, w[2] = {0, 1};
+  CHECK(geometry::signed_distance(region, u) > 0);
+  CHECK(std::fabs(geometry::signed_distance(region, u) - geometry::signed_distance(region, v)) <=
+        1e-9);
+  CHECK(geometry::signed_distance(region, w) < 0);
 }
 
 // ---- item 8: bounded storage -----------------------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include "cgp/client/discrete_gaussian.hpp"
 #include "cgp/client/privatizer.hpp"
+#include "cgp/common/device_config.hpp"
 #include "cgp/client/random.hpp"
 #include "support/seed.hpp"
 
@@ -158,6 +159,17 @@ TEST_CASE("noise plan: exact variance cover, charge, limits", "[client][privatiz
   CHECK(plan_noise(1.0, 1, 0).error().parameter == "capacity");
 }
 
+TEST_CASE("device configs outside capacities 2^-100..2^100 are refused by name",
+          "[client][privatizer]") {
+  for (double budget : {1e31, 1e-31}) {
+    auto config = cgp::DeviceConfig::cgp(budget);
+    REQUIRE_FALSE(config.has_value());
+    CHECK(config.error().code == ErrorCode::out_of_range);
+    CHECK(config.error().parameter == "budget");
+  }
+  CHECK(cgp::DeviceConfig::cgp(1e30).has_value());
+}
+
 TEST_CASE("noise plan: the grid follows the capacity, so rounding slack cannot add up",
           "[client][privatizer]") {
   // Issue 9 item 5: with a grid relative to each release's σ alone, a tiny ρ had a coarse grid
@@ -183,6 +195,16 @@ TEST_CASE("noise plan: the grid follows the capacity, so rounding slack cannot a
     REQUIRE_FALSE(below.has_value());
     CHECK(below.error().code == ErrorCode::out_of_range);
     CHECK(below.error().parameter == "rho");
+  }
+  // Capacities one ulp above an odd power of two, where a double σ_cap rounds onto a power of
+  // two: the grid bound u ≤ 2^-21·σ_cap is decided exactly (u²·2·capacity·2^42 ≤ K²).
+  for (int e = -99; e <= 99; e += 2) {
+    const double capacity = std::ldexp(1 + std::ldexp(1.0, -52), e);
+    auto plan = plan_noise(1.0, capacity / 3, capacity);
+    REQUIRE(plan.has_value());
+    const long double u = plan->grid();
+    INFO("capacity = 2^" << e << "(1 + 2^-52)");
+    CHECK(u * u * 2 * static_cast<long double>(capacity) * 0x1p42L <= 1.0L);
   }
   // The resolution: 2^-11·s_d/√(2·capacity); 4.9 cm for a 2-D location at capacity 1e-4 per m².
   CHECK(resolution(1e-4, 2, 0) == Approx(std::sqrt(2.0) / 2048 / std::sqrt(2e-4)));

@@ -44,9 +44,12 @@ double signed_distance(const Polygon& polygon, std::span<const double> point) no
     t = std::fmin(std::fmax(t, 0.0), 1.0);
     const double ex = ax + t * dx - px, ey = ay + t * dy - py;
     best2 = std::fmin(best2, ex * ex + ey * ey);
-    // For a horizontal edge dx / dy is ±inf or NaN, but `straddles` is then 0.
+    // The crossing is left of the point iff px < ax + (py − ay)·dx/dy; multiplied out by dy
+    // (sign flipped for dy < 0) there is no division, so a near-horizontal edge cannot turn the
+    // test into ±inf or NaN. Products stay below 2^64 for coordinates within ±2^31.
     const unsigned straddles = static_cast<unsigned>(ay > py) ^ static_cast<unsigned>(by > py);
-    const unsigned left = static_cast<unsigned>(px < ax + (py - ay) * (dx / dy));
+    const double cross = (px - ax) * dy - (py - ay) * dx;
+    const unsigned left = static_cast<unsigned>(cross < 0) ^ static_cast<unsigned>(dy < 0);
     odd ^= straddles & left;
   }
   // +0 on the boundary; −d inside; d outside.

@@ -82,12 +82,14 @@ class MemoryLedger final : public Ledger {
 
 // SQLite with a rollback journal and synchronous=FULL: a record_* call returns after the commit
 // is in the main database file (losing a -journal, -wal or -shm file loses no charge). The
-// handle holds an exclusive lock on the file for its whole life: a second handle, in this
-// process or another, gets ledger_in_use. A new ledger appears atomically (built beside the
-// path, then linked in), so an existing file that is empty or has no ledger tables is a
-// ledger_failure, never a fresh budget. The file is bound to the device configuration it was
-// created with. Every write first checks that the path still names the file this handle
-// opened (deleted or replaced: ledger_failure).
+// handle holds flock(LOCK_EX) on its own descriptor of the file for its whole life: a second
+// handle, in this process or another, gets ledger_in_use, and the lock survives the app
+// opening and closing the file elsewhere (which drops POSIX locks). A forked child cannot use
+// an inherited handle (ledger_failure). Each charge re-reads the stored total from the file. A
+// new ledger appears atomically (built beside the path, then linked in), so an existing file
+// that is empty or has no ledger tables is a ledger_failure, never a fresh budget. The file is
+// bound to the device configuration it was created with. Every write first checks that the
+// path still names the file this handle opened (deleted or replaced: ledger_failure).
 class SqliteLedger final : public Ledger {
  public:
   explicit SqliteLedger(std::string path, LedgerRetention retention = {});
