@@ -49,7 +49,8 @@ enum cgp_status {
  * memory. config: a serialized cgp.v1.DeviceConfig. On success *out is a new device.
  * NULL ledger_path: the budget lives in this process only and STARTS OVER at every process
  * start (each start is a fresh budget for the same user): use it for tests and demos, never
- * for a user's device. A file ledger is held exclusively by one open device at a time.
+ * for a user's device. A file ledger is held exclusively by one open device at a time (also
+ * across processes); a device inherited by a forked child refuses to charge there.
  * On CGP_LEDGER_FAILURE or CGP_LEDGER_IN_USE (the file is open in another cgp_device, in this
  * process or another) *out is still a device, one that fails closed: it rejects every request
  * with that code (cgp_device_last_error says why) and never resets the budget; close it.
