@@ -45,6 +45,17 @@ struct ScratchLedger {
   const char* c_str() const { return path.c_str(); }
 };
 
+// Runs `child` in a forked process and returns its exit status (-1 if it did not exit).
+template <class Child>
+int exit_status_of(Child&& child) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) _exit(child());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 Device open_located(const DeviceConfig& config, const char* path) {
   auto device = Device::open_secure(config, path);
   REQUIRE(device.has_value());
@@ -193,18 +204,12 @@ TEST_CASE("item 2: a second process cannot open a ledger that a live device hold
   auto config = *DeviceConfig::cgp(1.0);
   auto holder = open_located(config, ledger.c_str());
   REQUIRE(holder.ledger_status().ok());
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    auto device = Device::open_secure(config, ledger.c_str());
-    if (!device) _exit(10);
-    if (device->ledger_status().ok()) _exit(11);  // would double-spend
-    _exit(device->ledger_status().error().code == ErrorCode::ledger_in_use ? 0 : 12);
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(exit_status_of([&] {
+          auto device = Device::open_secure(config, ledger.c_str());
+          if (!device) return 10;
+          if (device->ledger_status().ok()) return 11;  // would double-spend
+          return device->ledger_status().error().code == ErrorCode::ledger_in_use ? 0 : 12;
+        }) == 0);
   // Once the holder is gone, the ledger opens again with what it spent.
   auto spent = parse_reply(holder.handle(bytes_of(location_request_bytes("x", 1, 0.25))));
   REQUIRE(spent.status() == v1::ANSWERED);
@@ -244,18 +249,12 @@ TEST_CASE("item 2: another process cannot open a held ledger, even after the app
     std::string bytes((std::istreambuf_iterator<char>(copy)), std::istreambuf_iterator<char>());
     REQUIRE(bytes.size() > 0);
   }
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::setenv("CGP_LEDGER_HELPER_PATH", ledger.c_str(), 1);
-    ::execl("/proc/self/exe", "cgp_client_tests", "ledger helper for another process",
-            static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(exit_status_of([&] {
+          ::setenv("CGP_LEDGER_HELPER_PATH", ledger.c_str(), 1);
+          ::execl("/proc/self/exe", "cgp_client_tests", "ledger helper for another process",
+                  static_cast<char*>(nullptr));
+          return 127;
+        }) == 0);
   // And the holder still spends correctly.
   CHECK(parse_reply(holder.handle(bytes_of(location_request_bytes("h", 2, 0.4)))).status() ==
         v1::ANSWERED);
@@ -267,20 +266,15 @@ TEST_CASE("item 2: a forked child cannot spend through the handle it inherited",
   ScratchLedger ledger("forked");
   auto config = *DeviceConfig::cgp(1.0);
   auto holder = open_located(config, ledger.c_str());
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    v1::DeviceReply reply;
-    const bool parsed =
-        reply.ParseFromString(holder.handle(bytes_of(location_request_bytes("f", 1, 0.6))));
-    _exit(parsed && reply.status() == v1::REJECTED_INVALID && reply.error() == v1::LEDGER_FAILURE
-              ? 0
-              : 1);
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(exit_status_of([&] {
+          v1::DeviceReply reply;
+          const bool parsed =
+              reply.ParseFromString(holder.handle(bytes_of(location_request_bytes("f", 1, 0.6))));
+          return parsed && reply.status() == v1::REJECTED_INVALID &&
+                         reply.error() == v1::LEDGER_FAILURE
+                     ? 0
+                     : 1;
+        }) == 0);
   CHECK(parse_reply(holder.handle(bytes_of(location_request_bytes("f", 2, 0.6)))).status() ==
         v1::ANSWERED);
 }
