@@ -1,7 +1,6 @@
 #include "cgp/client/privatizer.hpp"
 
 #include <algorithm>
-#include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>
 #include <string>
 
@@ -11,8 +10,6 @@
 
 namespace cgp::client {
 namespace {
-
-using BigInt = boost::multiprecision::int256_t;  // the shift in covers() is a few bits
 
 // u ≤ 2^-kGridBits·σ: the release's own rounding is far below its noise.
 constexpr int kGridBits = 24;
@@ -43,37 +40,43 @@ void exact_parts(double x, std::int64_t& mantissa, int& exponent) {
   exponent = e - 53;
 }
 
-// Whether S·2ρu² ≥ K² holds exactly, i.e. the noise S·u² is at least K²/(2ρ).
-bool covers(std::uint64_t s, std::int64_t rho_m, int rho_e, std::int64_t k_m, int k_e, int grid) {
-  // S·2·ρm·2^ρe·2^(2g) ≥ Km²·2^(2Ke)  ⇔  S·ρm·2^(1+ρe+2g−2Ke) ≥ Km².
-  int shift = 1 + rho_e + 2 * grid - 2 * k_e;
-  // Fast path: S < 2^53, ρm < 2^53, Km² < 2^106, and the shift is a few bits, so 128 bits do.
-  if (s < (std::uint64_t{1} << 53) && shift >= -20 && shift <= 20) {
-    const uint128 left = static_cast<uint128>(s) * static_cast<std::uint64_t>(rho_m);
-    const uint128 right =
-        static_cast<uint128>(static_cast<std::uint64_t>(k_m)) * static_cast<std::uint64_t>(k_m);
-    return shift >= 0 ? (left << shift) >= right : left >= (right << -shift);
+// Bits needed for x (0 for 0).
+int bit_length(uint128 x) {
+  const auto high = static_cast<std::uint64_t>(x >> 64);
+  const auto low = static_cast<std::uint64_t>(x);
+  if (high != 0) return 128 - __builtin_clzll(high);
+  return low != 0 ? 64 - __builtin_clzll(low) : 0;
+}
+
+// Whether left·2^shift ≥ right, exactly, for left, right < 2^127: a side pushed to 128 bits or
+// more is larger than the other whatever it holds, and otherwise the shift fits in 128 bits.
+bool shifted_at_least(uint128 left, uint128 right, int shift) {
+  if (shift >= 0) {
+    if (left == 0) return right == 0;
+    if (bit_length(left) + shift >= 128) return true;
+    return (left << shift) >= right;
   }
-  BigInt left = BigInt(s) * BigInt(rho_m);
-  BigInt right = BigInt(k_m) * BigInt(k_m);
-  if (shift >= 0)
-    left <<= shift;
-  else
-    right <<= -shift;
-  return left >= right;
+  if (right == 0) return true;
+  if (bit_length(right) - shift >= 128) return false;
+  return left >= (right << -shift);
+}
+
+// Whether S·2ρu² ≥ K² holds exactly, i.e. the noise S·u² is at least K²/(2ρ):
+// S·ρm·2^(1+ρe+2g−2Ke) ≥ Km² (S < 2^64, ρm < 2^53, Km < 2^53: both sides below 2^117).
+bool covers(std::uint64_t s, std::int64_t rho_m, int rho_e, std::int64_t k_m, int k_e, int grid) {
+  const uint128 left = static_cast<uint128>(s) * static_cast<std::uint64_t>(rho_m);
+  const uint128 right =
+      static_cast<uint128>(static_cast<std::uint64_t>(k_m)) * static_cast<std::uint64_t>(k_m);
+  return shifted_at_least(left, right, 1 + rho_e + 2 * grid - 2 * k_e);
 }
 
 // Whether u = 2^grid satisfies u² ≤ 2^-2·kCapacityGridBits·K²/(2·capacity) exactly, i.e.
 // cap_m·2^(cap_e + 2·grid + 1 + 2·kCapacityGridBits) ≤ K_m²·2^(2·K_e).
 bool within_capacity_grid(int grid, std::int64_t cap_m, int cap_e, std::int64_t k_m, int k_e) {
+  const uint128 k2 =
+      static_cast<uint128>(static_cast<std::uint64_t>(k_m)) * static_cast<std::uint64_t>(k_m);
   const int shift = cap_e + 2 * grid + 1 + 2 * kCapacityGridBits - 2 * k_e;
-  BigInt left = BigInt(cap_m);
-  BigInt right = BigInt(k_m) * BigInt(k_m);
-  if (shift >= 0)
-    left <<= shift;
-  else
-    right <<= -shift;
-  return left <= right;
+  return shifted_at_least(k2, static_cast<std::uint64_t>(cap_m), -shift);
 }
 
 // The largest g with 2^g ≤ 2^-kCapacityGridBits·σ_cap, decided exactly (a double estimate of

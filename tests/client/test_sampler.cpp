@@ -2,15 +2,17 @@
 #include <unistd.h>
 
 #include <boost/math/distributions/chi_squared.hpp>
+#include <boost/multiprecision/cpp_int.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "cgp/client/discrete_gaussian.hpp"
 #include "cgp/client/privatizer.hpp"
-#include "cgp/common/device_config.hpp"
 #include "cgp/client/random.hpp"
+#include "cgp/common/device_config.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -157,6 +159,39 @@ TEST_CASE("noise plan: exact variance cover, charge, limits", "[client][privatiz
   CHECK(plan_noise(1.0, NAN, 1).error().parameter == "rho");
   CHECK(plan_noise(-1.0, 1, 1).error().parameter == "lipschitz");
   CHECK(plan_noise(1.0, 1, 0).error().parameter == "capacity");
+}
+
+TEST_CASE("noise plan: S is the least integer covering K^2/(2 rho u^2), exactly, at random",
+          "[client][privatizer]") {
+  // An independent exact check in arbitrary precision: S·2ρu² ≥ K² and (S − 1)·2ρu² < K², with
+  // ρ = m·2^e and u = 2^g, K = 1 — over capacities 2^-100..2^100 and ρ from the minimum up.
+  CGP_SEEDED(105);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> log_capacity(-100, 100), log_ratio(-18, 0);
+  using boost::multiprecision::cpp_int;
+  for (int i = 0; i < 3000; ++i) {
+    const double capacity = std::exp2(log_capacity(rng));
+    const double rho = std::max(min_rho(capacity), capacity * std::exp2(log_ratio(rng)));
+    auto plan = plan_noise(1.0, rho, capacity);
+    REQUIRE(plan.has_value());
+    int e;
+    const double m = std::frexp(rho, &e);
+    const auto mantissa = static_cast<std::int64_t>(std::ldexp(m, 53));
+    const int power = e - 53 + 1 + 2 * plan->grid_exponent;  // 2ρu² = mantissa·2^power
+    auto times_2rho_u2 = [&](std::uint64_t s) {
+      cpp_int value = cpp_int(s) * mantissa;
+      cpp_int one = 1;
+      if (power >= 0)
+        value <<= power;
+      else
+        one <<= -power;
+      return value >= one;  // s·2ρu² ≥ 1, scaled by 2^-power when power < 0
+    };
+    INFO("capacity = " << capacity << " rho = " << rho);
+    CHECK(times_2rho_u2(plan->sigma2_grid));
+    CHECK_FALSE(times_2rho_u2(plan->sigma2_grid - 1));
+    CHECK(plan->sigma2_grid <= DiscreteGaussian::kMaxSigma2);
+  }
 }
 
 TEST_CASE("device configs outside capacities 2^-100..2^100 are refused by name",
