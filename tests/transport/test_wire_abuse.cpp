@@ -189,6 +189,23 @@ TEST_CASE("wire: a device cannot answer for another, and a duplicated reply coun
   CHECK(forger.close().ok());
 }
 
+TEST_CASE("wire: a second gateway on a port in use refuses to start, by name",
+          "[transport][wire]") {
+  // Issue 10 item 3: with gRPC's default SO_REUSEPORT the second one started and took part of
+  // the traffic (6 of 10 status calls reached the empty instance).
+  auto first = transport::DeviceGateway::start("127.0.0.1:0");
+  REQUIRE(first.has_value());
+  const std::string address = "127.0.0.1:" + std::to_string((*first)->port());
+  auto second = transport::DeviceGateway::start(address);
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().parameter == "listen");
+  CHECK(second.error().message.find("in use") != std::string::npos);
+  // Once the first is gone, the port can be used again (a coordinator restart).
+  first->reset();
+  auto again = transport::DeviceGateway::start(address);
+  CHECK(again.has_value());
+}
+
 TEST_CASE("wire: a connection that never says Hello is ended after the hello timeout",
           "[transport][wire]") {
   transport::GatewayOptions options;

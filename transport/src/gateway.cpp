@@ -238,6 +238,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     transport_credentials = grpc::SslServerCredentials(ssl);
   }
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second coordinator on a port in use would start and
+  // silently take part of the traffic. Without it the second bind fails and start() says so.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.address, transport_credentials, &impl->port);
   // Oversized messages are refused by gRPC before they are parsed.
   builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
@@ -261,7 +264,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
       while (queue->Next(&tag, &ok)) {
       }
     }
-    return make_error(ErrorCode::invalid_argument, "listen", "cannot listen on " + options.address);
+    return make_error(ErrorCode::invalid_argument, "listen",
+                      "cannot listen on " + options.address +
+                          ": the address is in use (another coordinator?) or not valid");
   }
   impl->serve();
   return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
