@@ -44,6 +44,8 @@ std::string_view error_code_name(ErrorCode code) noexcept {
       return "ledger_in_use";
     case ErrorCode::internal_error:
       return "internal_error";
+    case ErrorCode::incomplete_query:
+      return "incomplete_query";
   }
   return "unknown_error";
 }

@@ -62,7 +62,8 @@ TEST_CASE("analyst: queries over a live coordinator match the in-process fleet",
   auto points = test::uniform_square(n, 2000, seed);
   const double budget = 1.0;
   LiveCoordinator live(points, n, budget, seed, "analyst-secret");
-  auto analyst = *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s});
+  auto analyst =
+      *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s, std::nullopt});
 
   double lo[2] = {400, 400}, hi[2] = {1400, 1400};
   const geometry::Region range = *geometry::Box::create(lo, hi);
@@ -132,19 +133,25 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
   const geometry::Region range = *geometry::Box::create(lo, hi);
   QueryOptions options;
 
-  auto intruder = *transport::AnalystClient::connect({live.address, "wrong", "", 30s});
+  auto intruder =
+      *transport::AnalystClient::connect({live.address, "wrong", "", 30s, std::nullopt});
   CGP_REQUIRE_ERROR(intruder.range_count(range, 0.01, options), ErrorCode::invalid_argument,
                     "credential");
-  auto anonymous = *transport::AnalystClient::connect({live.address, "", "", 30s});
+  auto anonymous = *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt});
   CGP_REQUIRE_ERROR(anonymous.status(), ErrorCode::invalid_argument, "credential");
 
-  auto analyst = *transport::AnalystClient::connect({live.address, "right", "", 30s});
+  auto analyst = *transport::AnalystClient::connect({live.address, "right", "", 30s, std::nullopt});
   const double p3[3] = {1, 2, 3};
   CGP_REQUIRE_ERROR(analyst.kde(p3, 10, 0.01, options), ErrorCode::dimension_mismatch, "p");
   CGP_REQUIRE_ERROR(analyst.range_count(range, -1, options), ErrorCode::out_of_range, "rho");
   options.beta = 2;
   CGP_REQUIRE_ERROR(analyst.range_count(range, 0.01, options), ErrorCode::out_of_range, "beta");
   options.beta = 0.1;
+  {
+    auto strict = *transport::AnalystClient::connect({live.address, "right", "", 30s, 1.5});
+    CGP_REQUIRE_ERROR(strict.range_count(range, 0.01, options), ErrorCode::out_of_range,
+                      "min_coverage");
+  }
   options.rounds = 1000;
   CGP_REQUIRE_ERROR(analyst.range_count(range, 0.01, options), ErrorCode::out_of_range, "rounds");
   // A polygon no client library would build, sent by hand (issue 9 item 7): on 51cfbc1 Boost
@@ -188,7 +195,7 @@ TEST_CASE("analyst: a threshold query over a curator device", "[transport][analy
   swarm_options.config = *DeviceConfig::cgp(100);
   auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"curator", "", {420}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s});
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
   QueryOptions query;
   query.method = Method::PM1;
   query.query_id = "";

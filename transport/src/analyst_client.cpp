@@ -50,7 +50,9 @@ Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
   }
 }
 
-void options_to_wire(const coordinator::QueryOptions& in, double rho, v1::QueryOptions& out) {
+void options_to_wire(const coordinator::QueryOptions& in, double rho,
+                     const std::optional<double>& min_coverage, v1::QueryOptions& out) {
+  if (min_coverage) out.set_min_coverage(*min_coverage);
   out.set_method(std::string(coordinator::method_name(in.method)));
   out.set_rounds(static_cast<std::uint32_t>(in.rounds));
   out.set_split(std::string(privacy::split_schedule_name(in.split)));
@@ -68,6 +70,10 @@ RemoteResult result_from_wire(const v1::QueryResult& in) {
   out.neighbours.assign(in.neighbour_users().begin(), in.neighbour_users().end());
   out.neighbour_ids.assign(in.neighbours().begin(), in.neighbours().end());
   out.below = in.below();
+  out.coverage = {in.coverage().users(),      in.coverage().answered(),
+                  in.coverage().refused(),    in.coverage().rejected(),
+                  in.coverage().unanswered(), in.coverage().min_coverage(),
+                  in.coverage().valid()};
   out.report.rounds_used = in.rounds_used();
   out.report.asked_per_round.assign(in.asked_per_round().begin(), in.asked_per_round().end());
   out.report.eliminated_per_round.assign(in.eliminated_per_round().begin(),
@@ -121,7 +127,7 @@ Expected<AnalystClient> AnalystClient::connect(const AnalystConnection& connecti
 Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range, double rho,
                                                   const coordinator::QueryOptions& options) {
   v1::RangeCountQuery request;
-  options_to_wire(options, rho, *request.mutable_options());
+  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
   *request.mutable_range() = wire::region_to_wire(range);
   return call(*impl_, request, [&](auto* c, const auto& r, auto* out) {
     return impl_->stub->RangeCount(c, r, out);
@@ -131,7 +137,7 @@ Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range,
 Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double bandwidth,
                                           double rho, const coordinator::QueryOptions& options) {
   v1::KdeQuery request;
-  options_to_wire(options, rho, *request.mutable_options());
+  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
   request.mutable_point()->Assign(point.begin(), point.end());
   request.set_bandwidth(bandwidth);
   return call(*impl_, request,
@@ -141,7 +147,7 @@ Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double 
 Expected<RemoteResult> AnalystClient::knn(std::span<const double> point, std::size_t k, double rho,
                                           const coordinator::QueryOptions& options) {
   v1::KnnQuery request;
-  options_to_wire(options, rho, *request.mutable_options());
+  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
   request.mutable_point()->Assign(point.begin(), point.end());
   if (k > std::numeric_limits<std::uint32_t>::max())
     return make_error(ErrorCode::out_of_range, "k", "k does not fit the wire");
@@ -154,7 +160,7 @@ Expected<RemoteResult> AnalystClient::threshold(const std::string& device_id, do
                                                 double population, double rho,
                                                 const coordinator::QueryOptions& options) {
   v1::ThresholdQuery request;
-  options_to_wire(options, rho, *request.mutable_options());
+  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
   request.set_device_id(device_id);
   request.set_q(q);
   request.set_population(population);

@@ -3,9 +3,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
@@ -26,6 +28,43 @@ constexpr const char* kCredentialHeader = "cgp-analyst-credential";
 grpc::Status to_status(grpc::ServerContext* context, const Error& error) {
   context->AddTrailingMetadata("cgp-error-code", std::to_string(static_cast<int>(error.code)));
   return {grpc::StatusCode::INVALID_ARGUMENT, error.parameter + ": " + error.message};
+}
+
+// "q-" and 16 hex digits from the OS random source, then the counter: unique across restarts
+// (uniqueness is what matters here, not secrecy).
+std::string random_query_prefix() {
+  std::random_device entropy;
+  const std::uint64_t bits = (std::uint64_t{entropy()} << 32) ^ entropy();
+  char text[32];
+  std::snprintf(text, sizeof text, "q-%016llx-", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+constexpr double kDefaultMinCoverage = 0.9;
+
+// Every user of the query once: refused, else rejected, else unanswered, else answered.
+v1::Coverage coverage_of(const v1::QueryResult& result, std::size_t users, double min_coverage) {
+  std::vector<char> counted(users, 0);
+  v1::Coverage out;
+  auto count = [&](const auto& list, auto set) {
+    std::uint32_t n = 0;
+    for (auto u : list) {
+      if (u < users && !counted[u]) {
+        counted[u] = 1;
+        ++n;
+      }
+    }
+    (out.*set)(n);
+  };
+  count(result.refused(), &v1::Coverage::set_refused);
+  count(result.rejected(), &v1::Coverage::set_rejected);
+  count(result.unanswered(), &v1::Coverage::set_unanswered);
+  out.set_users(static_cast<std::uint32_t>(users));
+  out.set_answered(static_cast<std::uint32_t>(users) - out.refused() - out.rejected() -
+                   out.unanswered());
+  out.set_min_coverage(min_coverage);
+  out.set_valid(static_cast<double>(out.answered()) >= min_coverage * static_cast<double>(users));
+  return out;
 }
 
 template <class Report>
@@ -52,6 +91,9 @@ struct CoordinatorService::Impl {
   coordinator::AdaptiveBudget allocation = *coordinator::AdaptiveBudget::open_ended(1.0, 1);
   std::size_t adaptive_queries = 0;
   std::uint64_t next_query = 1;
+  // Devices keep (query id, round) → reply in their ledgers across coordinator restarts: a
+  // counter from 1 would reuse ids and get old answers or request_conflict from every device.
+  const std::string query_prefix = random_query_prefix();
   std::map<std::string, v1::QueryResult> results;
 
   bool authorised(grpc::ServerContext* context) const {
@@ -84,7 +126,7 @@ struct CoordinatorService::Impl {
     o.component_id = options.component_id;
     if (in.query_id().size() > wire::kMaxIdBytes)
       return make_error(ErrorCode::too_large, "query_id", "query_id has more than 128 bytes");
-    o.query_id = in.query_id().empty() ? "q" + std::to_string(next_query) : in.query_id();
+    o.query_id = in.query_id().empty() ? query_prefix + std::to_string(next_query) : in.query_id();
     if (results.count(o.query_id) > 0)
       return make_error(ErrorCode::invalid_argument, "query_id",
                         "query_id '" + o.query_id + "' was already used");
@@ -116,6 +158,12 @@ struct CoordinatorService::Impl {
     auto prepared = prepare(in, users);
     if (!prepared) return to_status(context, prepared.error());
     auto& [query, rho] = *prepared;
+    const double min_coverage = in.has_min_coverage() ? in.min_coverage() : kDefaultMinCoverage;
+    if (!(min_coverage >= 0 && min_coverage <= 1)) {
+      return to_status(context, make_error(ErrorCode::out_of_range, "min_coverage",
+                                           "min_coverage must be in [0, 1], got " +
+                                               format_number(min_coverage)));
+    }
     const auto start = std::chrono::steady_clock::now();
     out->set_query_id(query.query_id);
     out->set_kind(kind);
@@ -124,11 +172,41 @@ struct CoordinatorService::Impl {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     ++next_query;
     if (in.rho() == 0) ++adaptive_queries;
+    // Users whose replies could not count are a coverage, never an estimate that looks fine.
+    const std::size_t queried = users.empty() ? options.device_ids.size() : users.size();
+    if (!users.empty()) {
+      // Coverage counts the query's own users: map them to 0..queried for the count.
+      v1::QueryResult local = *out;
+      std::map<std::uint32_t, std::uint32_t> index;
+      for (std::size_t i = 0; i < users.size(); ++i)
+        index.emplace(static_cast<std::uint32_t>(users[i]), static_cast<std::uint32_t>(i));
+      for (auto* list :
+           {local.mutable_refused(), local.mutable_rejected(), local.mutable_unanswered()}) {
+        for (auto& u : *list) u = index.count(u) ? index[u] : static_cast<std::uint32_t>(queried);
+      }
+      *out->mutable_coverage() = coverage_of(local, queried, min_coverage);
+    } else {
+      *out->mutable_coverage() = coverage_of(*out, queried, min_coverage);
+    }
     results[query.query_id] = *out;
     if (options.gateway.log)
       options.gateway.log("event=query id=" + query.query_id + " kind=" + kind +
                           " rounds=" + std::to_string(out->rounds_used()) +
-                          " unanswered=" + std::to_string(out->unanswered_size()));
+                          " unanswered=" + std::to_string(out->unanswered_size()) +
+                          " answered=" + std::to_string(out->coverage().answered()) + "/" +
+                          std::to_string(out->coverage().users()));
+    if (!out->coverage().valid()) {
+      const auto& c = out->coverage();
+      return to_status(
+          context,
+          make_error(ErrorCode::incomplete_query, "min_coverage",
+                     "only " + std::to_string(c.answered()) + " of " + std::to_string(c.users()) +
+                         " users answered (refused " + std::to_string(c.refused()) + ", rejected " +
+                         std::to_string(c.rejected()) + ", unanswered " +
+                         std::to_string(c.unanswered()) + "), below min_coverage " +
+                         format_number(min_coverage) + ": query " + query.query_id +
+                         " has no valid estimate (GetResult shows what was reached)"));
+    }
     return grpc::Status::OK;
   }
 

@@ -57,6 +57,13 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
   out["rejected"] = r.report.rejected;
   out["unanswered"] = r.report.unanswered;
   out["seconds"] = r.seconds;
+  out["coverage"] = {{"users", r.coverage.users},
+                     {"answered", r.coverage.answered},
+                     {"refused", r.coverage.refused},
+                     {"rejected", r.coverage.rejected},
+                     {"unanswered", r.coverage.unanswered},
+                     {"min_coverage", r.coverage.min_coverage},
+                     {"valid", r.coverage.valid}};
   return out;
 }
 
@@ -68,9 +75,14 @@ int main(int argc, char** argv) {
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   std::string coordinator, credential_file, tls_root_file;
+  std::optional<double> min_coverage;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
   app.add_option("--credential", credential_file, "file holding the analyst credential");
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
+  app.add_option("--min-coverage", min_coverage,
+                 "share of a query's users that must answer, 0..1 (default: the coordinator's, "
+                 "0.9); below it the query fails and cgp-analyst exits 1")
+      ->check(CLI::Range(0.0, 1.0));
 
   double rho = 0, beta = 0.1, bandwidth = 0, q = 0, population = 0;
   std::string method = "PM1", split = "even", id, device;
@@ -122,6 +134,7 @@ int main(int argc, char** argv) {
 
   cgp::transport::AnalystConnection connection;
   connection.coordinator_address = coordinator;
+  connection.min_coverage = min_coverage;
   if (!credential_file.empty() &&
       !cgp::transport::read_secret(credential_file, connection.credential))
     return fail(2, "--credential: cannot read " + credential_file);

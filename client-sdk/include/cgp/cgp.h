@@ -41,6 +41,7 @@ enum cgp_status {
   CGP_REPLY_PRUNED = 17,   /* a replay of an id whose reply the retention policy pruned */
   CGP_LEDGER_IN_USE = 18,  /* the ledger file is open in another live handle or process */
   CGP_INTERNAL_ERROR = 19, /* unexpected failure inside the device; nothing was charged */
+  CGP_INCOMPLETE_QUERY = 20, /* coordinator only: too few users answered */
   CGP_OUT_OF_MEMORY = 100,
   CGP_INTERNAL = 101
 };

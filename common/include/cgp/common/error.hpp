@@ -31,9 +31,10 @@ enum class ErrorCode : std::int32_t {
   reply_pruned = 17,       // a request id answered so long ago that its reply was pruned
   ledger_in_use = 18,      // the ledger file is held by another live handle: fail closed
   internal_error = 19,     // an unexpected failure inside the device; nothing was charged
+  incomplete_query = 20,   // too few users answered for the estimate to be valid
 };
 
-inline constexpr ErrorCode kLastErrorCode = ErrorCode::internal_error;
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::incomplete_query;
 
 // The wire/ABI name of a code, e.g. "not_finite". Unknown values give "unknown_error".
 std::string_view error_code_name(ErrorCode code) noexcept;

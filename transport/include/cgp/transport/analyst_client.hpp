@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,16 @@ struct AnalystConnection {
   std::string credential;              // the analyst credential; empty when none is checked
   std::string tls_root_certificate;    // PEM; empty = plaintext
   std::chrono::seconds timeout{3600};  // per call
+  // The share of a query's users that must answer; unset = the coordinator's default (0.9).
+  // Below it a query fails with incomplete_query.
+  std::optional<double> min_coverage;
+};
+
+// Who answered a query (each user counted once).
+struct RemoteCoverage {
+  std::size_t users = 0, answered = 0, refused = 0, rejected = 0, unanswered = 0;
+  double min_coverage = 0;
+  bool valid = false;  // answered ≥ min_coverage·users
 };
 
 struct RemoteResult {
@@ -29,6 +40,7 @@ struct RemoteResult {
   bool below = false;               // threshold
   coordinator::QueryReport report;  // charged: per user in enrolment order
   double seconds = 0;               // on the coordinator
+  RemoteCoverage coverage;
 };
 
 struct RemoteStatus {
