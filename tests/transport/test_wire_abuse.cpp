@@ -4,15 +4,21 @@
 // serving everyone else, and never lets one stream's bytes count for another device.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/coordinator/fleet.hpp"
+#include "cgp/transport/credentials.hpp"
 #include "cgp/transport/gateway.hpp"
+#include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
 #include "support/seed.hpp"
 
@@ -187,6 +193,64 @@ TEST_CASE("wire: a device cannot answer for another, and a duplicated reply coun
   CHECK(gateway->counters().late_replies == 2);
   CHECK(honest.close().ok());
   CHECK(forger.close().ok());
+}
+
+TEST_CASE("wire: a device id with a newline is refused and cannot forge log lines",
+          "[transport][wire]") {
+  // Issue 10 item 6: a newline in an unauthenticated Hello.device_id wrote forged lines into the
+  // event log. Ids are checked at the edge (a documented character set) and log values quoted.
+  std::mutex log_mutex;
+  std::vector<std::string> log;
+  transport::GatewayOptions options;
+  options.log = [&](const std::string& line) {
+    std::lock_guard lock(log_mutex);
+    log.push_back(line);
+  };
+  auto gateway = *transport::DeviceGateway::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  v1::DeviceToCoordinator hello;
+  hello.mutable_hello()->set_device_id("evil\nts=2026-01-01T00:00:00Z event=connect device=x\"");
+  hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+  const auto status = send_raw(address, hello.SerializeAsString());
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().find("device_id") != std::string::npos);
+  CHECK(gateway->counters().connects == 0);
+  std::lock_guard lock(log_mutex);
+  REQUIRE(!log.empty());
+  bool refused_logged = false;
+  for (const auto& line : log) {
+    INFO(line);
+    CHECK(line.find('\n') == std::string::npos);
+    if (line.find("reason=device-id") != std::string::npos) {
+      refused_logged = true;
+      CHECK(line.find("device=\"evil\\nts=") != std::string::npos);
+    }
+  }
+  CHECK(refused_logged);
+}
+
+TEST_CASE("wire: ids and log values follow the documented character set", "[transport][wire]") {
+  CHECK(transport::require_id("id", "device-17").ok());
+  CHECK(transport::require_id("id", "phone_1.eu:7@org/x+y").ok());
+  for (const std::string& bad : {std::string(), std::string("a b"), std::string("a,b"),
+                                 std::string("a\nb"), std::string("a\"b"), std::string(129, 'x')}) {
+    auto status = transport::require_id("query_id", bad);
+    REQUIRE_FALSE(status.ok());
+    CHECK(status.error().parameter == "query_id");
+  }
+  // An enrolment file with such an id is refused by name, file and line.
+  const auto csv =
+      std::filesystem::temp_directory_path() / ("cgp-enrol-" + std::to_string(::getpid()) + ".csv");
+  std::ofstream(csv) << "good," << std::string(64, 'a') << "\nbad id," << std::string(64, 'a')
+                     << "\n";
+  auto enrolled = transport::read_enrolment(csv.string());
+  std::filesystem::remove(csv);
+  REQUIRE_FALSE(enrolled.has_value());
+  CHECK(enrolled.error().message.find(":2:") != std::string::npos);
+  CHECK(transport::log_value("q-1") == "q-1");
+  CHECK(transport::log_value("") == "\"\"");
+  CHECK(transport::log_value("a b\n\"c\\") == "\"a b\\n\\\"c\\\\\"");
+  CHECK(transport::log_value(std::string("\x01", 1)) == "\"\\x01\"");
 }
 
 TEST_CASE("wire: a second gateway on a port in use refuses to start, by name",

@@ -16,6 +16,7 @@
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
 
 namespace cgp::transport {
@@ -124,8 +125,8 @@ struct CoordinatorService::Impl {
     if (in.beta() != 0) o.beta = in.beta();  // checked by the query itself
     o.shift = !in.no_shift();
     o.component_id = options.component_id;
-    if (in.query_id().size() > wire::kMaxIdBytes)
-      return make_error(ErrorCode::too_large, "query_id", "query_id has more than 128 bytes");
+    if (!in.query_id().empty())
+      if (auto valid = require_id("query_id", in.query_id()); !valid) return valid.error();
     o.query_id = in.query_id().empty() ? query_prefix + std::to_string(next_query) : in.query_id();
     if (results.count(o.query_id) > 0)
       return make_error(ErrorCode::invalid_argument, "query_id",
@@ -190,7 +191,7 @@ struct CoordinatorService::Impl {
     }
     results[query.query_id] = *out;
     if (options.gateway.log)
-      options.gateway.log("event=query id=" + query.query_id + " kind=" + kind +
+      options.gateway.log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
                           " rounds=" + std::to_string(out->rounds_used()) +
                           " unanswered=" + std::to_string(out->unanswered_size()) +
                           " answered=" + std::to_string(out->coverage().answered()) + "/" +

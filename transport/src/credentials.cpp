@@ -6,6 +6,7 @@
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
+#include "cgp/transport/log_format.hpp"
 
 namespace cgp::transport {
 
@@ -49,6 +50,9 @@ Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
     if (comma == std::string::npos || comma == 0 || comma > wire::kMaxIdBytes)
       return make_error(ErrorCode::invalid_argument, "devices",
                         where + ": expected 'id,sha256-hex'");
+    if (auto valid = require_id("devices", std::string_view(line).substr(0, comma)); !valid)
+      return make_error(ErrorCode::invalid_argument, "devices",
+                        where + ": " + valid.error().message);
     CredentialSha256 digest;
     std::size_t length = 0;
     const std::string hex = line.substr(comma + 1);

@@ -1,6 +1,7 @@
 // The coordinator's end of one device's stream (gRPC completion-queue API): Hello and its
 // credential first, then replies delivered to the rounds that asked for them.
 #include "cgp/common/wire/limits.hpp"
+#include "cgp/transport/log_format.hpp"
 #include "gateway_impl.hpp"
 
 namespace cgp::transport::detail {
@@ -138,12 +139,11 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello) const {
   const std::string& id = hello.device_id();
   auto refuse = [&](grpc::Status status, const char* reason) {
     const_cast<GatewayCore*>(this)->count([](GatewayCounters& c) { ++c.refused_connections; });
-    log(std::string("event=refused reason=") + reason + " device=" + id.substr(0, 128));
+    log(std::string("event=refused reason=") + reason + " device=" + log_value(id));
     return status;
   };
-  if (id.empty() || id.size() > wire::kMaxIdBytes)
-    return refuse({grpc::StatusCode::INVALID_ARGUMENT, "device_id must have 1 to 128 bytes"},
-                  "device-id");
+  if (auto valid = require_id("device_id", id); !valid)
+    return refuse({grpc::StatusCode::INVALID_ARGUMENT, valid.error().message}, "device-id");
   if (hello.protocol_version() != wire::kProtocolVersion)
     return refuse({grpc::StatusCode::FAILED_PRECONDITION, "protocol_version must be 1"},
                   "protocol-version");

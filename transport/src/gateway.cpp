@@ -5,6 +5,7 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
+#include "cgp/transport/log_format.hpp"
 #include "gateway_impl.hpp"
 
 namespace cgp::transport {
@@ -21,7 +22,7 @@ void GatewayCore::attach(const std::shared_ptr<Session>& session) {
   if (replaced) replaced->finish(grpc::Status::CANCELLED);
   changed.notify_all();
   count([](GatewayCounters& c) { ++c.connects; });
-  log("event=connect device=" + session->id());
+  log("event=connect device=" + log_value(session->id()));
 }
 
 void GatewayCore::detach(const std::shared_ptr<Session>& session) {
@@ -46,7 +47,7 @@ void GatewayCore::detach(const std::shared_ptr<Session>& session) {
     if (--round->awaited == 0) round->settled.notify_all();
   }
   count([](GatewayCounters& c) { ++c.disconnects; });
-  log("event=disconnect device=" + session->id());
+  log("event=disconnect device=" + log_value(session->id()));
 }
 
 namespace {
@@ -100,8 +101,8 @@ void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& r
   }
   if (!taken) {
     count([](GatewayCounters& c) { ++c.late_replies; });
-    log("event=late-reply device=" + device_id + " query=" + reply.id().query_id().substr(0, 128) +
-        " round=" + std::to_string(reply.id().round()));
+    log("event=late-reply device=" + log_value(device_id) + " query=" +
+        log_value(reply.id().query_id()) + " round=" + std::to_string(reply.id().round()));
   }
 }
 
@@ -379,9 +380,10 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
     c.replies += answered;
     c.unanswered += unanswered;
   });
-  core.log("event=round query=" + request.query_id + " round=" + std::to_string(request.round) +
-           " asked=" + std::to_string(asked) + " replies=" + std::to_string(answered) +
-           " unanswered=" + std::to_string(unanswered) + " ms=" +
+  core.log("event=round query=" + log_value(request.query_id) +
+           " round=" + std::to_string(request.round) + " asked=" + std::to_string(asked) +
+           " replies=" + std::to_string(answered) + " unanswered=" + std::to_string(unanswered) +
+           " ms=" +
            std::to_string(
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began)
                    .count()));

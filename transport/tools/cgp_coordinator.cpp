@@ -22,6 +22,7 @@
 
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/files.hpp"
+#include "cgp/transport/log_format.hpp"
 
 namespace {
 
@@ -120,8 +121,8 @@ int main(int argc, char** argv) {
       return fail(2, "enrol needs either --id and --credential-out, or --count and --secrets-out");
     }
     for (const auto& each : ids)
-      if (each.empty() || each.size() > 128 || each.find(',') != std::string::npos)
-        return fail(2, "--id: '" + each + "' must have 1 to 128 bytes and no comma");
+      if (auto valid = cgp::transport::require_id(count > 0 ? "--prefix" : "--id", each); !valid)
+        return fail(2, valid.error().message);
     std::string digests, secrets;
     for (const auto& each : ids) {
       const std::string secret = cgp::transport::new_credential();

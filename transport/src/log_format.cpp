@@ -1,0 +1,72 @@
+#include "cgp/transport/log_format.hpp"
+
+#include <cstdio>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/common/wire/limits.hpp"
+
+namespace cgp::transport {
+namespace {
+
+bool is_id_char(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == ':' || c == '@' || c == '/' || c == '+';
+}
+
+}  // namespace
+
+Status require_id(std::string_view parameter, std::string_view id) {
+  if (id.empty() || id.size() > wire::kMaxIdBytes) {
+    return make_error(id.empty() ? ErrorCode::invalid_argument : ErrorCode::too_large, parameter,
+                      std::string(parameter) + " must have 1 to " +
+                          std::to_string(wire::kMaxIdBytes) + " bytes, got " +
+                          std::to_string(id.size()));
+  }
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    if (!is_id_char(static_cast<unsigned char>(id[i]))) {
+      return make_error(ErrorCode::invalid_argument, parameter,
+                        std::string(parameter) + " may hold only A-Z a-z 0-9 . _ - : @ / +, got " +
+                            log_value(id) + " (byte " + std::to_string(i) + ")");
+    }
+  }
+  return {};
+}
+
+std::string log_value(std::string_view value) {
+  if (value.size() > 256) value = value.substr(0, 256);
+  bool plain = !value.empty();
+  for (unsigned char c : value) plain = plain && is_id_char(c);
+  if (plain) return std::string(value);
+  std::string out = "\"";
+  for (unsigned char c : value) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "\\x%02x", c);
+          out += hex;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace cgp::transport
