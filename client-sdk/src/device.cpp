@@ -122,12 +122,17 @@ struct Device::State {
   }
 };
 
-// The largest answered reply for this id and output dimension: every field that can appear,
-// doubles at full width (proto3 omits zeros, so real replies are never longer).
-std::size_t answered_reply_bound(const RequestId& id, std::size_t output_dimension) {
+// No caller's buffer to fit: the wire path, the in-process path.
+constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
+
+// The longest reply with this id and output dimension: every field that can appear, doubles at
+// full width (proto3 omits zeros, so real replies are never longer), and with `with_error` the
+// longest error an invalid request can get.
+std::size_t reply_size_bound(const RequestId& id, std::size_t output_dimension, bool with_error) {
   Reply largest;
   largest.id = id;
-  largest.status = ReplyStatus::answered;
+  largest.status = with_error ? ReplyStatus::rejected_invalid : ReplyStatus::answered;
+  if (with_error) largest.error = Error{kLastErrorCode, "", std::string(kMaxWireMessage, 'x')};
   largest.values.assign(output_dimension, 1.0);
   largest.charged_rho = 1.0;
   largest.remaining_budget = 1.0;
@@ -195,9 +200,11 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   auto plan = plan_release(spec, request.rho(), config.rho_capacity());
   if (!plan) return finish(rejected(id, plan.error()));
   const std::size_t output_dimension = spec.output_dimension(component->second.value.size());
-  if (const std::size_t bound = answered_reply_bound(id, output_dimension); bound > capacity) {
-    needed = bound;
-    return {};
+  if (capacity != kUnbounded) {  // decided before the filter: nothing charged if it cannot fit
+    if (const std::size_t bound = reply_size_bound(id, output_dimension, false); bound > capacity) {
+      needed = bound;
+      return {};
+    }
   }
 
   // The filter decides on the public charge alone (Thm 4.3).
@@ -365,7 +372,7 @@ HandleResult Device::handle(std::span<const std::uint8_t> request_bytes,
 }
 
 std::string Device::handle(std::span<const std::uint8_t> request_bytes) noexcept {
-  return handle(request_bytes, std::numeric_limits<std::size_t>::max()).reply;
+  return handle(request_bytes, kUnbounded).reply;
 }
 
 Reply Device::handle(const DeviceRequest& request) noexcept {
@@ -373,8 +380,7 @@ Reply Device::handle(const DeviceRequest& request) noexcept {
     std::string bytes;
     std::size_t needed = 0;
     const std::string canonical = wire::serialize(wire::request_to_wire(request));
-    return state_->process(request, digest_of(canonical), bytes,
-                           std::numeric_limits<std::size_t>::max(), needed);
+    return state_->process(request, digest_of(canonical), bytes, kUnbounded, needed);
   } catch (...) {
     Reply reply;
     reply.status = ReplyStatus::rejected_invalid;
@@ -400,14 +406,7 @@ Expected<std::size_t> Device::max_reply_size(std::span<const std::uint8_t> reque
         stored = (*recorded)->reply.size();
     }
   }
-  Reply largest;
-  largest.id = id;
-  largest.status = ReplyStatus::rejected_invalid;
-  largest.error = Error{kLastErrorCode, "", std::string(kMaxWireMessage, 'x')};
-  largest.values.assign(dimension, 1.0);
-  largest.charged_rho = 1.0;
-  largest.remaining_budget = 1.0;
-  return std::max(stored, wire::serialize(reply_to_wire(largest)).size());
+  return std::max(stored, reply_size_bound(id, dimension, true));
 }
 
 void Device::set_pacing(const ReplyPacing& pacing, std::shared_ptr<PacingClock> clock) {

@@ -2,12 +2,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <span>
 
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
@@ -44,27 +46,31 @@ std::string random_query_prefix() {
 constexpr double kDefaultMinCoverage = 0.9;
 
 // Every user of the query once: refused, else rejected, else unanswered, else answered.
-v1::Coverage coverage_of(const v1::QueryResult& result, std::size_t users, double min_coverage) {
-  std::vector<char> counted(users, 0);
+// `users`: the query's users (empty = all `enrolled`).
+v1::Coverage coverage_of(const v1::QueryResult& result, std::span<const coordinator::UserId> users,
+                         std::size_t enrolled, double min_coverage) {
+  // 1: a user of this query not yet counted; 0: counted, or not part of the query.
+  std::vector<char> open(enrolled, users.empty() ? 1 : 0);
+  for (auto u : users) open[u] = 1;
+  const auto queried = static_cast<std::uint32_t>(std::count(open.begin(), open.end(), 1));
   v1::Coverage out;
-  auto count = [&](const auto& list, auto set) {
+  auto count = [&](const auto& list) {
     std::uint32_t n = 0;
     for (auto u : list) {
-      if (u < users && !counted[u]) {
-        counted[u] = 1;
+      if (u < enrolled && open[u]) {
+        open[u] = 0;
         ++n;
       }
     }
-    (out.*set)(n);
+    return n;
   };
-  count(result.refused(), &v1::Coverage::set_refused);
-  count(result.rejected(), &v1::Coverage::set_rejected);
-  count(result.unanswered(), &v1::Coverage::set_unanswered);
-  out.set_users(static_cast<std::uint32_t>(users));
-  out.set_answered(static_cast<std::uint32_t>(users) - out.refused() - out.rejected() -
-                   out.unanswered());
+  out.set_refused(count(result.refused()));
+  out.set_rejected(count(result.rejected()));
+  out.set_unanswered(count(result.unanswered()));
+  out.set_users(queried);
+  out.set_answered(queried - out.refused() - out.rejected() - out.unanswered());
   out.set_min_coverage(min_coverage);
-  out.set_valid(static_cast<double>(out.answered()) >= min_coverage * static_cast<double>(users));
+  out.set_valid(static_cast<double>(out.answered()) >= min_coverage * static_cast<double>(queried));
   return out;
 }
 
@@ -174,21 +180,7 @@ struct CoordinatorService::Impl {
     ++next_query;
     if (in.rho() == 0) ++adaptive_queries;
     // Users whose replies could not count are a coverage, never an estimate that looks fine.
-    const std::size_t queried = users.empty() ? options.device_ids.size() : users.size();
-    if (!users.empty()) {
-      // Coverage counts the query's own users: map them to 0..queried for the count.
-      v1::QueryResult local = *out;
-      std::map<std::uint32_t, std::uint32_t> index;
-      for (std::size_t i = 0; i < users.size(); ++i)
-        index.emplace(static_cast<std::uint32_t>(users[i]), static_cast<std::uint32_t>(i));
-      for (auto* list :
-           {local.mutable_refused(), local.mutable_rejected(), local.mutable_unanswered()}) {
-        for (auto& u : *list) u = index.count(u) ? index[u] : static_cast<std::uint32_t>(queried);
-      }
-      *out->mutable_coverage() = coverage_of(local, queried, min_coverage);
-    } else {
-      *out->mutable_coverage() = coverage_of(*out, queried, min_coverage);
-    }
+    *out->mutable_coverage() = coverage_of(*out, users, options.device_ids.size(), min_coverage);
     results[query.query_id] = *out;
     if (options.gateway.log)
       options.gateway.log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
