@@ -47,33 +47,53 @@ std::vector<double> AdaptiveBudget::allocate(std::size_t query, const BudgetMirr
   return r;
 }
 
+AdaptiveBudget::Ask AdaptiveBudget::ask(std::size_t query, const BudgetMirror& mirror,
+                                        std::span<const UserId> candidates) const {
+  const auto allocation = allocate(query, mirror);
+  Ask out;
+  out.rho.assign(allocation.size(), 1.0);
+  auto consider = [&](UserId u) {
+    // A user the mirror shows spent (a device that halted, or a restart that read its ledger's
+    // total) is left out: asking it for ρ = 0 would make the whole query invalid.
+    const double asked = allocation[u] > 0 ? privacy::rho_within_charge(allocation[u]) : 0.0;
+    if (asked > 0) {
+      out.users.push_back(u);
+      out.rho[u] = asked;
+    } else {
+      out.exhausted.push_back(u);
+    }
+  };
+  if (candidates.empty()) {
+    for (std::size_t u = 0; u < allocation.size(); ++u) consider(static_cast<UserId>(u));
+  } else {
+    for (auto u : candidates)
+      if (u < allocation.size()) consider(u);
+  }
+  return out;
+}
+
 Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMirror& mirror,
                                                          const AdaptiveBudget& budget,
                                                          std::span<const geometry::Region> ranges,
                                                          const QueryOptions& options) {
   std::vector<CountResult> results;
   results.reserve(ranges.size());
-  std::vector<double> rho(fleet.size());
-  std::vector<UserId> users;
   for (std::size_t l = 1; l <= ranges.size(); ++l) {
-    const auto allocation = budget.allocate(l, mirror);
-    users.clear();
-    for (std::size_t i = 0; i < rho.size(); ++i) {
-      const double asked = allocation[i] > 0 ? privacy::rho_within_charge(allocation[i]) : 0.0;
-      if (asked > 0) users.push_back(static_cast<UserId>(i));
-      rho[i] = asked > 0 ? asked : 1.0;  // placeholder for users not asked this time
-    }
+    const auto ask = budget.ask(l, mirror, options.users);
     QueryOptions query = options;
     query.query_id = options.query_id + "-" + std::to_string(l);
-    query.users = users;
-    if (users.empty()) {
-      results.push_back(CountResult{0.0, QueryReport{}});
-      results.back().report.charged.assign(fleet.size(), 0.0);
-      continue;
+    query.users = ask.users;
+    CountResult result;
+    if (ask.users.empty()) {
+      result.report.charged.assign(fleet.size(), 0.0);
+    } else {
+      auto counted = range_count(fleet, mirror, ranges[l - 1], ask.rho, query);
+      if (!counted) return counted.error();
+      result = std::move(*counted);
     }
-    auto result = range_count(fleet, mirror, ranges[l - 1], rho, query);
-    if (!result) return result.error();
-    results.push_back(std::move(*result));
+    result.report.refused.insert(result.report.refused.end(), ask.exhausted.begin(),
+                                 ask.exhausted.end());
+    results.push_back(std::move(result));
   }
   return results;
 }

@@ -14,6 +14,7 @@
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "network_fixtures.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
@@ -121,6 +122,69 @@ TEST_CASE("analyst: queries over a live coordinator match the in-process fleet",
   CHECK(status->connected == n);
   CHECK(status->queries == 4);
   CHECK(status->unanswered == 0);
+}
+
+TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
+          "[transport][analyst]") {
+  // Issue 11's bug: the service kept spent users in the adaptive allocation with ρ = 0, which
+  // the query rejected, so every later query without --rho failed for everyone ("not_positive:
+  // rho[0]"). Here a sticky-halt device refuses a restarted coordinator (whose fresh mirror did
+  // not know what it had spent) and reports 0 left for good.
+  CGP_SEEDED(9304);
+  const std::size_t n = 20;
+  auto points = test::uniform_square(n, 1000, seed);
+  transport::CoordinatorOptions options;
+  for (std::size_t i = 0; i < n; ++i) options.device_ids.push_back("device-" + std::to_string(i));
+  options.device_budget = 1.0;
+  options.horizon = 10;
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0, /*sticky_halt=*/true);
+  swarm_options.seed = seed;
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+
+  double lo[2] = {0, 0}, hi[2] = {600, 600};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  const std::vector<UserId> first_user{0};
+  QueryOptions only_first;
+  only_first.method = Method::BM1;  // one round: the whole charge
+  only_first.query_id = "";
+  only_first.users = first_user;
+  {
+    auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+    REQUIRE(analyst.range_count(range, 0.6, only_first).has_value());
+  }
+  service.reset();
+  options.gateway.address = address;
+  service = *transport::CoordinatorService::start(options);
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  // 0.6 more does not fit in 1.0: refused by the device, which halts for good.
+  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.6, only_first), ErrorCode::incomplete_query,
+                    "min_coverage");
+
+  QueryOptions everyone;
+  everyone.query_id = "";
+  for (int query = 0; query < 3; ++query) {
+    auto adaptive = analyst.range_count(range, 0, everyone);
+    REQUIRE(adaptive.has_value());
+    CHECK(adaptive->coverage.users == n);
+    CHECK(adaptive->coverage.refused == 1);  // the halted device, not asked
+    CHECK(adaptive->coverage.answered == n - 1);
+  }
+  CHECK(swarm->spent(0) <= 1.0);
+  // The halted device alone, adaptively: nobody is asked, and the query fails by name.
+  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0});
+  auto alone = lenient.range_count(range, 0, only_first);
+  REQUIRE(alone.has_value());
+  CHECK(alone->coverage.users == 1);
+  CHECK(alone->coverage.refused == 1);
+  CGP_REQUIRE_ERROR(analyst.range_count(range, 0, only_first), ErrorCode::incomplete_query,
+                    "min_coverage");
+  swarm.reset();
 }
 
 TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is asked",

@@ -111,10 +111,21 @@ struct CoordinatorService::Impl {
                                                       *options.analyst_credential_sha256);
   }
 
+  // What prepare() makes of an analyst's options: the engine's options (their `users` point into
+  // `asked`), the per-user ρ, and the users left out because the mirror shows them spent.
+  struct Prepared {
+    coordinator::QueryOptions query;
+    std::vector<coordinator::UserId> subject;  // the users the analyst's query is over (empty: all)
+    std::vector<coordinator::UserId> asked, exhausted;
+    std::vector<double> rho;
+  };
+
   // Checks the common options and turns them into the query's options and per-user ρ.
-  Expected<std::pair<coordinator::QueryOptions, std::vector<double>>> prepare(
-      const v1::QueryOptions& in, std::vector<coordinator::UserId>& users) {
-    coordinator::QueryOptions o;
+  // `subject`: the users a query is about by its nature (threshold: one device); else in.users.
+  Expected<Prepared> prepare(const v1::QueryOptions& in,
+                             std::vector<coordinator::UserId> subject = {}) {
+    Prepared out;
+    coordinator::QueryOptions& o = out.query;
     if (!in.method().empty()) {
       auto method = coordinator::parse_method(in.method());
       if (!method) return method.error();
@@ -138,33 +149,36 @@ struct CoordinatorService::Impl {
       return make_error(ErrorCode::invalid_argument, "query_id",
                         "query_id '" + o.query_id + "' was already used");
     const std::size_t n = options.device_ids.size();
-    users.assign(in.users().begin(), in.users().end());
-    for (auto u : users)
+    out.subject = subject.empty()
+                      ? std::vector<coordinator::UserId>(in.users().begin(), in.users().end())
+                      : std::move(subject);
+    for (auto u : out.subject)
       if (u >= n) return make_error(ErrorCode::out_of_range, "users", "a user index is ≥ enrolled");
-    o.users = users;
-    std::vector<double> rho(n);
     if (!std::isfinite(in.rho()) || in.rho() < 0)
       return make_error(ErrorCode::out_of_range, "rho", "rho must be finite and ≥ 0");
     if (in.rho() > 0) {
-      std::fill(rho.begin(), rho.end(), privacy::rho_within_charge(in.rho()));
+      out.rho.assign(n, privacy::rho_within_charge(in.rho()));
+      out.asked = out.subject;
     } else {
-      // Alg. 3, open-ended: what the mirror says each user has left, spread over the horizon.
-      const auto charges = allocation.allocate(adaptive_queries + 1, *mirror);
-      for (std::size_t u = 0; u < n; ++u)
-        rho[u] = charges[u] > 0 ? privacy::rho_within_charge(charges[u]) : 0.0;
+      // Alg. 3, open-ended, through the same path as the library's adaptive queries.
+      auto ask = allocation.ask(adaptive_queries + 1, *mirror, out.subject);
+      out.asked = std::move(ask.users);
+      out.exhausted = std::move(ask.exhausted);
+      out.rho = std::move(ask.rho);
     }
-    return std::pair{std::move(o), std::move(rho)};
+    o.users = out.asked;
+    return out;
   }
 
   template <class Run>
   grpc::Status run(grpc::ServerContext* context, const v1::QueryOptions& in, const char* kind,
-                   v1::QueryResult* out, Run&& body) {
+                   v1::QueryResult* out, Run&& body,
+                   std::vector<coordinator::UserId> subject = {}) {
     if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
     std::lock_guard lock(query_mutex);
-    std::vector<coordinator::UserId> users;
-    auto prepared = prepare(in, users);
+    auto prepared = prepare(in, std::move(subject));
     if (!prepared) return to_status(context, prepared.error());
-    auto& [query, rho] = *prepared;
+    const auto& query = prepared->query;
     const double min_coverage = in.has_min_coverage() ? in.min_coverage() : kDefaultMinCoverage;
     if (!(min_coverage >= 0 && min_coverage <= 1)) {
       return to_status(context, make_error(ErrorCode::out_of_range, "min_coverage",
@@ -174,13 +188,20 @@ struct CoordinatorService::Impl {
     const auto start = std::chrono::steady_clock::now();
     out->set_query_id(query.query_id);
     out->set_kind(kind);
-    if (auto ran = body(query, rho, *out); !ran.ok()) return to_status(context, ran.error());
+    // Everyone spent: nothing is asked (an empty user list would mean "all" to the engine), and
+    // the coverage below reports the query as refused.
+    const bool anyone_asked = !prepared->asked.empty() || prepared->exhausted.empty();
+    if (anyone_asked)
+      if (auto ran = body(query, prepared->rho, *out); !ran.ok())
+        return to_status(context, ran.error());
+    for (auto u : prepared->exhausted) out->add_refused(u);
     out->set_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     ++next_query;
     if (in.rho() == 0) ++adaptive_queries;
     // Users whose replies could not count are a coverage, never an estimate that looks fine.
-    *out->mutable_coverage() = coverage_of(*out, users, options.device_ids.size(), min_coverage);
+    *out->mutable_coverage() =
+        coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
     results[query.query_id] = *out;
     if (options.gateway.log)
       options.gateway.log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
@@ -252,20 +273,22 @@ struct CoordinatorService::Impl {
 
   grpc::Status Threshold(grpc::ServerContext* context, const v1::ThresholdQuery* request,
                          v1::QueryResult* out) {
+    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    auto user = user_of_device.find(request->device_id());
+    if (user == user_of_device.end())
+      return to_status(context, make_error(ErrorCode::invalid_argument, "device_id",
+                                           "device_id is not enrolled"));
     return run(context, request->options(), "threshold", out,
                [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
                    v1::QueryResult& result) -> cgp::Status {
-                 auto user = user_of_device.find(request->device_id());
-                 if (user == user_of_device.end())
-                   return make_error(ErrorCode::invalid_argument, "device_id",
-                                     "device_id is not enrolled");
                  auto answer = coordinator::threshold(*fleet, *mirror, user->second, request->q(),
                                                       request->population(), rho, query);
                  if (!answer) return answer.error();
                  result.set_below(answer->below);
                  fill_report(answer->report, result);
                  return {};
-               });
+               },
+               {user->second});
   }
 
   grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,

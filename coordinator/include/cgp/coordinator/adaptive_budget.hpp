@@ -25,6 +25,17 @@ class AdaptiveBudget {
 
   // What each user may be charged for query l (1-based), from the mirror.
   std::vector<double> allocate(std::size_t query, const BudgetMirror& mirror) const;
+
+  // Query l as the engine runs it: the users it asks and the ρ each is asked (within its
+  // allocated charge). The one place that turns an allocation into a query, for the library and
+  // the service alike. `candidates`: the users the query is over (empty = all).
+  struct Ask {
+    std::vector<UserId> users;      // asked: an allocation that buys a positive ρ
+    std::vector<UserId> exhausted;  // nothing left to allocate: not asked, reported as refused
+    std::vector<double> rho;        // per user id; 1.0 where not asked (never sent)
+  };
+  Ask ask(std::size_t query, const BudgetMirror& mirror,
+          std::span<const UserId> candidates = {}) const;
   std::size_t queries() const noexcept { return queries_; }  // m, or H when open-ended
   bool is_open_ended() const noexcept { return open_ended_; }
 
