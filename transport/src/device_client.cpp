@@ -29,6 +29,11 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   // to 2 minutes).
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  // Keepalive pings every minute on a quiet stream: NATs and load balancers drop idle TCP
+  // flows silently, and a coordinator that vanished is noticed (ConnectionLimits).
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (connection.tls_root_certificate.empty()) {
     credentials = grpc::InsecureChannelCredentials();

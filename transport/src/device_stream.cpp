@@ -22,10 +22,14 @@ void Session::on_event(Op op, bool ok) {
       if (ok) {
         // The next device on this queue gets a fresh listener.
         std::make_shared<Session>(core_, queue_)->listen();
-        core_.await_hello(shared_from_this());
-        std::lock_guard lock(mutex_);
-        accepted_ = true;
-        start_read();
+        const bool pending = core_.await_hello(shared_from_this(), peer_address(context_.peer()));
+        {
+          std::lock_guard lock(mutex_);
+          accepted_ = true;
+          if (pending) start_read();
+        }
+        if (!pending)
+          finish({grpc::StatusCode::RESOURCE_EXHAUSTED, "too many streams waiting for Hello"});
       }
       break;
     case Op::read:

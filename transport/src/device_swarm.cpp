@@ -355,6 +355,11 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     // The swarm paces its redials (100 ms to 5 s); gRPC's own backoff must not be slower.
     arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+    // Keepalive pings every minute on a quiet stream: NATs and load balancers drop idle TCP
+    // flows silently, and a coordinator that vanished is noticed (ConnectionLimits).
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+    arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     impl->channels.push_back(
         grpc::CreateCustomChannel(options.coordinator_address, credentials, arguments));
     impl->stubs.push_back(std::make_unique<grpc::GenericStub>(impl->channels.back()));

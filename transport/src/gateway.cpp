@@ -6,6 +6,7 @@
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/transport/log_format.hpp"
+#include "connection_admission.hpp"
 #include "gateway_impl.hpp"
 
 namespace cgp::transport {
@@ -140,12 +141,12 @@ void GatewayCore::serve() {
       const auto now = std::chrono::steady_clock::now();
       std::vector<std::shared_ptr<Session>> expired;
       for (auto it = awaiting_hello.begin(); it != awaiting_hello.end();) {
-        if (it->second.second > now) {
+        if (it->second.deadline > now) {
           ++it;
           continue;
         }
-        if (auto session = it->second.first.lock()) expired.push_back(std::move(session));
-        it = awaiting_hello.erase(it);
+        if (auto session = it->second.session.lock()) expired.push_back(std::move(session));
+        forget_pending(it++);
       }
       lock.unlock();
       for (const auto& session : expired) {
@@ -171,17 +172,41 @@ void GatewayCore::serve() {
   }
 }
 
-void GatewayCore::await_hello(const std::shared_ptr<Session>& session) {
-  std::lock_guard lock(hello_mutex);
-  awaiting_hello[session.get()] = {session, std::chrono::steady_clock::now() + hello_timeout};
+bool GatewayCore::await_hello(const std::shared_ptr<Session>& session, std::string address) {
+  {
+    std::lock_guard lock(hello_mutex);
+    auto& pending = pending_per_address[address];
+    if (awaiting_hello.size() < limits.max_pending_streams &&
+        pending < limits.max_pending_streams_per_address) {
+      ++pending;
+      awaiting_hello[session.get()] = {session, std::chrono::steady_clock::now() + hello_timeout,
+                                       std::move(address)};
+      return true;
+    }
+    if (pending == 0) pending_per_address.erase(address);
+  }
+  count([](GatewayCounters& c) {
+    ++c.refused_connections;
+    ++c.refused_pending_streams;
+  });
+  log("event=refused reason=pending-streams peer=" + log_value(address));
+  return false;
+}
+
+void GatewayCore::forget_pending(std::unordered_map<const Session*, AwaitingHello>::iterator it) {
+  auto pending = pending_per_address.find(it->second.address);
+  if (pending != pending_per_address.end() && --pending->second == 0)
+    pending_per_address.erase(pending);
+  awaiting_hello.erase(it);
 }
 
 void GatewayCore::hello_done(const Session* session) {
   std::lock_guard lock(hello_mutex);
-  awaiting_hello.erase(session);
+  if (auto it = awaiting_hello.find(session); it != awaiting_hello.end()) forget_pending(it);
 }
 
 void GatewayCore::shutdown() {
+  if (admission) admission->stop();  // no new connections while the streams are ended
   {
     std::lock_guard lock(hello_mutex);
     hello_stop = true;
@@ -238,11 +263,56 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     ssl.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_certificate_chain});
     transport_credentials = grpc::SslServerCredentials(ssl);
   }
+  const ConnectionLimits& limits = options.limits;
+  if (limits.max_pending_streams == 0 || limits.max_pending_streams_per_address == 0)
+    return make_error(ErrorCode::not_positive, "max_pending_streams",
+                      "max_pending_streams and max_pending_streams_per_address must be > 0");
+  impl->limits = limits;
+  // The listening socket is ours, not gRPC's: caps per address and in all, and accept survives
+  // running out of descriptors (connection_admission.hpp).
+  auto* core = static_cast<detail::GatewayCore*>(impl.get());
+  auto admission = detail::ConnectionAdmission::listen(
+      options.address, limits, options.log, [core](detail::ConnectionRefusal why) {
+        core->count([why](GatewayCounters& c) {
+          ++c.refused_connections;
+          switch (why) {
+            case detail::ConnectionRefusal::total_cap:
+              ++c.refused_total_cap;
+              break;
+            case detail::ConnectionRefusal::address_cap:
+              ++c.refused_address_cap;
+              break;
+            case detail::ConnectionRefusal::descriptors:
+              ++c.refused_descriptors;
+              break;
+          }
+        });
+      });
+  if (!admission) return admission.error();
+  impl->admission = std::move(*admission);
+  impl->port = impl->admission->port();
+
   grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT by default: a second coordinator on a port in use would start and
-  // silently take part of the traffic. Without it the second bind fails and start() says so.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.address, transport_credentials, &impl->port);
+  auto to_int = [](std::chrono::milliseconds ms) {
+    return static_cast<int>(std::min<std::int64_t>(ms.count(), INT32_MAX));
+  };
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             to_int(limits.handshake_timeout));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, to_int(limits.idle_timeout));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(limits.max_streams_per_connection));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, to_int(limits.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, to_int(limits.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Clients (cgp's device and analyst) ping every keepalive_time: allow that and a margin, so
+  // that their pings are not taken as abuse (GOAWAY "too_many_pings").
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      to_int(std::min(limits.keepalive_time / 2, std::chrono::milliseconds(10000))));
+  auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+      transport_credentials);
   // Oversized messages are refused by gRPC before they are parsed.
   builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
   builder.RegisterService(&impl->device_service);
@@ -256,8 +326,7 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     builder.RegisterService(impl->endpoints.back().get());
   }
   impl->server = builder.BuildAndStart();
-  if (!impl->server || impl->port == 0) {
-    if (impl->server) impl->server->Shutdown();
+  if (!impl->server) {
     for (auto& queue : impl->queues) {
       queue->Shutdown();
       void* tag;
@@ -265,10 +334,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
       while (queue->Next(&tag, &ok)) {
       }
     }
-    return make_error(ErrorCode::invalid_argument, "listen",
-                      "cannot listen on " + options.address +
-                          ": the address is in use (another coordinator?) or not valid");
+    return make_error(ErrorCode::internal_error, "listen", "the gRPC server did not start");
   }
+  impl->admission->start(std::move(acceptor));
   impl->serve();
   return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
 }
@@ -278,8 +346,15 @@ int DeviceGateway::port() const noexcept {
 }
 
 GatewayCounters DeviceGateway::counters() const {
+  const std::size_t open = impl_->admission ? impl_->admission->open_connections() : 0;
   std::lock_guard lock(impl_->counters_mutex);
-  return impl_->counts;
+  GatewayCounters out = impl_->counts;
+  out.open_connections = open;
+  return out;
+}
+
+std::size_t DeviceGateway::max_connections() const noexcept {
+  return impl_->admission->max_connections();
 }
 
 std::size_t DeviceGateway::connected() const {

@@ -23,6 +23,7 @@
 #include "cgp/coordinator/fleet.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "connection_admission.hpp"
 
 namespace cgp::transport::detail {
 
@@ -137,18 +138,26 @@ class GatewayCore {
   std::vector<std::thread> queue_threads;
 
   // Streams accepted but without a Hello yet: ended after hello_timeout, so that connections
-  // that never introduce themselves do not hold resources.
-  void await_hello(const std::shared_ptr<Session>& session);
+  // that never introduce themselves do not hold resources. False (nothing recorded): the
+  // pending-stream cap, in all or for `address`, is reached and the stream is to be ended.
+  bool await_hello(const std::shared_ptr<Session>& session, std::string address);
   void hello_done(const Session* session);
   std::chrono::milliseconds hello_timeout{10000};
+  ConnectionLimits limits;
   std::mutex hello_mutex;
   std::condition_variable hello_changed;
-  std::unordered_map<const Session*,
-                     std::pair<std::weak_ptr<Session>, std::chrono::steady_clock::time_point>>
-      awaiting_hello;
+  struct AwaitingHello {
+    std::weak_ptr<Session> session;
+    std::chrono::steady_clock::time_point deadline;
+    std::string address;
+  };
+  std::unordered_map<const Session*, AwaitingHello> awaiting_hello;
+  std::unordered_map<std::string, std::size_t> pending_per_address;
+  void forget_pending(std::unordered_map<const Session*, AwaitingHello>::iterator it);  // locked
   bool hello_stop = false;
   std::thread hello_sweeper;
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
+  std::unique_ptr<ConnectionAdmission> admission;         // the listening socket
   std::unique_ptr<grpc::Server> server;
   std::map<std::string, CredentialSha256> credential_digests;  // device id -> SHA-256
   int port = 0;

@@ -83,6 +83,33 @@ int main(int argc, char** argv) {
   serve->add_flag("--quiet", quiet, "no event log on stderr");
   serve->add_option("--queues", queues,
                     "gRPC completion queues for device streams (a thread each)");
+  cgp::transport::ConnectionLimits limits;
+  long handshake_ms = limits.handshake_timeout.count(), idle_ms = limits.idle_timeout.count(),
+       hello_ms = 10000, keepalive_ms = limits.keepalive_time.count();
+  serve
+      ->add_option("--max-connections", limits.max_connections,
+                   "open TCP connections in all (lowered to the descriptor budget)")
+      ->capture_default_str();
+  serve
+      ->add_option("--max-connections-per-address", limits.max_connections_per_address,
+                   "open TCP connections per peer IP address")
+      ->capture_default_str();
+  serve
+      ->add_option("--max-pending-streams", limits.max_pending_streams,
+                   "device streams not yet past Hello, in all")
+      ->capture_default_str();
+  serve
+      ->add_option("--max-pending-streams-per-address", limits.max_pending_streams_per_address,
+                   "device streams not yet past Hello, per peer IP address")
+      ->capture_default_str();
+  serve->add_option("--handshake-timeout-ms", handshake_ms, "TCP accept to HTTP/2 settings, ms")
+      ->capture_default_str();
+  serve->add_option("--hello-timeout-ms", hello_ms, "stream start to the device's Hello, ms")
+      ->capture_default_str();
+  serve->add_option("--idle-timeout-ms", idle_ms, "a connection with no call open is closed, ms")
+      ->capture_default_str();
+  serve->add_option("--keepalive-ms", keepalive_ms, "HTTP/2 keepalive ping interval, ms")
+      ->capture_default_str();
 
   std::string enrol_devices, id, credential_out, prefix = "device-", secrets_out;
   std::size_t count = 0;
@@ -159,6 +186,17 @@ int main(int argc, char** argv) {
   options.dimension = dimension;
   options.horizon = horizon;
   if (deadline_ms <= 0) return fail(2, "--deadline-ms must be > 0");
+  for (auto [flag, ms] :
+       {std::pair{"--handshake-timeout-ms", handshake_ms},
+        std::pair{"--hello-timeout-ms", hello_ms}, std::pair{"--idle-timeout-ms", idle_ms},
+        std::pair{"--keepalive-ms", keepalive_ms}})
+    if (ms <= 0 || ms > 365L * 24 * 3600 * 1000)
+      return fail(2, std::string(flag) + " must be between 1 and a year of milliseconds");
+  limits.handshake_timeout = std::chrono::milliseconds(handshake_ms);
+  limits.idle_timeout = std::chrono::milliseconds(idle_ms);
+  limits.keepalive_time = std::chrono::milliseconds(keepalive_ms);
+  options.gateway.limits = limits;
+  options.gateway.hello_timeout = std::chrono::milliseconds(hello_ms);
   options.round_deadline = std::chrono::milliseconds(deadline_ms);
   static std::mutex log_mutex;
   if (!quiet)
@@ -176,8 +214,10 @@ int main(int argc, char** argv) {
 
   auto service = cgp::transport::CoordinatorService::start(options);
   if (!service) return fail(1, service.error().message);
-  std::fprintf(stderr, "event=listening address=%s port=%d devices=%zu tls=%s\n", listen.c_str(),
-               (*service)->port(), options.device_ids.size(), tls_cert.empty() ? "off" : "on");
+  std::fprintf(stderr,
+               "event=listening address=%s port=%d devices=%zu tls=%s max_connections=%zu\n",
+               listen.c_str(), (*service)->port(), options.device_ids.size(),
+               tls_cert.empty() ? "off" : "on", (*service)->gateway().max_connections());
   if (tls_cert.empty())
     std::fprintf(stderr,
                  "cgp-coordinator: plaintext — credentials cross the network in clear; "

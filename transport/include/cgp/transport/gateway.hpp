@@ -26,6 +26,35 @@ namespace cgp::transport {
 
 class NetworkFleet;
 
+// What one peer, and everyone together, may hold open (issue 10 items 4–5). Every limit is applied
+// before a credential is looked at; the defaults suit one coordinator of tens of thousands of
+// devices. README "Network" lists them.
+struct ConnectionLimits {
+  // Open TCP connections in all; lowered at start to the descriptor budget (the soft
+  // RLIMIT_NOFILE, raised to the hard one, less an eighth and at least 128 kept for files).
+  std::size_t max_connections = 20000;
+  // Per peer IP address (devices behind one NAT share an address).
+  std::size_t max_connections_per_address = 256;
+  // From TCP accept to the client's HTTP/2 SETTINGS (TLS included): slow or silent clients
+  // are cut after this.
+  std::chrono::milliseconds handshake_timeout{10000};
+  // A connection with no call open is closed after this (devices hold one long call).
+  std::chrono::milliseconds idle_timeout{300000};
+  // HTTP/2 streams one connection may have open at once (a device needs one; the load-test
+  // swarm multiplexes 500 devices on a connection).
+  std::size_t max_streams_per_connection = 1024;
+  // Device streams not yet past Hello, in all and per peer address; more are ended at once
+  // (RESOURCE_EXHAUSTED). Each costs ~17 KB until its Hello or the hello timeout, so these bound
+  // what unauthenticated clients can make the coordinator hold (~140 MB in all).
+  std::size_t max_pending_streams = 8192;
+  std::size_t max_pending_streams_per_address = 1024;
+  // HTTP/2 keepalive pings on idle connections, so that NATs and load balancers keep device
+  // streams open and a peer that vanished is noticed: a ping after keepalive_time of silence,
+  // the connection closed when it is not acknowledged within keepalive_timeout.
+  std::chrono::milliseconds keepalive_time{60000};
+  std::chrono::milliseconds keepalive_timeout{20000};
+};
+
 struct GatewayOptions {
   std::string address = "127.0.0.1:0";  // port 0 picks a free port
   // TLS: PEM server certificate chain and private key. Empty: plaintext (loopback tests only).
@@ -42,6 +71,7 @@ struct GatewayOptions {
   std::size_t completion_queues = 8;
   // A connection that has not said Hello by then is ended (counted as refused).
   std::chrono::milliseconds hello_timeout{10000};
+  ConnectionLimits limits;
   // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
   // from several threads at once. Empty: no log.
   std::function<void(const std::string&)> log;
@@ -50,6 +80,11 @@ struct GatewayOptions {
 // What the gateway has seen since it started.
 struct GatewayCounters {
   std::uint64_t connects = 0, disconnects = 0, refused_connections = 0;
+  // TCP connections closed at accept: over the total cap, over the per-address cap, or while
+  // the process had no descriptor to spare; streams ended for the pending-stream caps.
+  std::uint64_t refused_total_cap = 0, refused_address_cap = 0, refused_descriptors = 0,
+                refused_pending_streams = 0;
+  std::uint64_t open_connections = 0;  // TCP connections open now (a gauge)
   std::uint64_t rounds = 0, requests = 0, replies = 0, unanswered = 0;
   std::uint64_t late_replies = 0;  // replies to rounds already closed (or never asked)
 };
@@ -63,6 +98,9 @@ class DeviceGateway {
   int port() const noexcept;
   std::size_t connected() const;
   GatewayCounters counters() const;
+  // The total connection cap in force (ConnectionLimits::max_connections, or the descriptor
+  // budget when that is lower).
+  std::size_t max_connections() const noexcept;
   // Waits until at least `count` devices have said Hello, or the timeout passes.
   bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
 
