@@ -46,6 +46,14 @@ std::string_view error_code_name(ErrorCode code) noexcept {
       return "internal_error";
     case ErrorCode::incomplete_query:
       return "incomplete_query";
+    case ErrorCode::unavailable:
+      return "unavailable";
+    case ErrorCode::unauthenticated:
+      return "unauthenticated";
+    case ErrorCode::deadline_exceeded:
+      return "deadline_exceeded";
+    case ErrorCode::already_exists:
+      return "already_exists";
   }
   return "unknown_error";
 }

@@ -129,13 +129,16 @@ Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind project
 Expected<transport::AnalystClient> connect_fleet(const Arguments& a) {
   transport::AnalystConnection connection;
   connection.coordinator_address = a.fleet;
-  if (!a.analyst_credential.empty() &&
-      !transport::read_secret(a.analyst_credential, connection.credential))
-    return make_error(ErrorCode::invalid_argument, "analyst-credential",
-                      "--analyst-credential: cannot read " + a.analyst_credential);
-  if (!a.tls_root.empty() && !transport::read_file(a.tls_root, connection.tls_root_certificate))
-    return make_error(ErrorCode::invalid_argument, "tls-root",
-                      "--tls-root: cannot read " + a.tls_root);
+  if (!a.analyst_credential.empty()) {
+    auto secret = transport::read_secret(a.analyst_credential, "--analyst-credential");
+    if (!secret) return secret.error();
+    connection.credential = std::move(*secret);
+  }
+  if (!a.tls_root.empty()) {
+    auto root = transport::read_file(a.tls_root, "--tls-root");
+    if (!root) return root.error();
+    connection.tls_root_certificate = std::move(*root);
+  }
   return transport::AnalystClient::connect(connection);
 }
 

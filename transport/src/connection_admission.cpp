@@ -78,7 +78,8 @@ Expected<ListenAddress> parse_listen_address(const std::string& address) {
   if (port.empty() || port.size() > 5 ||
       !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
       std::stoi(port) > 65535)
-    return listen_error("the port must be 0..65535, got '" + port + "'");
+    return make_error(ErrorCode::out_of_range, "listen",
+                      "listen: the port must be 0..65535, got '" + port + "'");
   out.port = std::stoi(port);
   return out;
 }
@@ -309,9 +310,12 @@ Expected<std::unique_ptr<ConnectionAdmission>> ConnectionAdmission::listen(
   if (found->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
   if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) {
     const int error = errno;
-    return fail("cannot listen on " + address +
-                (error == EADDRINUSE ? std::string(": the address is in use (another coordinator?)")
-                                     : std::string(": ") + std::strerror(error)));
+    close(fd);
+    return make_error(
+        ErrorCode::unavailable, "listen",
+        "cannot listen on " + address +
+            (error == EADDRINUSE ? std::string(": the address is in use (another coordinator?)")
+                                 : std::string(": ") + std::strerror(error)));
   }
   if (::listen(fd, 4096) != 0) return fail(std::string("listen: ") + std::strerror(errno));
   sockaddr_storage bound{};

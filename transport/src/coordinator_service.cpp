@@ -102,6 +102,7 @@ struct CoordinatorService::Impl {
   // counter from 1 would reuse ids and get old answers or request_conflict from every device.
   const std::string query_prefix = random_query_prefix();
   std::map<std::string, v1::QueryResult> results;
+  std::vector<char> revoked;  // per user: revoked, left out of every later query
 
   bool authorised(grpc::ServerContext* context) const {
     if (!options.analyst_credential_sha256) return true;
@@ -154,6 +155,16 @@ struct CoordinatorService::Impl {
                       : std::move(subject);
     for (auto u : out.subject)
       if (u >= n) return make_error(ErrorCode::out_of_range, "users", "a user index is ≥ enrolled");
+    if (std::count(revoked.begin(), revoked.end(), 1) > 0) {
+      // Revoked devices take no part: "all" means all the others.
+      if (out.subject.empty())
+        for (std::size_t u = 0; u < n; ++u)
+          out.subject.push_back(static_cast<coordinator::UserId>(u));
+      std::erase_if(out.subject, [&](coordinator::UserId u) { return revoked[u] != 0; });
+      if (out.subject.empty())
+        return make_error(ErrorCode::invalid_argument, "users",
+                          "every user of this query is revoked");
+    }
     if (!std::isfinite(in.rho()) || in.rho() < 0)
       return make_error(ErrorCode::out_of_range, "rho", "rho must be finite and ≥ 0");
     if (in.rho() > 0) {
@@ -391,21 +402,22 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     return s.error();
   if (options.dimension == 0 || options.dimension > wire::kMaxDimension)
     return make_error(ErrorCode::out_of_range, "dimension", "dimension must be 1..4096");
-  if (options.horizon == 0)
-    return make_error(ErrorCode::out_of_range, "horizon", "horizon must be ≥ 1");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->revoked.assign(options.device_ids.size(), 0);
   for (std::size_t u = 0; u < options.device_ids.size(); ++u)
     if (!impl->user_of_device.emplace(options.device_ids[u], static_cast<coordinator::UserId>(u))
              .second)
-      return make_error(ErrorCode::invalid_argument, "devices",
+      return make_error(ErrorCode::already_exists, "devices",
                         "device id '" + options.device_ids[u] + "' is enrolled twice");
   auto config = DeviceConfig::cgp(options.device_budget);
   if (!config) return config.error();
   impl->mirror = std::make_unique<coordinator::BudgetMirror>(options.device_ids.size(),
                                                              config->rho_capacity());
-  impl->allocation =
-      *coordinator::AdaptiveBudget::open_ended(config->rho_capacity(), options.horizon);
+  auto allocation =
+      coordinator::AdaptiveBudget::open_ended(config->rho_capacity(), options.horizon);
+  if (!allocation) return allocation.error();
+  impl->allocation = *allocation;
   GatewayOptions gateway_options = options.gateway;
   gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
     return std::make_unique<AnalystEndpoint>(*core);
@@ -425,6 +437,18 @@ int CoordinatorService::port() const noexcept {
 
 DeviceGateway& CoordinatorService::gateway() noexcept {
   return *impl_->gateway;
+}
+
+Expected<bool> CoordinatorService::revoke(const std::string& device_id) {
+  auto user = impl_->user_of_device.find(device_id);
+  if (user == impl_->user_of_device.end())
+    return make_error(ErrorCode::invalid_argument, "device_id",
+                      "device id '" + device_id + "' is not enrolled");
+  {
+    std::lock_guard lock(impl_->query_mutex);
+    impl_->revoked[user->second] = 1;
+  }
+  return impl_->gateway->revoke(device_id);
 }
 
 }  // namespace cgp::transport

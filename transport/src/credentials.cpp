@@ -1,11 +1,18 @@
 #include "cgp/transport/credentials.hpp"
 
 #include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
+#include <cerrno>
+#include <cstring>
+
+#include <set>
+#include <sstream>
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
+#include "cgp/transport/files.hpp"
 #include "cgp/transport/log_format.hpp"
 
 namespace cgp::transport {
@@ -37,11 +44,12 @@ std::string new_credential() {
   return sha256_hex(bytes);  // the same hex encoding, of the random bytes themselves
 }
 
-Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
-    const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(ErrorCode::invalid_argument, "devices", "cannot read " + path);
+Expected<Enrolment> read_enrolment(const std::string& path) {
+  auto text = read_file(path, "devices", kMaxEnrolmentFileBytes);
+  if (!text) return text.error();
+  std::istringstream in(std::move(*text));
   std::vector<std::pair<std::string, CredentialSha256>> out;
+  std::set<std::string, std::less<>> seen;
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
@@ -62,10 +70,32 @@ Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
         length != digest.size())
       return make_error(ErrorCode::invalid_argument, "devices",
                         where + ": the digest must be 64 hex characters");
+    // A duplicate would make "user i" ambiguous: refused (issue 10 item 8).
+    if (!seen.insert(line.substr(0, comma)).second)
+      return make_error(ErrorCode::already_exists, "devices",
+                        where + ": device id '" + line.substr(0, comma) + "' is enrolled twice");
     out.emplace_back(line.substr(0, comma), digest);
   }
   if (out.empty()) return make_error(ErrorCode::invalid_argument, "devices", path + " is empty");
   return out;
+}
+
+Status write_enrolment(const std::string& path, const Enrolment& entries) {
+  std::string text = "# cgpkit enrolment: device id, SHA-256 of its credential\n";
+  for (const auto& [id, digest] : entries) text += id + "," + sha256_hex(digest) + "\n";
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  if (auto written = write_private_file(temporary, "devices", text, /*overwrite=*/true); !written) {
+    ::unlink(temporary.c_str());
+    return written;
+  }
+  ::chmod(temporary.c_str(), 0644);  // digests, not secrets: readable like a config file
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    return make_error(ErrorCode::invalid_argument, "devices",
+                      "devices: cannot replace " + path + ": " + std::strerror(error));
+  }
+  return {};
 }
 
 }  // namespace cgp::transport

@@ -151,6 +151,11 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello) const {
   if (hello.protocol_version() != wire::kProtocolVersion)
     return refuse({grpc::StatusCode::FAILED_PRECONDITION, "protocol_version must be 1"},
                   "protocol-version");
+  {
+    std::lock_guard lock(revoked_mutex);
+    if (revoked.count(id) > 0)
+      return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "revoked");
+  }
   if (credential_digests.empty()) return grpc::Status::OK;
   // Binding the stream to the id whose credential it presented: a device cannot answer for
   // another id, since replies are taken as that id's only.

@@ -21,6 +21,12 @@ void GatewayCore::attach(const std::shared_ptr<Session>& session) {
     slot = session;
   }
   if (replaced) replaced->finish(grpc::Status::CANCELLED);
+  {
+    // A Hello admitted just before a revoke() whose lookup found no session yet.
+    std::lock_guard lock(revoked_mutex);
+    if (revoked.count(session->id()) > 0)
+      session->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
+  }
   changed.notify_all();
   count([](GatewayCounters& c) { ++c.connects; });
   log("event=connect device=" + log_value(session->id()));
@@ -360,6 +366,17 @@ std::size_t DeviceGateway::max_connections() const noexcept {
 std::size_t DeviceGateway::connected() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->sessions.size();
+}
+
+bool DeviceGateway::revoke(const std::string& device_id) {
+  {
+    std::lock_guard lock(impl_->revoked_mutex);
+    if (!impl_->revoked.insert(device_id).second) return false;
+  }
+  impl_->log("event=revoked device=" + log_value(device_id));
+  if (auto session = impl_->session(device_id))
+    session->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
+  return true;
 }
 
 bool DeviceGateway::wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const {

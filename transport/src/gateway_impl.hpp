@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -159,7 +160,9 @@ class GatewayCore {
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
   std::unique_ptr<ConnectionAdmission> admission;         // the listening socket
   std::unique_ptr<grpc::Server> server;
-  std::map<std::string, CredentialSha256> credential_digests;  // device id -> SHA-256
+  std::map<std::string, CredentialSha256> credential_digests;  // device id -> SHA-256, fixed
+  mutable std::mutex revoked_mutex;
+  std::set<std::string, std::less<>> revoked;  // device ids refused from now on
   int port = 0;
   std::function<void(const std::string&)> log_sink;
 

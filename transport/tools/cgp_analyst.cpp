@@ -11,7 +11,7 @@
 //                  --c ROUNDS --split even|double --beta B --no-shift --id QUERY_ID --per-user
 //
 // Exit 0 with the JSON result on stdout; 1 when the coordinator refuses or fails (the error
-// names the parameter); 2 on bad arguments.
+// names the parameter); 2 on bad arguments or values; 3 on a missing or unreadable file.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +24,7 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/files.hpp"
+#include "guarded_main.hpp"
 
 namespace {
 
@@ -67,9 +68,7 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"cgp-analyst: queries to a cgpkit coordinator"};
   app.require_subcommand(1);
   app.failure_message(
@@ -90,11 +89,17 @@ int main(int argc, char** argv) {
   bool no_shift = false, per_user = false;
   std::vector<double> box, disc, point;
   auto add_query_options = [&](CLI::App* sub) {
-    sub->add_option("--rho", rho, "each user's charge; 0 = adaptive");
+    sub->add_option("--rho", rho, "each user's charge (rho per m^2); 0 = adaptive")
+        ->check(CLI::Range(0.0, 1e300))
+        ->capture_default_str();
     sub->add_option("--method", method, "BM0|BM1|PM0|PM1");
-    sub->add_option("--c", rounds, "rounds of iterative elimination");
+    sub->add_option("--c", rounds, "rounds of iterative elimination")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
+        ->capture_default_str();
     sub->add_option("--split", split, "even|double");
-    sub->add_option("--beta", beta, "failure probability");
+    sub->add_option("--beta", beta, "failure probability, in (0, 1)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
     sub->add_flag("--no-shift", no_shift, "BM1/PM1 ranges without the Appendix B shift");
     sub->add_option("--id", id, "query id (unique; default: the coordinator's)");
     sub->add_flag("--per-user", per_user, "print every user's charge");
@@ -102,9 +107,13 @@ int main(int argc, char** argv) {
   std::size_t wait_connected = 0;
   double timeout = 60;
   auto* status = app.add_subcommand("status", "the coordinator's counters");
-  status->add_option("--wait-connected", wait_connected,
-                     "first wait until this many devices are connected");
-  status->add_option("--timeout", timeout, "seconds to wait at most (exit 1 after)");
+  status
+      ->add_option("--wait-connected", wait_connected,
+                   "first wait until this many devices are connected")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
+  status->add_option("--timeout", timeout, "seconds to wait at most (exit 1 after)")
+      ->check(CLI::Range(0.0, 86400.0 * 365))
+      ->capture_default_str();
   auto* range = app.add_subcommand("range", "private range count");
   range->add_option("--box", box, "X0,Y0,X1,Y1")->delimiter(',')->expected(4);
   range->add_option("--disc", disc, "X,Y,R")->delimiter(',')->expected(3);
@@ -115,7 +124,9 @@ int main(int argc, char** argv) {
   add_query_options(kde);
   auto* knn = app.add_subcommand("knn", "private k nearest neighbours");
   knn->add_option("--point", point, "X,Y,...")->delimiter(',')->required();
-  knn->add_option("--k", k, "neighbours")->required();
+  knn->add_option("--k", k, "neighbours")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+      ->required();
   add_query_options(knn);
   auto* threshold = app.add_subcommand("threshold", "is a curator's count below q·N?");
   threshold->add_option("--device", device, "the curator's device id")->required();
@@ -135,12 +146,16 @@ int main(int argc, char** argv) {
   cgp::transport::AnalystConnection connection;
   connection.coordinator_address = coordinator;
   connection.min_coverage = min_coverage;
-  if (!credential_file.empty() &&
-      !cgp::transport::read_secret(credential_file, connection.credential))
-    return fail(2, "--credential: cannot read " + credential_file);
-  if (!tls_root_file.empty() &&
-      !cgp::transport::read_file(tls_root_file, connection.tls_root_certificate))
-    return fail(2, "--tls-root: cannot read " + tls_root_file);
+  if (!credential_file.empty()) {
+    auto secret = cgp::transport::read_secret(credential_file, "--credential");
+    if (!secret) return fail(3, secret.error().message);
+    connection.credential = std::move(*secret);
+  }
+  if (!tls_root_file.empty()) {
+    auto root = cgp::transport::read_file(tls_root_file, "--tls-root");
+    if (!root) return fail(3, root.error().message);
+    connection.tls_root_certificate = std::move(*root);
+  }
   auto client = cgp::transport::AnalystClient::connect(connection);
   if (!client) return fail(2, client.error().message);
 
@@ -228,4 +243,10 @@ int main(int argc, char** argv) {
   if (!answer) return fail(1, answer.error().message);
   std::printf("%s\n", to_json(*answer, kind, per_user).dump(2).c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cgp::tools::guarded_main("cgp-analyst", [&] { return run(argc, argv); });
 }

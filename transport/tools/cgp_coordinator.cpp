@@ -3,26 +3,35 @@
 //   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
+//                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
-//   cgp-coordinator credential --out FILE
+//   cgp-coordinator revoke --devices FILE --id ID
+//   cgp-coordinator credential --out FILE [--force]
 //
-// serve runs until SIGINT or SIGTERM; it logs one line per event to stderr. Exit 2 on bad
-// arguments, 1 when the service cannot start.
+// serve runs until SIGINT or SIGTERM; it logs one line per event to stderr, and re-reads the
+// enrolment file on SIGHUP and whenever it changes (checked every 2 s): devices no longer in it
+// are revoked at once. enrol refuses an id already enrolled and never overwrites a key file;
+// revoke takes a device out of the file (a running coordinator follows within 2 s).
+// Exit 0 on success; 1 when the service cannot start; 2 on bad arguments or values; 3 on a
+// missing, unreadable or invalid file.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
+#include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/files.hpp"
 #include "cgp/transport/log_format.hpp"
+#include "guarded_main.hpp"
 
 namespace {
 
@@ -31,13 +40,11 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-// Secrets are written readable by their owner only.
-bool write_secret(const std::string& path, const std::string& text) {
-  const mode_t previous = ::umask(077);
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  ::umask(previous);
-  return static_cast<bool>(out);
+// Exit 3 for what a file held or whether it could be read; 2 for an argument's value.
+int fail_with(const cgp::Error& error) {
+  const bool file_problem =
+      error.code != cgp::ErrorCode::already_exists && error.code != cgp::ErrorCode::out_of_range;
+  return fail(file_problem ? 3 : 2, error.message);
 }
 
 // ISO 8601 UTC with milliseconds, for the event log.
@@ -55,10 +62,102 @@ std::string utc_now() {
   return text;
 }
 
-}  // namespace
+// The enrolment file as it is now, or empty when it does not exist yet (a first enrol).
+cgp::Expected<cgp::transport::Enrolment> current_enrolment(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 && errno == ENOENT) return cgp::transport::Enrolment{};
+  auto entries = cgp::transport::read_enrolment(path);
+  if (!entries && entries.error().message.ends_with(" is empty"))
+    return cgp::transport::Enrolment{};
+  return entries;
+}
 
-int main(int argc, char** argv) {
-  CLI::App app{"cgp-coordinator: run a cgpkit coordinator service, enrol devices"};
+int enrol_devices(const std::string& devices, const std::vector<std::string>& ids,
+                  const std::string& secrets_path, bool csv_secrets) {
+  for (const auto& each : ids)
+    if (auto valid = cgp::transport::require_id(csv_secrets ? "--prefix" : "--id", each); !valid)
+      return fail(2, valid.error().message);
+  auto entries = current_enrolment(devices);
+  if (!entries) return fail_with(entries.error());
+  std::set<std::string, std::less<>> known;
+  for (const auto& entry : *entries) known.insert(entry.first);
+  for (const auto& each : ids)
+    if (known.count(each) > 0)
+      return fail(2, "already_exists: device id '" + each + "' is already enrolled in " + devices +
+                         " (revoke it first to give it a new credential)");
+  std::string secrets;
+  for (const auto& each : ids) {
+    const std::string secret = cgp::transport::new_credential();
+    entries->emplace_back(each, cgp::transport::sha256_of(secret));
+    secrets += csv_secrets ? each + "," + secret + "\n" : secret + "\n";
+  }
+  // The key file first, refusing to replace one: a lost key is a device that cannot connect.
+  if (auto written = cgp::transport::write_private_file(
+          secrets_path, csv_secrets ? "--secrets-out" : "--credential-out", secrets, false);
+      !written)
+    return fail(written.error().code == cgp::ErrorCode::already_exists ? 2 : 3,
+                written.error().message);
+  if (auto written = cgp::transport::write_enrolment(devices, *entries); !written) {
+    ::unlink(secrets_path.c_str());
+    return fail(3, written.error().message);
+  }
+  return 0;
+}
+
+int revoke_device(const std::string& devices, const std::string& id) {
+  auto entries = cgp::transport::read_enrolment(devices);
+  if (!entries) return fail_with(entries.error());
+  const auto before = entries->size();
+  std::erase_if(*entries, [&](const auto& entry) { return entry.first == id; });
+  if (entries->size() == before)
+    return fail(2, "--id: device id '" + id + "' is not enrolled in " + devices);
+  if (auto written = cgp::transport::write_enrolment(devices, *entries); !written)
+    return fail(3, written.error().message);
+  return 0;
+}
+
+struct FileStamp {
+  timespec modified{};
+  ino_t inode = 0;
+  off_t size = 0;
+  bool operator==(const FileStamp& o) const {
+    return modified.tv_sec == o.modified.tv_sec && modified.tv_nsec == o.modified.tv_nsec &&
+           inode == o.inode && size == o.size;
+  }
+};
+FileStamp stamp_of(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return {};
+  return {info.st_mtim, info.st_ino, info.st_size};
+}
+
+// Revokes the running devices that the enrolment file no longer lists. New ids need a restart
+// (users are indexed in enrolment order).
+void follow_enrolment(const std::string& path, cgp::transport::CoordinatorService& service,
+                      const std::vector<std::string>& running,
+                      const std::function<void(const std::string&)>& log) {
+  auto entries = cgp::transport::read_enrolment(path);
+  if (!entries) {
+    if (log)
+      log("event=enrolment-unreadable error=" + cgp::transport::log_value(entries.error().message));
+    return;
+  }
+  std::set<std::string, std::less<>> listed;
+  for (const auto& entry : *entries) listed.insert(entry.first);
+  std::size_t added = listed.size();
+  for (const auto& id : running) {
+    if (listed.count(id) > 0) {
+      --added;
+      continue;
+    }
+    (void)service.revoke(id);  // logged by the gateway when it is new
+  }
+  if (added > 0 && log)
+    log("event=enrolment-added devices=" + std::to_string(added) + " note=restart-to-serve-them");
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"cgp-coordinator: run a cgpkit coordinator service, enrol and revoke devices"};
   app.require_subcommand(1);
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
@@ -70,60 +169,90 @@ int main(int argc, char** argv) {
   bool quiet = false;
   std::size_t queues = 8;
   auto* serve = app.add_subcommand("serve", "run the coordinator until SIGINT/SIGTERM");
-  serve->add_option("--listen", listen, "HOST:PORT for devices and analysts");
+  serve->add_option("--listen", listen, "HOST:PORT for devices and analysts")
+      ->capture_default_str();
   serve->add_option("--devices", devices_file, "enrolment file (id,sha256 lines)")->required();
   serve->add_option("--analyst-credential", analyst_file, "file holding the analyst credential")
       ->required();
   serve->add_option("--tls-cert", tls_cert, "PEM certificate chain (TLS)");
   serve->add_option("--tls-key", tls_key, "PEM private key (TLS)");
-  serve->add_option("--budget", budget, "each device's total rho (its CGP filter)");
-  serve->add_option("--dimension", dimension, "dimension of the queried component");
-  serve->add_option("--deadline-ms", deadline_ms, "per-round deadline in milliseconds");
-  serve->add_option("--horizon", horizon, "queries the adaptive allocation plans for");
+  serve->add_option("--budget", budget, "each device's total rho (its CGP filter; rho per m^2)")
+      ->capture_default_str();
+  serve->add_option("--dimension", dimension, "dimension of the queried component")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  serve->add_option("--deadline-ms", deadline_ms, "per-round deadline, milliseconds")
+      ->check(CLI::Range(1L, 3600L * 1000))
+      ->capture_default_str();
+  serve->add_option("--horizon", horizon, "queries the adaptive allocation plans for")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   serve->add_flag("--quiet", quiet, "no event log on stderr");
-  serve->add_option("--queues", queues,
-                    "gRPC completion queues for device streams (a thread each)");
+  serve->add_option("--queues", queues, "gRPC completion queues for device streams (a thread each)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cgp::transport::ConnectionLimits limits;
   long handshake_ms = limits.handshake_timeout.count(), idle_ms = limits.idle_timeout.count(),
        hello_ms = 10000, keepalive_ms = limits.keepalive_time.count();
+  const auto count_range = CLI::Range(std::size_t{1}, std::size_t{1} << 30);
+  const auto ms_range = CLI::Range(1L, 365L * 24 * 3600 * 1000);
   serve
       ->add_option("--max-connections", limits.max_connections,
                    "open TCP connections in all (lowered to the descriptor budget)")
+      ->check(count_range)
       ->capture_default_str();
   serve
       ->add_option("--max-connections-per-address", limits.max_connections_per_address,
                    "open TCP connections per peer IP address")
+      ->check(count_range)
       ->capture_default_str();
   serve
       ->add_option("--max-pending-streams", limits.max_pending_streams,
                    "device streams not yet past Hello, in all")
+      ->check(count_range)
       ->capture_default_str();
   serve
       ->add_option("--max-pending-streams-per-address", limits.max_pending_streams_per_address,
                    "device streams not yet past Hello, per peer IP address")
+      ->check(count_range)
       ->capture_default_str();
   serve->add_option("--handshake-timeout-ms", handshake_ms, "TCP accept to HTTP/2 settings, ms")
+      ->check(ms_range)
       ->capture_default_str();
   serve->add_option("--hello-timeout-ms", hello_ms, "stream start to the device's Hello, ms")
+      ->check(ms_range)
       ->capture_default_str();
   serve->add_option("--idle-timeout-ms", idle_ms, "a connection with no call open is closed, ms")
+      ->check(ms_range)
       ->capture_default_str();
   serve->add_option("--keepalive-ms", keepalive_ms, "HTTP/2 keepalive ping interval, ms")
+      ->check(ms_range)
       ->capture_default_str();
 
-  std::string enrol_devices, id, credential_out, prefix = "device-", secrets_out;
+  std::string enrol_file, id, credential_out, prefix = "device-", secrets_out;
   std::size_t count = 0;
   auto* enrol = app.add_subcommand("enrol", "enrol devices: new credentials, digests appended");
-  enrol->add_option("--devices", enrol_devices, "enrolment file to append to")->required();
+  enrol->add_option("--devices", enrol_file, "enrolment file to add to")->required();
   enrol->add_option("--id", id, "one device's id");
-  enrol->add_option("--credential-out", credential_out, "where the device's credential goes");
-  enrol->add_option("--count", count, "enrol N devices PREFIX0 .. PREFIX(N-1)");
-  enrol->add_option("--prefix", prefix, "id prefix for --count");
-  enrol->add_option("--secrets-out", secrets_out, "CSV id,credential for --count (swarms)");
+  enrol->add_option("--credential-out", credential_out,
+                    "where the device's credential goes (must not exist)");
+  enrol->add_option("--count", count, "enrol N devices PREFIX0 .. PREFIX(N-1)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
+  enrol->add_option("--prefix", prefix, "id prefix for --count")->capture_default_str();
+  enrol->add_option("--secrets-out", secrets_out,
+                    "CSV id,credential for --count (swarms; must not exist)");
+
+  std::string revoke_devices, revoke_id;
+  auto* revoke = app.add_subcommand(
+      "revoke", "take a device out of the enrolment file (a running coordinator follows)");
+  revoke->add_option("--devices", revoke_devices, "enrolment file")->required();
+  revoke->add_option("--id", revoke_id, "the device's id")->required();
 
   std::string credential_file;
+  bool force = false;
   auto* credential = app.add_subcommand("credential", "write a fresh analyst credential");
-  credential->add_option("--out", credential_file, "file to write")->required();
+  credential->add_option("--out", credential_file, "file to write (must not exist)")->required();
+  credential->add_flag("--force", force, "replace an existing file");
 
   try {
     app.parse(argc, argv);
@@ -133,71 +262,59 @@ int main(int argc, char** argv) {
   }
 
   if (credential->parsed()) {
-    if (!write_secret(credential_file, cgp::transport::new_credential() + "\n"))
-      return fail(2, "--out: cannot write " + credential_file);
+    if (auto written = cgp::transport::write_private_file(
+            credential_file, "--out", cgp::transport::new_credential() + "\n", force);
+        !written)
+      return fail(written.error().code == cgp::ErrorCode::already_exists ? 2 : 3,
+                  written.error().message);
     return 0;
   }
 
   if (enrol->parsed()) {
-    std::vector<std::string> ids;
-    if (!id.empty() && count == 0 && !credential_out.empty()) {
-      ids.push_back(id);
-    } else if (id.empty() && count > 0 && !secrets_out.empty()) {
+    if (!id.empty() && count == 0 && !credential_out.empty())
+      return enrol_devices(enrol_file, {id}, credential_out, false);
+    if (id.empty() && count > 0 && !secrets_out.empty()) {
+      std::vector<std::string> ids;
+      ids.reserve(count);
       for (std::size_t i = 0; i < count; ++i) ids.push_back(prefix + std::to_string(i));
-    } else {
-      return fail(2, "enrol needs either --id and --credential-out, or --count and --secrets-out");
+      return enrol_devices(enrol_file, ids, secrets_out, true);
     }
-    for (const auto& each : ids)
-      if (auto valid = cgp::transport::require_id(count > 0 ? "--prefix" : "--id", each); !valid)
-        return fail(2, valid.error().message);
-    std::string digests, secrets;
-    for (const auto& each : ids) {
-      const std::string secret = cgp::transport::new_credential();
-      digests += each + "," + cgp::transport::sha256_hex(cgp::transport::sha256_of(secret)) + "\n";
-      secrets += count > 0 ? each + "," + secret + "\n" : secret + "\n";
-    }
-    if (!write_secret(count > 0 ? secrets_out : credential_out, secrets))
-      return fail(2, "cannot write " + (count > 0 ? secrets_out : credential_out));
-    std::ofstream out(enrol_devices, std::ios::app);
-    if (!(out << digests)) return fail(2, "--devices: cannot append to " + enrol_devices);
-    return 0;
+    return fail(2, "enrol needs either --id and --credential-out, or --count and --secrets-out");
   }
+
+  if (revoke->parsed()) return revoke_device(revoke_devices, revoke_id);
 
   // serve
   auto enrolled = cgp::transport::read_enrolment(devices_file);
-  if (!enrolled) return fail(2, "--devices: " + enrolled.error().message);
-  std::string analyst_secret;
-  if (!cgp::transport::read_secret(analyst_file, analyst_secret) || analyst_secret.empty())
-    return fail(2, "--analyst-credential: cannot read a credential from " + analyst_file);
+  if (!enrolled) return fail_with(enrolled.error());
+  auto analyst_secret = cgp::transport::read_secret(analyst_file, "--analyst-credential");
+  if (!analyst_secret) return fail(3, analyst_secret.error().message);
   cgp::transport::CoordinatorOptions options;
   options.gateway.address = listen;
   options.gateway.completion_queues = queues;
   if (tls_cert.empty() != tls_key.empty()) return fail(2, "--tls-cert and --tls-key go together");
-  if (!tls_cert.empty() &&
-      (!cgp::transport::read_file(tls_cert, options.gateway.tls_certificate_chain) ||
-       !cgp::transport::read_file(tls_key, options.gateway.tls_private_key)))
-    return fail(2, "--tls-cert/--tls-key: cannot read the PEM files");
+  if (!tls_cert.empty()) {
+    auto chain = cgp::transport::read_file(tls_cert, "--tls-cert");
+    if (!chain) return fail(3, chain.error().message);
+    auto key = cgp::transport::read_file(tls_key, "--tls-key");
+    if (!key) return fail(3, key.error().message);
+    options.gateway.tls_certificate_chain = std::move(*chain);
+    options.gateway.tls_private_key = std::move(*key);
+  }
   for (const auto& [device, digest] : *enrolled) {
     options.device_ids.push_back(device);
     options.gateway.device_credential_digests[device] = digest;
   }
-  options.analyst_credential_sha256 = cgp::transport::sha256_of(analyst_secret);
+  options.analyst_credential_sha256 = cgp::transport::sha256_of(*analyst_secret);
   options.device_budget = budget;
   options.dimension = dimension;
   options.horizon = horizon;
-  if (deadline_ms <= 0) return fail(2, "--deadline-ms must be > 0");
-  for (auto [flag, ms] :
-       {std::pair{"--handshake-timeout-ms", handshake_ms},
-        std::pair{"--hello-timeout-ms", hello_ms}, std::pair{"--idle-timeout-ms", idle_ms},
-        std::pair{"--keepalive-ms", keepalive_ms}})
-    if (ms <= 0 || ms > 365L * 24 * 3600 * 1000)
-      return fail(2, std::string(flag) + " must be between 1 and a year of milliseconds");
+  options.round_deadline = std::chrono::milliseconds(deadline_ms);
   limits.handshake_timeout = std::chrono::milliseconds(handshake_ms);
   limits.idle_timeout = std::chrono::milliseconds(idle_ms);
   limits.keepalive_time = std::chrono::milliseconds(keepalive_ms);
   options.gateway.limits = limits;
   options.gateway.hello_timeout = std::chrono::milliseconds(hello_ms);
-  options.round_deadline = std::chrono::milliseconds(deadline_ms);
   static std::mutex log_mutex;
   if (!quiet)
     options.gateway.log = [](const std::string& line) {
@@ -210,10 +327,15 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto service = cgp::transport::CoordinatorService::start(options);
-  if (!service) return fail(1, service.error().message);
+  if (!service) {
+    const auto& error = service.error();
+    // A port in use (or any other reason the socket cannot be had) is not a bad argument.
+    return fail(error.code == cgp::ErrorCode::unavailable ? 1 : 2, error.message);
+  }
   std::fprintf(stderr,
                "event=listening address=%s port=%d devices=%zu tls=%s max_connections=%zu\n",
                listen.c_str(), (*service)->port(), options.device_ids.size(),
@@ -222,9 +344,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "cgp-coordinator: plaintext — credentials cross the network in clear; "
                  "use --tls-cert/--tls-key beyond loopback\n");
+  FileStamp seen = stamp_of(devices_file);
   int received = 0;
-  sigwait(&signals, &received);
+  for (;;) {
+    const timespec tick{2, 0};
+    siginfo_t info;
+    received = sigtimedwait(&signals, &info, &tick);
+    if (received == SIGINT || received == SIGTERM) break;
+    const FileStamp now = stamp_of(devices_file);
+    if (received == SIGHUP || !(now == seen)) {
+      seen = now;
+      follow_enrolment(devices_file, **service, options.device_ids, options.gateway.log);
+    }
+  }
   std::fprintf(stderr, "event=stopping signal=%d\n", received);
   service->reset();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cgp::tools::guarded_main("cgp-coordinator", [&] { return run(argc, argv); });
 }

@@ -9,11 +9,11 @@
 // --reconnect: when the coordinator goes away (a restart, a network cut), dial again with
 // backoff from 100 ms to 5 s, until the process is stopped; a refused credential still exits.
 // --components FILE: one component per line, "name,v1,v2,...". Exit 0 when the coordinator
-// ends the session, 1 on a refused credential or lost connection, 2 on bad arguments.
+// ends the session, 1 on a refused credential or lost connection, 2 on bad arguments or
+// values, 3 on a missing, unreadable or invalid file.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -22,6 +22,7 @@
 #include "cgp/client/device.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/files.hpp"
+#include "guarded_main.hpp"
 
 namespace {
 
@@ -46,9 +47,7 @@ bool parse_values(const std::string& text, std::vector<double>& out) {
   return !out.empty();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"cgp-device: one device serving a cgpkit coordinator"};
   std::string coordinator, id, credential_file, tls_root_file, ledger, components_file;
   double budget = 0;
@@ -77,12 +76,8 @@ int main(int argc, char** argv) {
   }
   auto config = cgp::DeviceConfig::cgp(budget, sticky);
   if (!config) return fail(2, "--budget: " + config.error().message);
-  auto device = cgp::client::Device::open_secure(*config, ledger.c_str());
-  if (!device) return fail(1, device.error().message);
-  if (!device->ledger_status().ok())
-    std::fprintf(stderr, "cgp-device: %s (the device will refuse every request)\n",
-                 device->ledger_status().error().message.c_str());
 
+  // Every argument and file is checked before the ledger is opened (or created).
   std::vector<std::pair<std::string, std::vector<double>>> values;
   if (!location.empty()) values.emplace_back("location", location);
   for (const auto& spec : components) {
@@ -93,30 +88,42 @@ int main(int argc, char** argv) {
     values.emplace_back(spec.substr(0, equals), v);
   }
   if (!components_file.empty()) {
-    std::ifstream in(components_file);
-    if (!in) return fail(2, "--components: cannot read " + components_file);
+    auto text = cgp::transport::read_file(components_file, "--components");
+    if (!text) return fail(3, text.error().message);
+    std::istringstream in(std::move(*text));
     std::string line;
-    while (std::getline(in, line)) {
+    for (std::size_t number = 1; std::getline(in, line); ++number) {
       if (line.empty()) continue;
       const auto comma = line.find(',');
       std::vector<double> v;
       if (comma == std::string::npos || !parse_values(line.substr(comma + 1), v))
-        return fail(2, "--components: bad line '" + line + "'");
+        return fail(3, "--components: " + components_file + ":" + std::to_string(number) +
+                           ": expected 'name,v1,v2,...'");
       values.emplace_back(line.substr(0, comma), v);
     }
   }
+  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}, {}};
+  if (!credential_file.empty()) {
+    auto secret = cgp::transport::read_secret(credential_file, "--credential");
+    if (!secret) return fail(3, secret.error().message);
+    connection.credential = std::move(*secret);
+  }
+  if (!tls_root_file.empty()) {
+    auto root = cgp::transport::read_file(tls_root_file, "--tls-root");
+    if (!root) return fail(3, root.error().message);
+    connection.tls_root_certificate = std::move(*root);
+  }
+
+  auto device = cgp::client::Device::open_secure(*config, ledger.c_str());
+  if (!device) return fail(1, device.error().message);
+  if (!device->ledger_status().ok())
+    std::fprintf(stderr, "cgp-device: %s (the device will refuse every request)\n",
+                 device->ledger_status().error().message.c_str());
   for (const auto& [name, v] : values) {
     if (auto s = device->register_component(name, v.size()); !s) return fail(2, s.error().message);
     if (auto s = device->set_component(name, v); !s) return fail(2, s.error().message);
   }
 
-  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}, {}};
-  if (!credential_file.empty() &&
-      !cgp::transport::read_secret(credential_file, connection.credential))
-    return fail(2, "--credential: cannot read " + credential_file);
-  if (!tls_root_file.empty() &&
-      !cgp::transport::read_file(tls_root_file, connection.tls_root_certificate))
-    return fail(2, "--tls-root: cannot read " + tls_root_file);
   std::chrono::milliseconds backoff{100};
   for (;;) {
     const auto began = std::chrono::steady_clock::now();
@@ -130,4 +137,10 @@ int main(int argc, char** argv) {
                   : std::min<std::chrono::milliseconds>(2 * backoff, std::chrono::seconds(5));
     std::this_thread::sleep_for(backoff);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cgp::tools::guarded_main("cgp-device", [&] { return run(argc, argv); });
 }

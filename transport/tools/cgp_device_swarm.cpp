@@ -18,14 +18,15 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "cgp/sim/dataset.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/files.hpp"
+#include "guarded_main.hpp"
 
 namespace {
 
@@ -45,9 +46,7 @@ void report(const cgp::transport::DeviceSwarm& swarm) {
                static_cast<unsigned long long>(c.lost_connections));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"cgp-device-swarm: many simulated devices serving a cgpkit coordinator"};
   std::string coordinator, data_file, projection = "local", secrets_file, prefix = "device-",
                                       tls_root_file;
@@ -55,8 +54,12 @@ int main(int argc, char** argv) {
   double budget = 1.0, duration = 0;
   std::uint64_t seed = 1;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
-  app.add_option("--count", count, "number of devices")->required();
-  app.add_option("--offset", offset, "first device number and data row");
+  app.add_option("--count", count, "number of devices")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
+      ->required();
+  app.add_option("--offset", offset, "first device number and data row")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{100000000}))
+      ->capture_default_str();
   app.add_option("--data", data_file, "CSV of locations (lon,lat or x,y)");
   app.add_option("--projection", projection, "local|mercator, for lon/lat data");
   app.add_option("--secrets", secrets_file, "CSV id,credential (cgp-coordinator enrol --count)");
@@ -64,9 +67,15 @@ int main(int argc, char** argv) {
   app.add_option("--budget", budget, "each device's total rho");
   app.add_option("--seed", seed, "noise seed (and the synthetic city's)");
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
-  app.add_option("--streams-per-connection", per_connection, "devices per TCP connection");
-  app.add_option("--queues", queues, "gRPC completion queues (a thread each)");
-  app.add_option("--duration", duration, "seconds to run (0 = until SIGINT/SIGTERM)");
+  app.add_option("--streams-per-connection", per_connection, "devices per TCP connection")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->capture_default_str();
+  app.add_option("--queues", queues, "gRPC completion queues (a thread each)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
+      ->capture_default_str();
+  app.add_option("--duration", duration, "seconds to run (0 = until SIGINT/SIGTERM)")
+      ->check(CLI::Range(0.0, 86400.0 * 365))
+      ->capture_default_str();
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   try {
@@ -75,9 +84,6 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     return fail(2, e.what());
   }
-  if (count == 0) return fail(2, "--count must be ≥ 1");
-  if (per_connection == 0) return fail(2, "--streams-per-connection must be ≥ 1");
-  if (!(duration >= 0)) return fail(2, "--duration must be ≥ 0");
   auto config = cgp::DeviceConfig::cgp(budget);
   if (!config) return fail(2, "--budget: " + config.error().message);
   auto kind = cgp::geometry::parse_projection_kind(projection);
@@ -90,18 +96,25 @@ int main(int argc, char** argv) {
     auto loaded = cgp::sim::load_locations(data_file, *kind);
     if (!loaded) return fail(3, loaded.error().message);
     data = std::move(*loaded);
-    if (data.size() < count)
-      return fail(2,
-                  "--count: " + data_file + " has only " + std::to_string(data.size()) + " rows");
+    // Rows offset .. offset + count − 1 must all be there (on 51cfbc1 a large --offset read past
+    // the end of the data).
+    if (data.size() < offset + count)
+      return fail(2, "--offset/--count: " + data_file + " has " + std::to_string(data.size()) +
+                         " rows; rows " + std::to_string(offset) + ".." +
+                         std::to_string(offset + count - 1) + " were asked for");
   }
   std::map<std::string, std::string> secrets;
   if (!secrets_file.empty()) {
-    std::ifstream in(secrets_file);
-    if (!in) return fail(2, "--secrets: cannot read " + secrets_file);
+    auto text = cgp::transport::read_file(secrets_file, "--secrets",
+                                          cgp::transport::kMaxEnrolmentFileBytes);
+    if (!text) return fail(3, text.error().message);
+    std::istringstream in(std::move(*text));
     std::string line;
-    while (std::getline(in, line)) {
+    for (std::size_t number = 1; std::getline(in, line); ++number) {
       const auto comma = line.find(',');
-      if (comma == std::string::npos) return fail(2, "--secrets: expected 'id,credential' lines");
+      if (comma == std::string::npos)
+        return fail(3, "--secrets: " + secrets_file + ":" + std::to_string(number) +
+                           ": expected 'id,credential'");
       secrets[line.substr(0, comma)] = line.substr(comma + 1);
     }
   }
@@ -123,9 +136,11 @@ int main(int argc, char** argv) {
   options.first_stream = offset;
   options.streams_per_connection = per_connection;
   options.completion_queues = queues;
-  if (!tls_root_file.empty() &&
-      !cgp::transport::read_file(tls_root_file, options.tls_root_certificate))
-    return fail(2, "--tls-root: cannot read " + tls_root_file);
+  if (!tls_root_file.empty()) {
+    auto root = cgp::transport::read_file(tls_root_file, "--tls-root");
+    if (!root) return fail(3, root.error().message);
+    options.tls_root_certificate = std::move(*root);
+  }
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -154,4 +169,10 @@ int main(int argc, char** argv) {
   report(**swarm);
   swarm->reset();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cgp::tools::guarded_main("cgp-device-swarm", [&] { return run(argc, argv); });
 }

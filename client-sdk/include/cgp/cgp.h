@@ -42,6 +42,10 @@ enum cgp_status {
   CGP_LEDGER_IN_USE = 18,  /* the ledger file is open in another live handle or process */
   CGP_INTERNAL_ERROR = 19, /* unexpected failure inside the device; nothing was charged */
   CGP_INCOMPLETE_QUERY = 20, /* coordinator only: too few users answered */
+  CGP_UNAVAILABLE = 21,       /* network: the peer cannot be reached; retry later */
+  CGP_UNAUTHENTICATED = 22,   /* network: a credential is missing or refused */
+  CGP_DEADLINE_EXCEEDED = 23, /* network: no answer in time */
+  CGP_ALREADY_EXISTS = 24,    /* tools: refusing to replace an id or a file */
   CGP_OUT_OF_MEMORY = 100,
   CGP_INTERNAL = 101
 };

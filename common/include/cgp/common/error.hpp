@@ -32,9 +32,14 @@ enum class ErrorCode : std::int32_t {
   ledger_in_use = 18,      // the ledger file is held by another live handle: fail closed
   internal_error = 19,     // an unexpected failure inside the device; nothing was charged
   incomplete_query = 20,   // too few users answered for the estimate to be valid
+  // Operational: retry later, or fix something other than the input values.
+  unavailable = 21,        // the peer cannot be reached or is overloaded: retry later
+  unauthenticated = 22,    // a credential is missing or refused
+  deadline_exceeded = 23,  // no answer within the time allowed
+  already_exists = 24,     // refusing to replace something that exists (an id, a file)
 };
 
-inline constexpr ErrorCode kLastErrorCode = ErrorCode::incomplete_query;
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::already_exists;
 
 // The wire/ABI name of a code, e.g. "not_finite". Unknown values give "unknown_error".
 std::string_view error_code_name(ErrorCode code) noexcept;

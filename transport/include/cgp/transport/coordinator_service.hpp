@@ -40,6 +40,10 @@ class CoordinatorService {
   ~CoordinatorService();  // closes every stream
   int port() const noexcept;
   DeviceGateway& gateway() noexcept;
+  // Takes an enrolled device out without a restart: its stream ends, it cannot connect again,
+  // and later queries leave it out (user indices do not change). Errors: an id not enrolled.
+  // Returns false if it was revoked before.
+  Expected<bool> revoke(const std::string& device_id);
 
   struct Impl;  // opaque
 

@@ -21,8 +21,12 @@ std::string sha256_hex(const CredentialSha256& digest);
 bool credential_matches(std::string_view secret, const CredentialSha256& digest);
 // A fresh credential: 32 random bytes from the OS, as 64 hex characters.
 std::string new_credential();
-// An enrolment file (cgp-coordinator enrol / serve --devices). Errors name the file and line.
-Expected<std::vector<std::pair<std::string, CredentialSha256>>> read_enrolment(
-    const std::string& path);
+// An enrolment file (cgp-coordinator enrol / serve --devices): "id,sha256-hex" lines, '#'
+// comments. Errors name the file and line; an id enrolled twice is an error (already_exists).
+using Enrolment = std::vector<std::pair<std::string, CredentialSha256>>;
+Expected<Enrolment> read_enrolment(const std::string& path);
+// Replaces the enrolment file atomically (a temporary file beside it, synced, renamed over it):
+// a crash leaves the old file or the new one, never half of one.
+Status write_enrolment(const std::string& path, const Enrolment& entries);
 
 }  // namespace cgp::transport

@@ -101,6 +101,9 @@ class DeviceGateway {
   // The total connection cap in force (ConnectionLimits::max_connections, or the descriptor
   // budget when that is lower).
   std::size_t max_connections() const noexcept;
+  // Takes a device out for good: its stream is ended and every later Hello with its id is
+  // refused (UNAUTHENTICATED), whatever credential it presents. False if it was already revoked.
+  bool revoke(const std::string& device_id);
   // Waits until at least `count` devices have said Hello, or the timeout passes.
   bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
 

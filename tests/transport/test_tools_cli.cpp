@@ -1,0 +1,329 @@
+// The four network programs against hostile arguments and files (issue 10 item 7), and
+// enrolment that refuses duplicates and overwrites, with revoke on a running coordinator
+// (item 8). On 51cfbc1 most rows of the table aborted (exit 134, an uncaught exception), one
+// read out of bounds, and others succeeded silently with a wrong value.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cgp/transport/analyst_client.hpp"
+#include "cgp/transport/coordinator_service.hpp"
+#include "cgp/transport/credentials.hpp"
+#include "cgp/transport/device_swarm.hpp"
+#include "cgp/transport/files.hpp"
+
+extern char** environ;
+
+using namespace cgp;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string err;
+};
+
+// Runs a program to its end with stdout discarded; stderr is returned.
+Outcome run_tool(std::vector<std::string> arguments, const fs::path& scratch) {
+  const fs::path err_file = scratch / "stderr.txt";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
+  std::vector<char*> argv;
+  for (auto& a : arguments) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Outcome out;
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  out.err = text.str();
+  return out;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    dir = fs::temp_directory_path() / ("cgp-cli-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "a-directory");
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+};
+
+}  // namespace
+
+TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3",
+          "[transport][tools]") {
+  Scratch s;
+  const std::string coordinator = CGP_COORDINATOR_PATH, analyst = CGP_ANALYST_PATH,
+                    device = CGP_DEVICE_PATH, swarm = CGP_SWARM_PATH;
+  REQUIRE(run_tool({coordinator, "credential", "--out", s / "analyst"}, s.dir).exit_code == 0);
+  REQUIRE(run_tool({coordinator, "enrol", "--devices", s / "devices.csv", "--id", "d0",
+                    "--credential-out", s / "d0.key"},
+                   s.dir)
+              .exit_code == 0);
+  { std::ofstream(s / "small.csv") << "x,y\n1,2\n3,4\n5,6\n"; }
+  const std::string dir = s / "a-directory";
+  // serve with a valid enrolment; `credential` and `listen` replaceable, `more` appended.
+  auto serve = [&](const std::string& credential, const std::string& listen,
+                   std::initializer_list<std::string> more) {
+    std::vector<std::string> arguments = {coordinator,
+                                          "serve",
+                                          "--listen",
+                                          listen,
+                                          "--devices",
+                                          s / "devices.csv",
+                                          "--analyst-credential",
+                                          credential,
+                                          "--quiet"};
+    arguments.insert(arguments.end(), more);
+    return arguments;
+  };
+  const std::string analyst_file = s / "analyst", any = "127.0.0.1:0";
+  struct Row {
+    std::vector<std::string> arguments;
+    int exit_code;
+    std::string says;  // a substring of stderr that names what is wrong
+  };
+  const std::vector<Row> table = {
+      // Files that are not files, or never end.
+      {{coordinator, "serve", "--devices", dir, "--analyst-credential", s / "analyst"},
+       3,
+       "not a regular file"},
+      {{coordinator, "serve", "--devices", "/dev/zero", "--analyst-credential", s / "analyst"},
+       3,
+       "not a regular file"},
+      {serve(dir, any, {}), 3, "--analyst-credential"},
+      {serve("/dev/zero", any, {}), 3, "--analyst-credential"},
+      {serve(analyst_file, any, {"--tls-cert", dir, "--tls-key", analyst_file}), 3, "--tls-cert"},
+      {serve(analyst_file, any, {"--tls-cert", analyst_file, "--tls-key", "/dev/zero"}), 3,
+       "--tls-key"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "--credential", dir, "status"}, 3, "--credential"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "--tls-root", "/dev/zero", "status"},
+       3,
+       "--tls-root"},
+      {{device, "--coordinator", "127.0.0.1:1", "--id", "d0", "--ledger", s / "ledger.db",
+        "--budget", "1", "--components", "/dev/zero"},
+       3,
+       "--components"},
+      {{device, "--coordinator", "127.0.0.1:1", "--id", "d0", "--ledger", s / "ledger.db",
+        "--budget", "1", "--credential", dir},
+       3,
+       "--credential"},
+      {{swarm, "--coordinator", "127.0.0.1:1", "--count", "1", "--tls-root", dir}, 3, "--tls-root"},
+      {{swarm, "--coordinator", "127.0.0.1:1", "--count", "1", "--secrets", "/dev/zero"},
+       3,
+       "--secrets"},
+      // Numbers out of range: refused, never wrapped or truncated.
+      {serve(analyst_file, any, {"--horizon", "18446744073709551615"}), 2, "--horizon"},
+      {serve(analyst_file, "127.0.0.1:99999", {}), 2, "0..65535"},
+      {serve(analyst_file, any, {"--budget", "-1"}), 2, "budget"},
+      {serve(analyst_file, any, {"--queues", "0"}), 2, "--queues"},
+      {{coordinator, "enrol", "--devices", s / "devices.csv", "--count", "99999999999",
+        "--secrets-out", s / "many.csv"},
+       2,
+       "--count"},
+      {{swarm, "--coordinator", "127.0.0.1:1", "--count", "-1"}, 2, "--count"},
+      {{swarm, "--coordinator", "127.0.0.1:1", "--count", "1e9"}, 2, "--count"},
+      {{swarm, "--coordinator", "127.0.0.1:1", "--count", "2", "--offset", "2", "--data",
+        s / "small.csv"},
+       2,
+       "--offset"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "0.1", "--c",
+        "4294967300"},
+       2,
+       "--c"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "-1"},
+       2,
+       "--rho"},
+      // Writes that fail are failures, and keys are never overwritten.
+      {{coordinator, "credential", "--out", "/dev/full", "--force"}, 3, "--out"},
+      {{coordinator, "credential", "--out", s / "analyst"}, 2, "exists"},
+      {{coordinator, "credential", "--out", s / "a-directory/missing/x"}, 3, "--out"},
+  };
+  for (const auto& row : table) {
+    std::string shown;
+    for (std::size_t i = 1; i < row.arguments.size(); ++i) shown += row.arguments[i] + " ";
+    INFO(fs::path(row.arguments[0]).filename().string() << " " << shown);
+    const auto outcome = run_tool(row.arguments, s.dir);
+    INFO("stderr: " << outcome.err);
+    CHECK(outcome.exit_code == row.exit_code);
+    CHECK(outcome.err.find(row.says) != std::string::npos);
+  }
+  // The device checked its files before creating a ledger.
+  CHECK_FALSE(fs::exists(s / "ledger.db"));
+}
+
+TEST_CASE("tools: enrol refuses a second enrolment of an id and never overwrites a key",
+          "[transport][tools]") {
+  Scratch s;
+  const std::string coordinator = CGP_COORDINATOR_PATH;
+  const std::string devices = s / "devices.csv";
+  REQUIRE(run_tool({coordinator, "enrol", "--devices", devices, "--id", "d0", "--credential-out",
+                    s / "d0.key"},
+                   s.dir)
+              .exit_code == 0);
+  const std::string key = slurp(s / "d0.key"), enrolment = slurp(devices);
+  CHECK(fs::status(s / "d0.key").permissions() == (fs::perms::owner_read | fs::perms::owner_write));
+
+  // d0 again (on 51cfbc1: a second line, and the next serve refused to start).
+  auto again = run_tool({coordinator, "enrol", "--devices", devices, "--id", "d0",
+                         "--credential-out", s / "d0-again.key"},
+                        s.dir);
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("already enrolled") != std::string::npos);
+  CHECK_FALSE(fs::exists(s / "d0-again.key"));
+  // A new id whose key file exists (on 51cfbc1: silently overwritten, d0 locked out).
+  auto overwrite = run_tool(
+      {coordinator, "enrol", "--devices", devices, "--id", "d1", "--credential-out", s / "d0.key"},
+      s.dir);
+  CHECK(overwrite.exit_code == 2);
+  CHECK(overwrite.err.find("exists") != std::string::npos);
+  CHECK(slurp(s / "d0.key") == key);
+  CHECK(slurp(devices) == enrolment);
+  // A batch that overlaps the enrolled ids is refused whole.
+  CHECK(run_tool({coordinator, "enrol", "--devices", devices, "--count", "3", "--prefix", "d",
+                  "--secrets-out", s / "batch.csv"},
+                 s.dir)
+            .exit_code == 2);
+  CHECK(slurp(devices) == enrolment);
+  // A file with a duplicate, written by hand, is refused by name with its line.
+  { std::ofstream(devices, std::ios::app) << enrolment.substr(enrolment.find("d0,")); }
+  auto read = transport::read_enrolment(devices);
+  REQUIRE_FALSE(read.has_value());
+  CHECK(read.error().code == ErrorCode::already_exists);
+  CHECK(read.error().message.find(":3:") != std::string::npos);
+}
+
+TEST_CASE("tools: revoke takes a device out of a running coordinator without a restart",
+          "[transport][tools]") {
+  Scratch s;
+  const std::string coordinator = CGP_COORDINATOR_PATH;
+  const std::string devices = s / "devices.csv";
+  REQUIRE(run_tool({coordinator, "credential", "--out", s / "analyst"}, s.dir).exit_code == 0);
+  REQUIRE(run_tool({coordinator, "enrol", "--devices", devices, "--count", "3", "--secrets-out",
+                    s / "secrets.csv"},
+                   s.dir)
+              .exit_code == 0);
+  std::string secret;
+  std::getline(std::ifstream(s / "analyst"), secret);
+  std::vector<transport::SwarmMember> members;
+  {
+    std::ifstream in(s / "secrets.csv");
+    std::string line;
+    for (double x = 0; std::getline(in, line); x += 10)
+      members.push_back({line.substr(0, line.find(',')), line.substr(line.find(',') + 1), {x, x}});
+  }
+  REQUIRE(members.size() == 3);
+
+  // In-process first: the library call.
+  {
+    transport::CoordinatorOptions options;
+    auto enrolled = *transport::read_enrolment(devices);
+    for (const auto& [id, digest] : enrolled) {
+      options.device_ids.push_back(id);
+      options.gateway.device_credential_digests[id] = digest;
+    }
+    auto service = *transport::CoordinatorService::start(options);
+    const std::string address = "127.0.0.1:" + std::to_string(service->port());
+    transport::SwarmOptions swarm_options;
+    swarm_options.coordinator_address = address;
+    swarm_options.config = *DeviceConfig::cgp(1.0);
+    auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+    REQUIRE(service->gateway().wait_for_devices(3, 30s));
+    REQUIRE(service->revoke("device-1").has_value());
+    CHECK_FALSE(*service->revoke("device-1"));  // once is enough
+    auto unknown = service->revoke("nobody");
+    REQUIRE_FALSE(unknown.has_value());
+    CHECK(unknown.error().parameter == "device_id");
+    // The swarm redials device-1 with its (valid) credential: refused every time.
+    std::this_thread::sleep_for(1500ms);
+    CHECK(service->gateway().connected() == 2);
+    auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+    double lo[2] = {-5, -5}, hi[2] = {100, 100};
+    coordinator::QueryOptions query;
+    query.query_id = "";
+    auto counted = analyst.range_count(*geometry::Box::create(lo, hi), 0.5, query);
+    REQUIRE(counted.has_value());
+    CHECK(counted->coverage.users == 2);  // device-1 is no longer part of queries
+    CHECK(counted->coverage.answered == 2);
+    swarm.reset();
+  }
+
+  // The program: `revoke` edits the file; the running coordinator follows.
+  int port = 0;
+  {
+    auto probe = transport::DeviceGateway::start("127.0.0.1:0");
+    REQUIRE(probe.has_value());
+    port = (*probe)->port();
+  }
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> serve = {
+      coordinator,   "serve",  "--listen", address, "--devices", devices, "--analyst-credential",
+      s / "analyst", "--quiet"};
+  std::vector<char*> argv;
+  for (auto& a : serve) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t server = 0;
+  REQUIRE(posix_spawn(&server, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+  auto connected = [&]() -> long {
+    auto analyst = transport::AnalystClient::connect({address, secret, "", 2s, std::nullopt});
+    if (!analyst) return -1;
+    auto status = analyst->status();
+    return status ? static_cast<long>(status->connected) : -1;
+  };
+  auto eventually = [](auto&& done, std::chrono::seconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(100ms);
+    return done();
+  };
+  CHECK(eventually([&] { return connected() == 3; }, 30s));
+  auto revoked = run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-2"}, s.dir);
+  CHECK(revoked.exit_code == 0);
+  CHECK(slurp(devices).find("device-2,") == std::string::npos);
+  CHECK(eventually([&] { return connected() == 2; }, 20s));
+  std::this_thread::sleep_for(1s);
+  CHECK(connected() == 2);  // and it stays out
+  auto unknown = run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-9"}, s.dir);
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("not enrolled") != std::string::npos);
+  swarm.reset();
+  kill(server, SIGTERM);
+  int status = 0;
+  waitpid(server, &status, 0);
+  CHECK(WIFEXITED(status));
+}
