@@ -24,6 +24,7 @@
 #include "cgp/common/privacy/conversions.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/privacy/gaussian_profile.hpp"
+#include "cgp/common/version.hpp"
 #include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/simulated_fleet.hpp"
@@ -75,6 +76,10 @@ int main(int argc, char** argv) {
           "usage: cgp-demo [--arithmetic] [--rho R] [--delta D] [--lambda METRES] [--c C]\n"
           "  default: range, KDE and kNN queries over a simulated city, every method\n"
           "  --arithmetic: what one user's budget means (Lemma 3.2, eq. (10), splits)\n");
+      return 0;
+    }
+    if (flag == "--version") {
+      std::printf("%s\n", std::string(cgp::version_string()).c_str());
       return 0;
     }
     if (flag == "--arithmetic") {

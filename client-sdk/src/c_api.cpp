@@ -6,6 +6,7 @@
 
 #include "cgp/cgp.h"
 #include "cgp/client/device.hpp"
+#include "cgp/common/version.hpp"
 #include "cgp/common/wire/codec.hpp"
 
 struct cgp_device {
@@ -137,6 +138,10 @@ const char* cgp_status_name(int status) {
   if (status < 0 || status > static_cast<int>(cgp::kLastErrorCode)) return "unknown_error";
   // error_code_name returns views of string literals: NUL-terminated.
   return cgp::error_code_name(static_cast<cgp::ErrorCode>(status)).data();
+}
+
+const char* cgp_version_string(void) {
+  return cgp::version_string().data();  // a string literal: NUL-terminated
 }
 
 void cgp_device_close(cgp_device* device) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cgp/common/validate.hpp"
+#include "cgp/common/version.hpp"
 #include "cgp/sim/dataset.hpp"
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "cgp-sim: the experiments of Liang & Yi, Adaptive Privacy Budgeting (§7, App. C), "
       "over simulated devices that privatize on their own side"};
+  app.set_version_flag("--version", std::string(cgp::version_string()));
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   app.require_subcommand(1);

@@ -280,6 +280,10 @@ int main(void) {
   CHECK(strcmp(cgp_status_name(CGP_REPLY_PRUNED), "reply_pruned") == 0);
   CHECK(strcmp(cgp_status_name(CGP_BUFFER_TOO_SMALL), "buffer_too_small") == 0);
   CHECK(strcmp(cgp_status_name(999), "unknown_error") == 0);
+  CHECK(strcmp(cgp_status_name(CGP_ALREADY_EXISTS), "already_exists") == 0);
+  /* "MAJOR.MINOR.PATCH": two dots. */
+  CHECK(strchr(cgp_version_string(), '.') != NULL);
+  CHECK(strchr(strchr(cgp_version_string(), '.') + 1, '.') != NULL);
   cgp_device_close(NULL);
 
   printf("%d passed, %d failed\n", passed, failed);

@@ -20,6 +20,7 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "metrics_endpoint.hpp"
 
 namespace cgp::transport {
 namespace {
@@ -90,6 +91,7 @@ void fill_report(const Report& report, v1::QueryResult& out) {
 struct CoordinatorService::Impl {
   CoordinatorOptions options;
   std::unique_ptr<DeviceGateway> gateway;
+  std::unique_ptr<detail::MetricsEndpoint> metrics;
   std::unique_ptr<NetworkFleet> fleet;
   std::map<std::string, coordinator::UserId> user_of_device;
 
@@ -213,6 +215,7 @@ struct CoordinatorService::Impl {
     // Users whose replies could not count are a coverage, never an estimate that looks fine.
     *out->mutable_coverage() =
         coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
+    if (metrics) metrics->observe_query(kind, out->coverage().valid(), out->seconds());
     results[query.query_id] = *out;
     if (options.gateway.log)
       options.gateway.log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
@@ -389,6 +392,7 @@ class AnalystEndpoint final : public v1::Analyst::Service {
 
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
+  impl_->metrics.reset();  // no scrape reads the gateway while it goes
   impl_->gateway.reset();  // streams end before the service object goes
 }
 
@@ -425,10 +429,24 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   auto gateway = DeviceGateway::start(gateway_options);
   if (!gateway) return gateway.error();
   impl->gateway = std::move(*gateway);
+  impl->gateway->set_serving("cgp.v1.Analyst", true);
+  if (!options.metrics_address.empty()) {
+    auto* core = impl.get();
+    auto metrics = detail::MetricsEndpoint::start(
+        options.metrics_address, {[core] { return core->gateway->counters(); },
+                                  [core] { return core->gateway->connected(); },
+                                  [core] { return core->options.device_ids.size(); }});
+    if (!metrics) return metrics.error();
+    impl->metrics = std::move(*metrics);
+  }
   impl->fleet =
       std::make_unique<NetworkFleet>(*impl->gateway, options.device_ids, options.dimension,
                                      config->rho_capacity(), options.round_deadline);
   return std::unique_ptr<CoordinatorService>(new CoordinatorService(std::move(impl)));
+}
+
+int CoordinatorService::metrics_port() const noexcept {
+  return impl_->metrics ? impl_->metrics->port() : 0;
 }
 
 int CoordinatorService::port() const noexcept {

@@ -1,4 +1,5 @@
 #include "cgp/transport/device_client.hpp"
+#include "cgp/common/version.hpp"
 
 #include <grpcpp/grpcpp.h>
 
@@ -72,6 +73,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   v1::DeviceToCoordinator hello;
   hello.mutable_hello()->set_device_id(device_id);
   hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+  hello.mutable_hello()->set_sdk_version(std::string(version_string()));
   hello.mutable_hello()->set_credential(connection.credential);
   if (!stream->Write(hello))
     return make_error(ErrorCode::invalid_argument, "coordinator",

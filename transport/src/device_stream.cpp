@@ -63,6 +63,7 @@ void Session::on_read(bool ok) {
     if (auto admitted = core_.admit(incoming_.hello()); !admitted.ok())
       return finish(std::move(admitted));
     id_ = incoming_.hello().device_id();
+    sdk_version_ = incoming_.hello().sdk_version();
     v1::CoordinatorToDevice welcome;
     welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
     push(std::move(welcome));
@@ -148,6 +149,9 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello) const {
   };
   if (auto valid = require_id("device_id", id); !valid)
     return refuse({grpc::StatusCode::INVALID_ARGUMENT, valid.error().message}, "device-id");
+  if (!hello.sdk_version().empty())
+    if (auto valid = require_id("sdk_version", hello.sdk_version()); !valid)
+      return refuse({grpc::StatusCode::INVALID_ARGUMENT, valid.error().message}, "sdk-version");
   if (hello.protocol_version() != wire::kProtocolVersion)
     return refuse({grpc::StatusCode::FAILED_PRECONDITION, "protocol_version must be 1"},
                   "protocol-version");

@@ -1,4 +1,5 @@
 #include "cgp/transport/device_swarm.hpp"
+#include "cgp/common/version.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -138,6 +139,7 @@ class SwarmStream {
           v1::DeviceToCoordinator hello;
           hello.mutable_hello()->set_device_id(member.spec.id);
           hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
+          hello.mutable_hello()->set_sdk_version(std::string(version_string()));
           hello.mutable_hello()->set_credential(member.spec.credential);
           send(buffer_of(hello.SerializeAsString()), false);
         }

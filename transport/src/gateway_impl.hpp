@@ -65,6 +65,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The device id, once its Hello was accepted (fixed from then on).
   const std::string& id() const noexcept { return id_; }
+  // What the device said it runs (Hello.sdk_version; may be empty), fixed with the id.
+  const std::string& sdk_version() const noexcept { return sdk_version_; }
   // Any thread. False when the stream is finishing or gone.
   bool push(v1::CoordinatorToDevice message);
   void finish(grpc::Status status);
@@ -82,7 +84,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Stream stream_{&context_};
   Tag accepted_tag_{this, Op::accepted}, read_tag_{this, Op::read}, write_tag_{this, Op::write},
       finish_tag_{this, Op::finish};
-  std::string id_;
+  std::string id_, sdk_version_;
   v1::DeviceToCoordinator incoming_;
 
   std::mutex mutex_;

@@ -1,11 +1,45 @@
 #include "cgp/transport/log_format.hpp"
 
+#include <grpc/support/log.h>
+
 #include <cstdio>
+#include <cstring>
+#include <mutex>
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
 
 namespace cgp::transport {
+namespace {
+
+std::mutex grpc_log_mutex;
+std::function<void(const std::string&)> grpc_log_sink;
+
+void forward_grpc_log(gpr_log_func_args* args) {
+  const char* level = args->severity == GPR_LOG_SEVERITY_ERROR  ? "E"
+                      : args->severity == GPR_LOG_SEVERITY_INFO ? "I"
+                                                                : "D";
+  const char* file = args->file ? args->file : "";
+  if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
+  const std::string line = "event=grpc level=" + std::string(level) + " source=" +
+                           log_value(std::string(file) + ":" + std::to_string(args->line)) +
+                           " message=" + log_value(args->message ? args->message : "");
+  std::lock_guard lock(grpc_log_mutex);
+  if (grpc_log_sink) grpc_log_sink(line);
+}
+
+}  // namespace
+
+void route_grpc_logs(std::function<void(const std::string&)> sink) {
+  const bool routed = static_cast<bool>(sink);
+  {
+    std::lock_guard lock(grpc_log_mutex);
+    grpc_log_sink = std::move(sink);
+  }
+  // nullptr restores gRPC's default (stderr).
+  gpr_set_log_function(routed ? forward_grpc_log : nullptr);
+}
+
 namespace {
 
 bool is_id_char(unsigned char c) {

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "cgp/common/validate.hpp"
+#include "cgp/common/version.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/files.hpp"
 #include "guarded_main.hpp"
@@ -70,6 +71,7 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-analyst: queries to a cgpkit coordinator"};
+  app.set_version_flag("--version", std::string(cgp::version_string()));
   app.require_subcommand(1);
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });

@@ -28,6 +28,7 @@
 #include <set>
 #include <string>
 
+#include "cgp/common/version.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/files.hpp"
 #include "cgp/transport/log_format.hpp"
@@ -158,7 +159,13 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-coordinator: run a cgpkit coordinator service, enrol and revoke devices"};
+  app.set_version_flag("--version", std::string(cgp::version_string()));
   app.require_subcommand(1);
+  // Every flag can come from a TOML file instead: serve's under [serve] ("listen =
+  // \"0.0.0.0:7070\"", names without the dashes); flags on the command line win. Unknown
+  // keys are errors.
+  app.set_config("--config", "", "TOML file with the options, [serve] etc. (flags win)");
+  app.allow_config_extras(false);
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
 
@@ -169,6 +176,7 @@ int run(int argc, char** argv) {
   bool quiet = false;
   std::size_t queues = 8;
   auto* serve = app.add_subcommand("serve", "run the coordinator until SIGINT/SIGTERM");
+
   serve->add_option("--listen", listen, "HOST:PORT for devices and analysts")
       ->capture_default_str();
   serve->add_option("--devices", devices_file, "enrolment file (id,sha256 lines)")->required();
@@ -188,6 +196,9 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   serve->add_flag("--quiet", quiet, "no event log on stderr");
+  std::string metrics_listen;
+  serve->add_option("--metrics-listen", metrics_listen,
+                    "HOST:PORT for Prometheus' GET /metrics (none by default)");
   serve->add_option("--queues", queues, "gRPC completion queues for device streams (a thread each)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -310,17 +321,21 @@ int run(int argc, char** argv) {
   options.dimension = dimension;
   options.horizon = horizon;
   options.round_deadline = std::chrono::milliseconds(deadline_ms);
+  options.metrics_address = metrics_listen;
   limits.handshake_timeout = std::chrono::milliseconds(handshake_ms);
   limits.idle_timeout = std::chrono::milliseconds(idle_ms);
   limits.keepalive_time = std::chrono::milliseconds(keepalive_ms);
   options.gateway.limits = limits;
   options.gateway.hello_timeout = std::chrono::milliseconds(hello_ms);
   static std::mutex log_mutex;
-  if (!quiet)
+  if (!quiet) {
     options.gateway.log = [](const std::string& line) {
       std::lock_guard lock(log_mutex);
       std::fprintf(stderr, "ts=%s %s\n", utc_now().c_str(), line.c_str());
     };
+  }
+  // gRPC's own lines in the same structured form (or dropped with --quiet).
+  cgp::transport::route_grpc_logs(quiet ? [](const std::string&) {} : options.gateway.log);
 
   // Signals are taken by sigwait below, not by a handler.
   sigset_t signals;
@@ -336,14 +351,20 @@ int run(int argc, char** argv) {
     // A port in use (or any other reason the socket cannot be had) is not a bad argument.
     return fail(error.code == cgp::ErrorCode::unavailable ? 1 : 2, error.message);
   }
-  std::fprintf(stderr,
-               "event=listening address=%s port=%d devices=%zu tls=%s max_connections=%zu\n",
-               listen.c_str(), (*service)->port(), options.device_ids.size(),
-               tls_cert.empty() ? "off" : "on", (*service)->gateway().max_connections());
+  // Every line on stderr while serving is a log line with ts (also with --quiet: these two).
+  const auto say = [](const std::string& line) {
+    std::lock_guard lock(log_mutex);
+    std::fprintf(stderr, "ts=%s %s\n", utc_now().c_str(), line.c_str());
+  };
+  say("event=listening address=" + cgp::transport::log_value(listen) + " port=" +
+      std::to_string((*service)->port()) + " devices=" + std::to_string(options.device_ids.size()) +
+      " tls=" + (tls_cert.empty() ? "off" : "on") +
+      " max_connections=" + std::to_string((*service)->gateway().max_connections()) +
+      " metrics_port=" + std::to_string((*service)->metrics_port()) +
+      " version=" + std::string(cgp::version_string()));
   if (tls_cert.empty())
-    std::fprintf(stderr,
-                 "cgp-coordinator: plaintext — credentials cross the network in clear; "
-                 "use --tls-cert/--tls-key beyond loopback\n");
+    say("event=warning message=\"plaintext: credentials cross the network in clear; use "
+        "--tls-cert/--tls-key beyond loopback\"");
   FileStamp seen = stamp_of(devices_file);
   int received = 0;
   for (;;) {
@@ -357,7 +378,7 @@ int run(int argc, char** argv) {
       follow_enrolment(devices_file, **service, options.device_ids, options.gateway.log);
     }
   }
-  std::fprintf(stderr, "event=stopping signal=%d\n", received);
+  say("event=stopping signal=" + std::to_string(received));
   service->reset();
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cgp/client/device.hpp"
+#include "cgp/common/version.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/files.hpp"
 #include "guarded_main.hpp"
@@ -49,6 +50,9 @@ bool parse_values(const std::string& text, std::vector<double>& out) {
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-device: one device serving a cgpkit coordinator"};
+  app.set_version_flag("--version", std::string(cgp::version_string()));
+  app.set_config("--config", "", "TOML file with any of the options (command-line flags win)");
+  app.allow_config_extras(false);
   std::string coordinator, id, credential_file, tls_root_file, ledger, components_file;
   double budget = 0;
   bool sticky = false, reconnect = false;

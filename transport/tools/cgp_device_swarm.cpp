@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "cgp/common/version.hpp"
 #include "cgp/sim/dataset.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/files.hpp"
@@ -48,6 +49,9 @@ void report(const cgp::transport::DeviceSwarm& swarm) {
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-device-swarm: many simulated devices serving a cgpkit coordinator"};
+  app.set_version_flag("--version", std::string(cgp::version_string()));
+  app.set_config("--config", "", "TOML file with any of the options (command-line flags win)");
+  app.allow_config_extras(false);
   std::string coordinator, data_file, projection = "local", secrets_file, prefix = "device-",
                                       tls_root_file;
   std::size_t count = 0, offset = 0, per_connection = 500, queues = 4;

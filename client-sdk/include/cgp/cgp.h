@@ -90,6 +90,9 @@ const char* cgp_device_last_error(const cgp_device* device);
 /* The name of a status code, e.g. "ledger_failure"; "unknown_error" for others. */
 const char* cgp_status_name(int status);
 
+/* cgpkit's version, "MAJOR.MINOR.PATCH" (static storage). */
+const char* cgp_version_string(void);
+
 /* Closes the device (NULL is allowed). Its ledger stays on disk. */
 void cgp_device_close(cgp_device* device);
 

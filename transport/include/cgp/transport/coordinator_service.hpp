@@ -30,6 +30,8 @@ struct CoordinatorOptions {
   double device_budget = 1.0;  // each device's total ρ (its CGP filter)
   std::chrono::milliseconds round_deadline{5000};
   std::size_t horizon = 20;  // adaptive allocation for queries that give no ρ
+  // Prometheus text endpoint (GET /metrics) on its own "HOST:PORT"; empty: none.
+  std::string metrics_address;
   // SHA-256 of the analyst credential. Unset: analyst calls are not checked (loopback tests only).
   std::optional<CredentialSha256> analyst_credential_sha256;
 };
@@ -39,6 +41,7 @@ class CoordinatorService {
   static Expected<std::unique_ptr<CoordinatorService>> start(const CoordinatorOptions& options);
   ~CoordinatorService();  // closes every stream
   int port() const noexcept;
+  int metrics_port() const noexcept;  // 0 without a metrics endpoint
   DeviceGateway& gateway() noexcept;
   // Takes an enrolled device out without a restart: its stream ends, it cannot connect again,
   // and later queries leave it out (user indices do not change). Errors: an id not enrolled.

@@ -104,6 +104,8 @@ class DeviceGateway {
   // Takes a device out for good: its stream is ended and every later Hello with its id is
   // refused (UNAUTHENTICATED), whatever credential it presents. False if it was already revoked.
   bool revoke(const std::string& device_id);
+  // grpc.health.v1 status of a further service served on this port (e.g. "cgp.v1.Analyst").
+  void set_serving(const std::string& service, bool serving);
   // Waits until at least `count` devices have said Hello, or the timeout passes.
   bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
 

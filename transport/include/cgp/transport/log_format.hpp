@@ -3,6 +3,7 @@
 // or corrupt an enrolment file.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -17,5 +18,9 @@ Status require_id(std::string_view parameter, std::string_view id);
 // A logfmt value: as it is when it is a non-empty run of id characters, otherwise in double
 // quotes with \ " and control bytes escaped (\n, \r, \t, \xHH), and cut to 256 bytes first.
 std::string log_value(std::string_view value);
+
+// Sends gRPC's own log lines (process-wide) to `sink` as "event=grpc level=E source=file:line
+// message=..." lines, instead of gRPC's own format on stderr; empty restores gRPC's default.
+void route_grpc_logs(std::function<void(const std::string&)> sink);
 
 }  // namespace cgp::transport
