@@ -44,4 +44,10 @@ void BudgetMirror::update(std::span<const UserId> users, std::span<const double>
     update(users[k], replies.kind[k], asked_rho[k], replies.charged[k], replies.remaining[k]);
 }
 
+void BudgetMirror::restore(UserId user, double remaining) noexcept {
+  if (user >= remaining_.size()) return;
+  const double kept = std::isfinite(remaining) && remaining > 0 ? remaining : 0.0;
+  remaining_[user] = std::min(remaining_[user], kept);
+}
+
 }  // namespace cgp::coordinator

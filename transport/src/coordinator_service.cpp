@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "coordinator_state.hpp"
 #include "metrics_endpoint.hpp"
 
 namespace cgp::transport {
@@ -104,6 +106,83 @@ struct CoordinatorService::Impl {
   // counter from 1 would reuse ids and get old answers or request_conflict from every device.
   const std::string query_prefix = random_query_prefix();
   std::map<std::string, v1::QueryResult> results;
+  std::deque<std::string> result_order;  // oldest first, for the retention bound
+  std::uint64_t queries_run = 0;
+  std::unique_ptr<detail::CoordinatorState> state;  // results and mirror beyond memory
+  std::vector<double> saved_mirror;                 // what `state` holds, to save changes only
+
+  void log(const std::string& line) const {
+    if (options.gateway.log) options.gateway.log(line);
+  }
+
+  // Keeps a finished result in memory and in the state file, within the retention bound.
+  void keep_result(const std::string& id, const v1::QueryResult& result) {
+    if (results.count(id) == 0) result_order.push_back(id);
+    results[id] = result;
+    ++queries_run;
+    while (result_order.size() > options.retention.max_results) {
+      results.erase(result_order.front());
+      result_order.pop_front();
+    }
+    if (!state) return;
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    cgp::Status saved = state->save_result({id, result.SerializeAsString(), now});
+    if (saved) saved = state->set_counter("queries", queries_run);
+    if (saved) saved = state->set_counter("adaptive_queries", adaptive_queries);
+    if (saved && queries_run % 64 == 0) {
+      auto pruned = state->prune(options.retention.max_results, options.retention.max_age, now);
+      if (!pruned) saved = pruned.error();
+    }
+    if (saved) saved = save_mirror();
+    if (!saved) log("event=state-error error=" + log_value(saved.error().message));
+  }
+
+  cgp::Status save_mirror() {
+    std::vector<std::pair<std::string, double>> changed;
+    for (std::size_t u = 0; u < saved_mirror.size(); ++u) {
+      const double now = mirror->remaining(static_cast<coordinator::UserId>(u));
+      if (now != saved_mirror[u]) {
+        changed.emplace_back(options.device_ids[u], now);
+        saved_mirror[u] = now;
+      }
+    }
+    return state->save_mirror(changed);
+  }
+
+  // At start: results, counters and the mirror as the last run left them.
+  cgp::Status restore() {
+    auto stored = state->results();
+    if (!stored) return stored.error();
+    for (auto& each : *stored) {
+      v1::QueryResult result;
+      if (!result.ParseFromString(each.bytes)) continue;  // not ours to fail on: skipped
+      result_order.push_back(each.query_id);
+      results[each.query_id] = std::move(result);
+    }
+    while (result_order.size() > options.retention.max_results) {
+      results.erase(result_order.front());
+      result_order.pop_front();
+    }
+    auto run = state->counter("queries");
+    if (!run) return run.error();
+    queries_run = *run;
+    auto adaptive = state->counter("adaptive_queries");
+    if (!adaptive) return adaptive.error();
+    adaptive_queries = static_cast<std::size_t>(*adaptive);
+    auto kept = state->mirror();
+    if (!kept) return kept.error();
+    for (const auto& [id, remaining] : *kept)
+      if (auto user = user_of_device.find(id); user != user_of_device.end())
+        mirror->restore(user->second, remaining);
+    saved_mirror.resize(options.device_ids.size());
+    for (std::size_t u = 0; u < saved_mirror.size(); ++u) {
+      const auto user = static_cast<coordinator::UserId>(u);
+      saved_mirror[u] = kept->count(options.device_ids[u]) > 0 ? mirror->remaining(user) : -1.0;
+    }
+    return {};
+  }
   std::vector<char> revoked;  // per user: revoked, left out of every later query
 
   bool authorised(grpc::ServerContext* context) const {
@@ -216,7 +295,7 @@ struct CoordinatorService::Impl {
     *out->mutable_coverage() =
         coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
     if (metrics) metrics->observe_query(kind, out->coverage().valid(), out->seconds());
-    results[query.query_id] = *out;
+    keep_result(query.query_id, *out);
     if (options.gateway.log)
       options.gateway.log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
                           " rounds=" + std::to_string(out->rounds_used()) +
@@ -326,7 +405,7 @@ struct CoordinatorService::Impl {
     out->set_device_budget(options.device_budget);
     {
       std::lock_guard lock(query_mutex);
-      out->set_queries(results.size());
+      out->set_queries(queries_run);
     }
     out->set_rounds(c.rounds);
     out->set_requests(c.requests);
@@ -392,6 +471,11 @@ class AnalystEndpoint final : public v1::Analyst::Service {
 
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
+  if (impl_->state) {
+    std::lock_guard lock(impl_->query_mutex);
+    if (auto saved = impl_->save_mirror(); !saved)
+      impl_->log("event=state-error error=" + log_value(saved.error().message));
+  }
   impl_->metrics.reset();  // no scrape reads the gateway while it goes
   impl_->gateway.reset();  // streams end before the service object goes
 }
@@ -418,10 +502,20 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   if (!config) return config.error();
   impl->mirror = std::make_unique<coordinator::BudgetMirror>(options.device_ids.size(),
                                                              config->rho_capacity());
+  if (options.retention.max_results == 0 || options.retention.max_age.count() <= 0)
+    return make_error(ErrorCode::not_positive, "retention",
+                      "retention: max_results and max_age must be > 0");
+  if (!options.state_path.empty()) {
+    auto state = detail::CoordinatorState::open(options.state_path);
+    if (!state) return state.error();
+    impl->state = std::move(*state);
+  }
   auto allocation =
       coordinator::AdaptiveBudget::open_ended(config->rho_capacity(), options.horizon);
   if (!allocation) return allocation.error();
   impl->allocation = *allocation;
+  if (impl->state)
+    if (auto restored = impl->restore(); !restored) return restored.error();
   GatewayOptions gateway_options = options.gateway;
   gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
     return std::make_unique<AnalystEndpoint>(*core);

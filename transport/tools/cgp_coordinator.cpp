@@ -196,7 +196,20 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   serve->add_flag("--quiet", quiet, "no event log on stderr");
-  std::string metrics_listen;
+  std::string metrics_listen, state_file;
+  bool no_state = false;
+  std::size_t keep_results = 10000;
+  double keep_days = 30;
+  serve->add_option("--state", state_file,
+                    "SQLite file for finished results and the budget mirror "
+                    "(default: the --devices file with .state appended)");
+  serve->add_flag("--no-state", no_state, "keep results and the mirror in memory only");
+  serve->add_option("--keep-results", keep_results, "finished results kept, newest first")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}))
+      ->capture_default_str();
+  serve->add_option("--keep-results-days", keep_days, "finished results kept at most, days")
+      ->check(CLI::Range(0.001, 36500.0))
+      ->capture_default_str();
   serve->add_option("--metrics-listen", metrics_listen,
                     "HOST:PORT for Prometheus' GET /metrics (none by default)");
   serve->add_option("--queues", queues, "gRPC completion queues for device streams (a thread each)")
@@ -322,6 +335,9 @@ int run(int argc, char** argv) {
   options.horizon = horizon;
   options.round_deadline = std::chrono::milliseconds(deadline_ms);
   options.metrics_address = metrics_listen;
+  if (!no_state) options.state_path = state_file.empty() ? devices_file + ".state" : state_file;
+  options.retention.max_results = keep_results;
+  options.retention.max_age = std::chrono::seconds(static_cast<long>(keep_days * 86400));
   limits.handshake_timeout = std::chrono::milliseconds(handshake_ms);
   limits.idle_timeout = std::chrono::milliseconds(idle_ms);
   limits.keepalive_time = std::chrono::milliseconds(keepalive_ms);

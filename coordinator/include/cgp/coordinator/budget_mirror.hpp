@@ -24,6 +24,9 @@ class BudgetMirror {
               double reported_remaining) noexcept;
   void update(std::span<const UserId> users, std::span<const double> asked_rho,
               const RoundReplies& replies) noexcept;
+  // A value kept from before (a restarted coordinator's saved mirror): lowers what is left,
+  // never raises it. Non-finite or negative values count as nothing left.
+  void restore(UserId user, double remaining) noexcept;
 
  private:
   std::vector<double> remaining_;

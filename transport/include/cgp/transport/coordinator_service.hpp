@@ -30,6 +30,15 @@ struct CoordinatorOptions {
   double device_budget = 1.0;  // each device's total ρ (its CGP filter)
   std::chrono::milliseconds round_deadline{5000};
   std::size_t horizon = 20;  // adaptive allocation for queries that give no ρ
+  // Finished results and the budget mirror are kept in this SQLite file (one coordinator per
+  // file) and restored at start; empty: memory only, lost on restart.
+  std::string state_path;
+  // Finished results kept (in memory and in the state file): the newest max_results, each at
+  // most max_age old. GetResult on an older id is NOT_FOUND.
+  struct Retention {
+    std::size_t max_results = 10000;
+    std::chrono::seconds max_age{30 * 24 * 3600};
+  } retention;
   // Prometheus text endpoint (GET /metrics) on its own "HOST:PORT"; empty: none.
   std::string metrics_address;
   // SHA-256 of the analyst credential. Unset: analyst calls are not checked (loopback tests only).

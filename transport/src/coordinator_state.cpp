@@ -1,0 +1,205 @@
+#include "coordinator_state.hpp"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "cgp/common/validate.hpp"
+
+namespace cgp::transport::detail {
+namespace {
+
+constexpr const char* kFormat = "cgpkit-coordinator-state-1";
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  query_id TEXT NOT NULL UNIQUE,
+  finished_unix INTEGER NOT NULL,
+  result BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS mirror (
+  device_id TEXT PRIMARY KEY,
+  remaining REAL NOT NULL CHECK (remaining >= 0));
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+)sql";
+
+Error state_error(const std::string& message) {
+  return make_error(ErrorCode::invalid_argument, "state", "state: " + message);
+}
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK && stmt_ != nullptr; }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+}  // namespace
+
+struct CoordinatorState::Db {
+  sqlite3* db = nullptr;
+  int lock_fd = -1;
+  std::string path;
+  ~Db() {
+    if (db) sqlite3_close(db);
+    if (lock_fd >= 0) close(lock_fd);  // releases the flock
+  }
+  Error error(const std::string& what) const {
+    return state_error(what + " (" + path + "): " + (db ? sqlite3_errmsg(db) : "no database"));
+  }
+  bool exec(const char* sql) const {
+    return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+};
+
+CoordinatorState::CoordinatorState(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+CoordinatorState::~CoordinatorState() = default;
+
+Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::string& path) {
+  if (path.empty()) return state_error("the path is empty");
+  auto db = std::make_unique<Db>();
+  db->path = path;
+  db->lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (db->lock_fd < 0) return state_error("cannot open " + path + ": " + std::strerror(errno));
+  if (flock(db->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    return make_error(ErrorCode::unavailable, "state",
+                      "state: " + path + " is in use by another coordinator");
+  if (sqlite3_open_v2(path.c_str(), &db->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK)
+    return db->error("cannot open");
+  sqlite3_busy_timeout(db->db, 5000);
+  // A crash loses at most the last result: results are kept for analysts, the devices hold
+  // the budgets that matter.
+  if (!db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")) return db->error("setup");
+  if (!db->exec(kSchema)) return db->error("not a cgpkit coordinator state file");
+  {
+    Statement read(db->db, "SELECT value FROM meta WHERE key = 'format'");
+    if (!read.ok()) return db->error("read format");
+    if (sqlite3_step(read.get()) == SQLITE_ROW) {
+      const auto* format = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
+      if (!format || std::strcmp(format, kFormat) != 0)
+        return state_error(path + " has format '" + (format ? format : "") + "', expected " +
+                           kFormat);
+    } else {
+      Statement write(db->db, "INSERT INTO meta (key, value) VALUES ('format', ?1)");
+      sqlite3_bind_text(write.get(), 1, kFormat, -1, SQLITE_STATIC);
+      if (!write.ok() || sqlite3_step(write.get()) != SQLITE_DONE) return db->error("write format");
+    }
+  }
+  return std::unique_ptr<CoordinatorState>(new CoordinatorState(std::move(db)));
+}
+
+Expected<std::vector<CoordinatorState::StoredResult>> CoordinatorState::results() const {
+  Statement read(db_->db, "SELECT query_id, finished_unix, result FROM results ORDER BY seq");
+  if (!read.ok()) return db_->error("read results");
+  std::vector<StoredResult> out;
+  int rc;
+  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
+    StoredResult r;
+    r.query_id = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
+    r.finished_unix = sqlite3_column_int64(read.get(), 1);
+    const auto* blob = static_cast<const char*>(sqlite3_column_blob(read.get(), 2));
+    r.bytes.assign(blob ? blob : "", static_cast<std::size_t>(sqlite3_column_bytes(read.get(), 2)));
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return db_->error("read results");
+  return out;
+}
+
+Status CoordinatorState::save_result(const StoredResult& result) {
+  Statement write(
+      db_->db,
+      "INSERT OR REPLACE INTO results (query_id, finished_unix, result) VALUES (?1, ?2, ?3)");
+  if (!write.ok()) return db_->error("save result");
+  sqlite3_bind_text(write.get(), 1, result.query_id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(write.get(), 2, result.finished_unix);
+  sqlite3_bind_blob(write.get(), 3, result.bytes.data(), static_cast<int>(result.bytes.size()),
+                    SQLITE_TRANSIENT);
+  if (sqlite3_step(write.get()) != SQLITE_DONE) return db_->error("save result");
+  return {};
+}
+
+Expected<std::size_t> CoordinatorState::prune(std::size_t max_results, std::chrono::seconds max_age,
+                                              std::int64_t now_unix) {
+  Statement by_age(db_->db, "DELETE FROM results WHERE finished_unix < ?1");
+  if (!by_age.ok()) return db_->error("prune results");
+  sqlite3_bind_int64(by_age.get(), 1, now_unix - static_cast<std::int64_t>(max_age.count()));
+  if (sqlite3_step(by_age.get()) != SQLITE_DONE) return db_->error("prune results");
+  std::size_t removed = static_cast<std::size_t>(sqlite3_changes(db_->db));
+  Statement by_count(db_->db,
+                     "DELETE FROM results WHERE seq NOT IN "
+                     "(SELECT seq FROM results ORDER BY seq DESC LIMIT ?1)");
+  if (!by_count.ok()) return db_->error("prune results");
+  sqlite3_bind_int64(by_count.get(), 1, static_cast<std::int64_t>(max_results));
+  if (sqlite3_step(by_count.get()) != SQLITE_DONE) return db_->error("prune results");
+  removed += static_cast<std::size_t>(sqlite3_changes(db_->db));
+  return removed;
+}
+
+Expected<std::map<std::string, double>> CoordinatorState::mirror() const {
+  Statement read(db_->db, "SELECT device_id, remaining FROM mirror");
+  if (!read.ok()) return db_->error("read mirror");
+  std::map<std::string, double> out;
+  int rc;
+  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW)
+    out[reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0))] =
+        sqlite3_column_double(read.get(), 1);
+  if (rc != SQLITE_DONE) return db_->error("read mirror");
+  return out;
+}
+
+Status CoordinatorState::save_mirror(const std::vector<std::pair<std::string, double>>& changed) {
+  if (changed.empty()) return {};
+  if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("save mirror");
+  Statement write(db_->db, "INSERT OR REPLACE INTO mirror (device_id, remaining) VALUES (?1, ?2)");
+  bool ok = write.ok();
+  for (const auto& [id, remaining] : changed) {
+    if (!ok) break;
+    sqlite3_reset(write.get());
+    sqlite3_bind_text(write.get(), 1, id.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(write.get(), 2, remaining < 0 ? 0.0 : remaining);
+    ok = sqlite3_step(write.get()) == SQLITE_DONE;
+  }
+  if (!ok) {
+    auto error = db_->error("save mirror");
+    db_->exec("ROLLBACK");
+    return error;
+  }
+  if (!db_->exec("COMMIT")) return db_->error("save mirror");
+  return {};
+}
+
+Expected<std::uint64_t> CoordinatorState::counter(const std::string& name) const {
+  Statement read(db_->db, "SELECT value FROM counters WHERE name = ?1");
+  if (!read.ok()) return db_->error("read counter");
+  sqlite3_bind_text(read.get(), 1, name.c_str(), -1, SQLITE_TRANSIENT);
+  const int rc = sqlite3_step(read.get());
+  if (rc == SQLITE_ROW) return static_cast<std::uint64_t>(sqlite3_column_int64(read.get(), 0));
+  if (rc == SQLITE_DONE) return std::uint64_t{0};
+  return db_->error("read counter");
+}
+
+Status CoordinatorState::set_counter(const std::string& name, std::uint64_t value) {
+  Statement write(db_->db, "INSERT OR REPLACE INTO counters (name, value) VALUES (?1, ?2)");
+  if (!write.ok()) return db_->error("save counter");
+  sqlite3_bind_text(write.get(), 1, name.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(write.get(), 2, static_cast<std::int64_t>(value));
+  if (sqlite3_step(write.get()) != SQLITE_DONE) return db_->error("save counter");
+  return {};
+}
+
+}  // namespace cgp::transport::detail

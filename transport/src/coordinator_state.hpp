@@ -1,0 +1,60 @@
+// What a coordinator keeps beyond memory (issue 10 item 10): finished query results (GetResult
+// after a restart, and query ids never reused) and its budget mirror (a restarted coordinator
+// does not ask devices for budget they no longer have), in one SQLite file beside the
+// enrolment, with a retention bound on results.
+//
+// One coordinator per file: an exclusive flock for the store's life, as the device ledger does.
+// The mirror is stored by device id, so that editing the enrolment (revoke, re-order) keeps each
+// device's value; a stored value only ever lowers what the mirror thinks is left.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+
+namespace cgp::transport::detail {
+
+class CoordinatorState {
+ public:
+  struct StoredResult {
+    std::string query_id;
+    std::string bytes;  // a serialized cgp.v1.QueryResult
+    std::int64_t finished_unix = 0;
+  };
+
+  // Opens (or creates) the store. Errors name "state": unreadable, not a store, held by
+  // another coordinator.
+  static Expected<std::unique_ptr<CoordinatorState>> open(const std::string& path);
+  ~CoordinatorState();
+  CoordinatorState(const CoordinatorState&) = delete;
+  CoordinatorState& operator=(const CoordinatorState&) = delete;
+
+  // Results in the order they finished (oldest first).
+  Expected<std::vector<StoredResult>> results() const;
+  Status save_result(const StoredResult& result);
+  // Keeps the newest max_results finished within max_age; returns how many were removed.
+  Expected<std::size_t> prune(std::size_t max_results, std::chrono::seconds max_age,
+                              std::int64_t now_unix);
+
+  // Device id -> remaining budget, as last saved.
+  Expected<std::map<std::string, double>> mirror() const;
+  // Saves these devices' remaining budgets (one transaction).
+  Status save_mirror(const std::vector<std::pair<std::string, double>>& changed);
+
+  // Small counters (the adaptive allocation's query number).
+  Expected<std::uint64_t> counter(const std::string& name) const;
+  Status set_counter(const std::string& name, std::uint64_t value);
+
+  struct Db;
+
+ private:
+  explicit CoordinatorState(std::unique_ptr<Db> db);
+  std::unique_ptr<Db> db_;
+};
+
+}  // namespace cgp::transport::detail
