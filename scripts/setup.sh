@@ -16,6 +16,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
   prometheus-cpp-dev                     # the coordinator's /metrics endpoint
   openssl                                # tests make throwaway TLS certificates
+  systemd                                # tests: systemd-analyze verify deploy/*.service
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
   clang libclang-rt-14-dev llvm          # scripts/fuzz.sh: libFuzzer, sanitizers, symbolizer
 )
