@@ -187,6 +187,55 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   swarm.reset();
 }
 
+TEST_CASE("analyst: unanswered users and a reused id are an incomplete query and not an estimate",
+          "[transport][analyst]") {
+  // Issue 10 item 2: on 51cfbc1 a query that most devices never answered came back as an
+  // estimate with exit 0, and so did one every device rejected as a conflicting reused id.
+  transport::CoordinatorOptions options;
+  for (int i = 0; i < 10; ++i) options.device_ids.push_back("device-" + std::to_string(i));
+  options.round_deadline = 300ms;
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"device-0", "", {1, 1}}});
+  REQUIRE(service->gateway().wait_for_devices(1, 30s));
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  double lo[2] = {0, 0}, hi[2] = {10, 10};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  QueryOptions query;
+  query.method = Method::BM1;
+  query.query_id = "most-unanswered";
+  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.1, query), ErrorCode::incomplete_query,
+                    "min_coverage");
+  auto kept = analyst.result("most-unanswered");
+  REQUIRE(kept.has_value());
+  CHECK(kept->coverage.unanswered == 9);
+  CHECK(kept->coverage.answered == 1);
+
+  // A coordinator that lost its results (no state file) and an analyst who reuses an id the
+  // device still holds in its ledger with other content: the device rejects it as a conflict.
+  const std::vector<UserId> first{0};
+  query.users = first;
+  query.query_id = "reused";
+  REQUIRE(analyst.range_count(range, 0.1, query).has_value());
+  service.reset();
+  options.gateway.address = address;
+  service = *transport::CoordinatorService::start(options);
+  REQUIRE(service->gateway().wait_for_devices(1, 30s));
+  auto again = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  double lo2[2] = {0, 0}, hi2[2] = {20, 20};
+  CGP_REQUIRE_ERROR(again.range_count(*geometry::Box::create(lo2, hi2), 0.1, query),
+                    ErrorCode::incomplete_query, "min_coverage");
+  auto rejected = again.result("reused");
+  REQUIRE(rejected.has_value());
+  CHECK(rejected->coverage.rejected == 1);
+  // Charged for "most-unanswered" and the first "reused", not for the conflicting one.
+  CHECK(swarm->spent(0) <= 0.2 * 1.01);
+  swarm.reset();
+}
+
 TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is asked",
           "[transport][analyst]") {
   CGP_SEEDED(9302);

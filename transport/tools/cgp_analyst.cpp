@@ -94,11 +94,11 @@ int run(int argc, char** argv) {
     sub->add_option("--rho", rho, "each user's charge (rho per m^2); 0 = adaptive")
         ->check(CLI::Range(0.0, 1e300))
         ->capture_default_str();
-    sub->add_option("--method", method, "BM0|BM1|PM0|PM1");
+    sub->add_option("--method", method, "BM0|BM1|PM0|PM1")->capture_default_str();
     sub->add_option("--c", rounds, "rounds of iterative elimination")
         ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
         ->capture_default_str();
-    sub->add_option("--split", split, "even|double");
+    sub->add_option("--split", split, "even|double")->capture_default_str();
     sub->add_option("--beta", beta, "failure probability, in (0, 1)")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
@@ -122,7 +122,7 @@ int run(int argc, char** argv) {
   add_query_options(range);
   auto* kde = app.add_subcommand("kde", "private Gaussian KDE");
   kde->add_option("--point", point, "X,Y,...")->delimiter(',')->required();
-  kde->add_option("--b", bandwidth, "bandwidth")->required();
+  kde->add_option("--b", bandwidth, "bandwidth, metres")->required();
   add_query_options(kde);
   auto* knn = app.add_subcommand("knn", "private k nearest neighbours");
   knn->add_option("--point", point, "X,Y,...")->delimiter(',')->required();

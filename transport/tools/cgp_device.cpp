@@ -64,7 +64,9 @@ int run(int argc, char** argv) {
                  "file holding this device's credential (trailing newlines ignored)");
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
   app.add_option("--ledger", ledger, "SQLite ledger file (created if absent)")->required();
-  app.add_option("--budget", budget, "total rho of the CGP filter")->required();
+  app.add_option("--budget", budget,
+                 "total rho of the CGP filter (per m^2 for locations in metres)")
+      ->required();
   app.add_flag("--sticky-halt", sticky, "halt for good after the first refusal (Alg. 1)");
   app.add_option("--location", location, "X,Y in metres: component 'location'")->delimiter(',');
   app.add_option("--component", components, "NAME=V1,V2,... (repeatable)");

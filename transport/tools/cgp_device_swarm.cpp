@@ -65,11 +65,13 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(std::size_t{0}, std::size_t{100000000}))
       ->capture_default_str();
   app.add_option("--data", data_file, "CSV of locations (lon,lat or x,y)");
-  app.add_option("--projection", projection, "local|mercator, for lon/lat data");
+  app.add_option("--projection", projection, "local|mercator, for lon/lat data")
+      ->capture_default_str();
   app.add_option("--secrets", secrets_file, "CSV id,credential (cgp-coordinator enrol --count)");
-  app.add_option("--prefix", prefix, "device id prefix");
-  app.add_option("--budget", budget, "each device's total rho");
-  app.add_option("--seed", seed, "noise seed (and the synthetic city's)");
+  app.add_option("--prefix", prefix, "device id prefix")->capture_default_str();
+  app.add_option("--budget", budget, "each device's total rho (per m^2: locations in metres)")
+      ->capture_default_str();
+  app.add_option("--seed", seed, "noise seed (and the synthetic city's)")->capture_default_str();
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
   app.add_option("--streams-per-connection", per_connection, "devices per TCP connection")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
