@@ -90,7 +90,7 @@ TEST_CASE("analyst: queries over a live coordinator match the in-process fleet",
   auto again = analyst.result("parity");
   REQUIRE(again.has_value());
   CHECK(again->estimate == remote->estimate);
-  CGP_REQUIRE_ERROR(analyst.range_count(range, rho, options), ErrorCode::invalid_argument,
+  CGP_REQUIRE_ERROR(analyst.range_count(range, rho, options), ErrorCode::already_exists,
                     "query_id");
   CGP_REQUIRE_ERROR(analyst.result("never-ran"), ErrorCode::invalid_argument, "query_id");
 
@@ -248,10 +248,10 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
 
   auto intruder =
       *transport::AnalystClient::connect({live.address, "wrong", "", 30s, std::nullopt});
-  CGP_REQUIRE_ERROR(intruder.range_count(range, 0.01, options), ErrorCode::invalid_argument,
+  CGP_REQUIRE_ERROR(intruder.range_count(range, 0.01, options), ErrorCode::unauthenticated,
                     "credential");
   auto anonymous = *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt});
-  CGP_REQUIRE_ERROR(anonymous.status(), ErrorCode::invalid_argument, "credential");
+  CGP_REQUIRE_ERROR(anonymous.status(), ErrorCode::unauthenticated, "credential");
 
   auto analyst = *transport::AnalystClient::connect({live.address, "right", "", 30s, std::nullopt});
   const double p3[3] = {1, 2, 3};

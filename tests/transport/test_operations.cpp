@@ -314,3 +314,47 @@ TEST_CASE("operations: versions and a config file for the flags and gRPC lines i
   CHECK(grpc_lines >= 1);
   fs::remove_all(dir);
 }
+
+TEST_CASE("operations: a coordinator that cannot be reached is unavailable and not bad input",
+          "[transport][operations]") {
+  // Issue 11 item 4: network failures came back as invalid_argument, which tells a caller to
+  // fix its input instead of retrying.
+  int port = 0;
+  {
+    auto probe = transport::DeviceGateway::start("127.0.0.1:0");
+    REQUIRE(probe.has_value());
+    port = (*probe)->port();
+  }  // nobody listens there now
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 2s, std::nullopt});
+  auto status = analyst.status();
+  REQUIRE_FALSE(status.has_value());
+  CHECK((status.error().code == ErrorCode::unavailable ||
+         status.error().code == ErrorCode::deadline_exceeded));
+  CHECK(status.error().parameter == "coordinator");
+
+  // A live coordinator: a refused credential is unauthenticated, a reused id already_exists.
+  transport::CoordinatorOptions options;
+  options.device_ids = {"d0"};
+  options.analyst_credential_sha256 = transport::sha256_of("right");
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string live = "127.0.0.1:" + std::to_string(service->port());
+  auto wrong = *transport::AnalystClient::connect({live, "wrong", "", 10s, std::nullopt});
+  auto refused = wrong.status();
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::unauthenticated);
+  CHECK(refused.error().parameter == "credential");
+  auto right = *transport::AnalystClient::connect({live, "right", "", 10s, std::nullopt});
+  auto missing = right.result("never");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().parameter == "query_id");
+  // The parameter is named once in the message, not "rho[0]: rho[0]: ...".
+  double lo[2] = {0, 0}, hi[2] = {1, 1};
+  coordinator::QueryOptions query;
+  query.beta = 2;
+  auto bad = right.range_count(*geometry::Box::create(lo, hi), 0.1, query);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().code == ErrorCode::out_of_range);
+  CHECK(bad.error().parameter == "beta");
+  CHECK(bad.error().message.rfind("beta: beta:", 0) != 0);
+}

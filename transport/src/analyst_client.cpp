@@ -1,4 +1,5 @@
 #include "cgp/transport/analyst_client.hpp"
+#include "status_codec.hpp"
 
 #include <grpcpp/grpcpp.h>
 
@@ -24,30 +25,8 @@ struct AnalystClient::Impl {
 
 namespace {
 
-// The coordinator's INVALID_ARGUMENT messages are "parameter: message", with the error code in
-// trailing metadata.
 Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
-  const std::string& message = status.error_message();
-  switch (status.error_code()) {
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return {ErrorCode::invalid_argument, "credential",
-              "credential: the coordinator refused the analyst credential"};
-    case grpc::StatusCode::INVALID_ARGUMENT: {
-      const auto colon = message.find(':');
-      ErrorCode code = ErrorCode::invalid_argument;
-      const auto& trailing = context.GetServerTrailingMetadata();
-      if (auto it = trailing.find("cgp-error-code"); it != trailing.end()) {
-        const int number = std::atoi(std::string(it->second.data(), it->second.size()).c_str());
-        if (number > 0 && number <= static_cast<int>(kLastErrorCode))
-          code = static_cast<ErrorCode>(number);
-      }
-      return {code, colon == std::string::npos ? "query" : message.substr(0, colon), message};
-    }
-    case grpc::StatusCode::NOT_FOUND:
-      return {ErrorCode::invalid_argument, "query_id", message};
-    default:
-      return {ErrorCode::invalid_argument, "coordinator", "coordinator: " + message};
-  }
+  return detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
 }
 
 void options_to_wire(const coordinator::QueryOptions& in, double rho,

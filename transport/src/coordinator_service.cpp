@@ -23,17 +23,23 @@
 #include "cgp/v1/service.grpc.pb.h"
 #include "coordinator_state.hpp"
 #include "metrics_endpoint.hpp"
+#include "status_codec.hpp"
 
 namespace cgp::transport {
 namespace {
 
 constexpr const char* kCredentialHeader = "cgp-analyst-credential";
 
-// The named error crosses the wire whole: its code in trailing metadata, the message (which
-// names the parameter) as "parameter: message".
+// Every error crosses the wire through status_codec.hpp: a kind (gRPC code), the cgp code in
+// trailing metadata, "parameter: message".
 grpc::Status to_status(grpc::ServerContext* context, const Error& error) {
-  context->AddTrailingMetadata("cgp-error-code", std::to_string(static_cast<int>(error.code)));
-  return {grpc::StatusCode::INVALID_ARGUMENT, error.parameter + ": " + error.message};
+  return detail::to_grpc_status(context, error);
+}
+
+grpc::Status unauthenticated(grpc::ServerContext* context) {
+  return detail::to_grpc_status(context,
+                                Error{ErrorCode::unauthenticated, "credential",
+                                      "credential: the analyst credential is missing or refused"});
 }
 
 // "q-" and 16 hex digits from the OS random source, then the counter: unique across restarts
@@ -228,7 +234,7 @@ struct CoordinatorService::Impl {
       if (auto valid = require_id("query_id", in.query_id()); !valid) return valid.error();
     o.query_id = in.query_id().empty() ? query_prefix + std::to_string(next_query) : in.query_id();
     if (results.count(o.query_id) > 0)
-      return make_error(ErrorCode::invalid_argument, "query_id",
+      return make_error(ErrorCode::already_exists, "query_id",
                         "query_id '" + o.query_id + "' was already used");
     const std::size_t n = options.device_ids.size();
     out.subject = subject.empty()
@@ -266,7 +272,7 @@ struct CoordinatorService::Impl {
   grpc::Status run(grpc::ServerContext* context, const v1::QueryOptions& in, const char* kind,
                    v1::QueryResult* out, Run&& body,
                    std::vector<coordinator::UserId> subject = {}) {
-    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    if (!authorised(context)) return unauthenticated(context);
     std::lock_guard lock(query_mutex);
     auto prepared = prepare(in, std::move(subject));
     if (!prepared) return to_status(context, prepared.error());
@@ -366,7 +372,7 @@ struct CoordinatorService::Impl {
 
   grpc::Status Threshold(grpc::ServerContext* context, const v1::ThresholdQuery* request,
                          v1::QueryResult* out) {
-    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    if (!authorised(context)) return unauthenticated(context);
     auto user = user_of_device.find(request->device_id());
     if (user == user_of_device.end())
       return to_status(context, make_error(ErrorCode::invalid_argument, "device_id",
@@ -386,18 +392,22 @@ struct CoordinatorService::Impl {
 
   grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,
                          v1::QueryResult* out) {
-    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    if (!authorised(context)) return unauthenticated(context);
     std::lock_guard lock(query_mutex);
     auto it = results.find(request->query_id());
     if (it == results.end())
-      return {grpc::StatusCode::NOT_FOUND, "query_id: no finished query has this id"};
+      return detail::to_grpc_status(
+          context,
+          Error{ErrorCode::invalid_argument, "query_id",
+                "query_id: no finished query has this id (or it is past the retention bound)"},
+          grpc::StatusCode::NOT_FOUND);
     *out = it->second;
     return grpc::Status::OK;
   }
 
   grpc::Status Status(grpc::ServerContext* context, const v1::StatusRequest*,
                       v1::CoordinatorStatus* out) {
-    if (!authorised(context)) return {grpc::StatusCode::UNAUTHENTICATED, "analyst credential"};
+    if (!authorised(context)) return unauthenticated(context);
     const auto c = gateway->counters();
     out->set_enrolled(options.device_ids.size());
     out->set_connected(gateway->connected());

@@ -1,5 +1,6 @@
 #include "cgp/transport/device_client.hpp"
 #include "cgp/common/version.hpp"
+#include "status_codec.hpp"
 
 #include <grpcpp/grpcpp.h>
 
@@ -76,7 +77,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   hello.mutable_hello()->set_sdk_version(std::string(version_string()));
   hello.mutable_hello()->set_credential(connection.credential);
   if (!stream->Write(hello))
-    return make_error(ErrorCode::invalid_argument, "coordinator",
+    return make_error(ErrorCode::unavailable, "coordinator",
                       "coordinator: cannot reach " + coordinator_address);
   v1::CoordinatorToDevice message;
   while (stream->Read(&message)) {
@@ -102,15 +103,14 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   watchdog.request_stop();
   watchdog.join();
   if (gave_up)
-    return make_error(ErrorCode::invalid_argument, "coordinator",
+    return make_error(ErrorCode::deadline_exceeded, "coordinator",
                       "coordinator: no Welcome from " + coordinator_address + " within 10 s");
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
-    return make_error(ErrorCode::invalid_argument, "credential",
+    return make_error(ErrorCode::unauthenticated, "credential",
                       "credential: the coordinator refused device " + device_id);
   if (connection.stop.stop_requested()) return {};
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED)
-    return make_error(ErrorCode::invalid_argument, "coordinator",
-                      "coordinator: " + status.error_message());
+    return detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
   return {};
 }
 
