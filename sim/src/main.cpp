@@ -219,7 +219,10 @@ int main(int argc, char** argv) {
   auto* multi =
       app.add_subcommand("multi-range", "m range counts with adaptive budgeting (Alg. 3)");
   multi->add_option("--budget", a.budget, "each user's total budget B")->required();
-  multi->add_option("--m", a.m, "number of queries (list)")->delimiter(',')->required();
+  multi->add_option("--m", a.m, "number of queries (list), each 1..1000000")
+      ->delimiter(',')
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
+      ->required();
   multi->add_option("--w", a.w, "square side in metres")->required();
   auto* threshold =
       app.add_subcommand("threshold", "private threshold query, central model (Alg. 9)");

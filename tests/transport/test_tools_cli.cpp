@@ -167,6 +167,8 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
        2,
        "--rho"},
       // Writes that fail are failures, and keys are never overwritten.
+      // Issue 11 item 4: an unchecked value() made this "internal error", exit 1.
+      {{CGP_SIM_PATH, "multi-range", "--m", "2000000", "--budget", "1", "--w", "1000"}, 2, "--m"},
       {{coordinator, "credential", "--out", "/dev/full", "--force"}, 3, "--out"},
       {{coordinator, "credential", "--out", s / "analyst"}, 2, "exists"},
       {{coordinator, "credential", "--out", s / "a-directory/missing/x"}, 3, "--out"},
