@@ -19,6 +19,7 @@ packages=(
   systemd                                # tests: systemd-analyze verify deploy/*.service
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
   clang libclang-rt-14-dev llvm          # scripts/fuzz.sh: libFuzzer, sanitizers, symbolizer
+  clang-format                           # scripts/format_check.sh (CI)
 )
 
 missing=()

@@ -11,7 +11,6 @@
 using namespace cgp;
 using namespace cgp::privacy;
 
-
 TEST_CASE("eq. (10) capacity: everything below it continues, just above it halts",
           "[privacy][filter][eq10]") {
   for (double budget : {0.01, 0.1, 1.0, 10.0}) {

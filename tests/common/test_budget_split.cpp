@@ -91,16 +91,19 @@ TEST_CASE("device charge and its inverse", "[privacy][charge]") {
 TEST_CASE("next_up and subtract_down round the right way", "[privacy][rounding]") {
   CGP_SEEDED(77);
   std::mt19937_64 rng(seed);
-  std::vector<double> values{0.0, -0.0, 5e-324, 1e-310, 1.0, 0.1, 1e300, DBL_MAX, -1.0, -5e-324,
-                             INFINITY, -INFINITY};
-  for (int i = 0; i < 1000; ++i) values.push_back(std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 200) - 100));
+  std::vector<double> values{0.0,   -0.0,    5e-324, 1e-310,  1.0,      0.1,
+                             1e300, DBL_MAX, -1.0,   -5e-324, INFINITY, -INFINITY};
+  for (int i = 0; i < 1000; ++i)
+    values.push_back(
+        std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 200) - 100));
   for (double x : values) {
     INFO("x = " << x);
     CHECK(privacy::next_up(x) == std::nextafter(x, INFINITY));
   }
   CHECK(std::isnan(privacy::next_up(NAN)));
   for (int i = 0; i < 1000; ++i) {
-    double a = std::ldexp(static_cast<double>(rng() >> 11), -40), b = a * (static_cast<double>(rng() % 1000) / 1000.0);
+    double a = std::ldexp(static_cast<double>(rng() >> 11), -40),
+           b = a * (static_cast<double>(rng() % 1000) / 1000.0);
     double d = privacy::subtract_down(a, b);
     // d ≤ a − b exactly: d + b ≤ a, checked in long double (exact for these magnitudes).
     CHECK(static_cast<long double>(d) + static_cast<long double>(b) <= static_cast<long double>(a));

@@ -27,8 +27,8 @@ Run run_sim(const std::string& arguments) {
   const fs::path dir = fs::temp_directory_path();
   const std::string tag = std::to_string(::getpid());
   const fs::path out = dir / ("cgp-sim-out-" + tag), err = dir / ("cgp-sim-err-" + tag);
-  const std::string command = std::string(CGP_SIM_PATH) + " " + arguments + " >" + out.string() +
-                              " 2>" + err.string();
+  const std::string command =
+      std::string(CGP_SIM_PATH) + " " + arguments + " >" + out.string() + " 2>" + err.string();
   const int status = std::system(command.c_str());
   auto slurp = [](const fs::path& p) {
     std::ifstream in(p);
@@ -58,7 +58,8 @@ std::string xy_csv(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> coordinate(5000, 1500);
   std::string csv = "x,y\n";
-  for (std::size_t i = 0; i < n; ++i) csv += std::to_string(coordinate(rng)) + "," + std::to_string(coordinate(rng)) + "\n";
+  for (std::size_t i = 0; i < n; ++i)
+    csv += std::to_string(coordinate(rng)) + "," + std::to_string(coordinate(rng)) + "\n";
   return csv;
 }
 
@@ -72,9 +73,9 @@ void check_keys(const nlohmann::json& rows) {
   REQUIRE(rows.is_array());
   REQUIRE_FALSE(rows.empty());
   for (const auto& row : rows)
-    for (const char* key : {"query", "method", "c", "split", "rho", "param", "reps", "error_mean",
-                            "error_p25", "error_p75", "privsav_mean", "privsav_p25",
-                            "privsav_p75", "seconds"})
+    for (const char* key :
+         {"query", "method", "c", "split", "rho", "param", "reps", "error_mean", "error_p25",
+          "error_p75", "privsav_mean", "privsav_p25", "privsav_p75", "seconds"})
       CHECK(row.contains(key));
 }
 
@@ -87,10 +88,13 @@ TEST_CASE("cgp-sim: every subcommand runs on small data and writes complete JSON
   std::string vectors = "a,b,c,label\n";
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> v(0, 10);
-  for (int i = 0; i < 200; ++i) vectors += std::to_string(v(rng)) + "," + std::to_string(v(rng)) + "," + std::to_string(v(rng)) + ",x\n";
+  for (int i = 0; i < 200; ++i)
+    vectors += std::to_string(v(rng)) + "," + std::to_string(v(rng)) + "," +
+               std::to_string(v(rng)) + ",x\n";
   const auto vec = scratch.file("vectors.csv", vectors);
   std::string incomes = "household,income\n";
-  for (int i = 0; i < 500; ++i) incomes += std::to_string(i) + "," + std::to_string(1000 * (i % 60)) + "\n";
+  for (int i = 0; i < 500; ++i)
+    incomes += std::to_string(i) + "," + std::to_string(1000 * (i % 60)) + "\n";
   const auto inc = scratch.file("incomes.csv", incomes);
   const std::string json = scratch.path("rows.json");
   const std::string common = " --reps 2 --c 4 --seed 3 --json " + json;
@@ -102,9 +106,11 @@ TEST_CASE("cgp-sim: every subcommand runs on small data and writes complete JSON
   const Case cases[] = {
       {"range --data " + points + " --rho 1e-4,1e-3 --w 1000" + common, 2 * 4},
       {"kde --data " + points + " --rho 1e-4 --b 300,600" + common, 2 * 4},
-      {"knn --data " + vec + " --rho 1e-2 --k 3 --methods BM1,PM1 --split even,double" + common, 1 + 2},
+      {"knn --data " + vec + " --rho 1e-2 --k 3 --methods BM1,PM1 --split even,double" + common,
+       1 + 2},
       {"multi-range --data " + points + " --budget 1e-3 --m 3 --w 1500" + common, 4},
-      {"threshold --data " + inc + " --column income --below 9000 --q 0.1,0.5 --rho 1" + common, 2 * 2},
+      {"threshold --data " + inc + " --column income --below 9000 --q 0.1,0.5 --rho 1" + common,
+       2 * 2},
   };
   for (const Case& c : cases) {
     INFO("cgp-sim " << c.arguments);
@@ -118,8 +124,7 @@ TEST_CASE("cgp-sim: every subcommand runs on small data and writes complete JSON
   }
 }
 
-TEST_CASE("cgp-sim: every row of a wide rho sweep is answered with the row's own budget",
-          "[sim]") {
+TEST_CASE("cgp-sim: every row of a wide rho sweep is answered with the row's own budget", "[sim]") {
   // A device answers ρ ≥ capacity·2^-18 only. Each row's users get exactly the row's ρ as their
   // budget; with the sweep's largest ρ as every row's capacity, the 1e-8 row was all rejections
   // (CountErr 1, PrivSav 100%) and looked like a result.
@@ -143,8 +148,9 @@ TEST_CASE("cgp-sim: --seed makes two runs identical", "[sim]") {
   std::string runs[3];
   for (int i = 0; i < 3; ++i) {
     const std::string json = scratch.path("r" + std::to_string(i) + ".json");
-    Run run = run_sim("range --data " + points + " --rho 1e-4 --w 800 --reps 3 --threads " +
-                      std::to_string(1 + i % 2) + " --seed " + (i < 2 ? "11" : "12") + " --json " + json);
+    Run run =
+        run_sim("range --data " + points + " --rho 1e-4 --w 800 --reps 3 --threads " +
+                std::to_string(1 + i % 2) + " --seed " + (i < 2 ? "11" : "12") + " --json " + json);
     REQUIRE(run.exit_code == 0);
     auto rows = parse_rows(json);
     for (auto& row : rows) row.erase("seconds");
@@ -170,7 +176,8 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + header_only + " --rho 1e-4 --w 100", 3, "no data rows"},
       {"range --data " + words + " --rho 1e-4 --w 100", 3, "'three' is not a finite number"},
       {"range --data " + no_columns + " --rho 1e-4 --w 100", 3, "lon,lat or x,y"},
-      {"threshold --data " + points + " --column income --q 0.5 --rho 1", 3, "no column named 'income'"},
+      {"threshold --data " + points + " --column income --q 0.5 --rho 1", 3,
+       "no column named 'income'"},
       {"range --data " + points + " --rho -1 --w 100", 2, "--rho"},
       {"range --data " + points + " --rho 1e-4 --w 0", 2, "--w"},
       {"range --data " + points + " --rho 1e-4 --w 100 --methods XM9", 2, "--methods"},
@@ -197,7 +204,8 @@ TEST_CASE("cgp-sim: --plot writes PNG and SVG figures", "[sim]") {
   Scratch scratch;
   const auto points = scratch.file("points.csv", xy_csv(200, 2));
   const std::string base = scratch.path("figure");
-  Run run = run_sim("range --data " + points + " --rho 1e-4,1e-3 --w 500,1000 --reps 2 --plot " + base);
+  Run run =
+      run_sim("range --data " + points + " --rho 1e-4,1e-3 --w 500,1000 --reps 2 --plot " + base);
   INFO("stderr: " << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(fs::file_size(base + ".svg") > 1000);

@@ -38,10 +38,10 @@ enum cgp_status {
   CGP_LEDGER_FAILURE = 14,
   CGP_COMPONENT_NOT_SET = 15,
   CGP_BUFFER_TOO_SMALL = 16,
-  CGP_REPLY_PRUNED = 17,   /* a replay of an id whose reply the retention policy pruned */
-  CGP_LEDGER_IN_USE = 18,  /* the ledger file is open in another live handle or process */
-  CGP_INTERNAL_ERROR = 19, /* unexpected failure inside the device; nothing was charged */
-  CGP_INCOMPLETE_QUERY = 20, /* coordinator only: too few users answered */
+  CGP_REPLY_PRUNED = 17,      /* a replay of an id whose reply the retention policy pruned */
+  CGP_LEDGER_IN_USE = 18,     /* the ledger file is open in another live handle or process */
+  CGP_INTERNAL_ERROR = 19,    /* unexpected failure inside the device; nothing was charged */
+  CGP_INCOMPLETE_QUERY = 20,  /* coordinator only: too few users answered */
   CGP_UNAVAILABLE = 21,       /* network: the peer cannot be reached; retry later */
   CGP_UNAUTHENTICATED = 22,   /* network: a credential is missing or refused */
   CGP_DEADLINE_EXCEEDED = 23, /* network: no answer in time */

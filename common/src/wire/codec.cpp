@@ -242,8 +242,7 @@ v1::ErrorCode error_code_to_wire(ErrorCode code) noexcept {
 
 ErrorCode error_code_from_wire(v1::ErrorCode code) noexcept {
   auto value = static_cast<int>(code);
-  if (value < 0 || value > static_cast<int>(kLastErrorCode))
-    return ErrorCode::invalid_argument;
+  if (value < 0 || value > static_cast<int>(kLastErrorCode)) return ErrorCode::invalid_argument;
   return static_cast<ErrorCode>(value);
 }
 

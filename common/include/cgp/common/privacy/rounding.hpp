@@ -9,8 +9,8 @@
 
 #include <bit>
 #include <cfloat>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace cgp::privacy {
@@ -26,7 +26,9 @@ inline double next_up(double x) noexcept {
 }
 
 // A value ≥ the exact result x̂ whenever |x − x̂| ≤ kPadRelative·|x̂|.
-inline double pad_up(double x) { return next_up(x + std::fabs(x) * kPadRelative); }
+inline double pad_up(double x) {
+  return next_up(x + std::fabs(x) * kPadRelative);
+}
 
 // A value ≤ the exact result, never below zero when x ≥ 0 is a capacity.
 inline double pad_down(double x) {
