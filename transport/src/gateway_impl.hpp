@@ -1,6 +1,8 @@
 // Internals of DeviceGateway, shared by the gateway's stream reactor and NetworkFleet.
 //
-// Threading: gRPC's callback API runs every stream on its own small pool (no thread per device).
+// Threading: device streams run on gRPC's completion-queue API, spread over a fixed set of
+// queues with a thread each (no thread per device); the listening socket is accepted on one
+// thread of ConnectionAdmission; analyst calls run on gRPC's sync pool.
 // A device's replies are delivered straight into the round that asked for them (PendingRound),
 // keyed by (query id, round) and by the id the stream authenticated as, never by anything the
 // reply itself claims.
