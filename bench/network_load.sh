@@ -20,10 +20,10 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 
-"$build/transport/cgp-coordinator" credential --out analyst.key
-"$build/transport/cgp-coordinator" enrol --devices devices.csv --count "$devices" \
+"$build/bin/cgp-coordinator" credential --out analyst.key
+"$build/bin/cgp-coordinator" enrol --devices devices.csv --count "$devices" \
   --secrets-out secrets.csv
-"$build/transport/cgp-coordinator" serve --listen "$address" --devices devices.csv \
+"$build/bin/cgp-coordinator" serve --listen "$address" --devices devices.csv \
   --analyst-credential analyst.key --budget 1000 --deadline-ms 10000 --queues "${COORDINATOR_QUEUES:-8}" 2> coordinator.log &
 coordinator=$!
 pids+=("$coordinator")
@@ -34,7 +34,7 @@ idle_rss=$(rss_kb "$coordinator")
 per=$(( (devices + swarms - 1) / swarms ))
 for ((s = 0; s < swarms; s++)); do
   offset=$((s * per)); count=$(( devices - offset < per ? devices - offset : per ))
-  "$build/transport/cgp-device-swarm" --coordinator "$address" --offset "$offset" \
+  "$build/bin/cgp-device-swarm" --coordinator "$address" --offset "$offset" \
     --count "$count" --secrets secrets.csv --budget 1000 --queues "${SWARM_QUEUES:-4}" --streams-per-connection "${PER_CONNECTION:-500}" \
     2> "swarm-$s.log" &
   pids+=("$!")
@@ -58,7 +58,7 @@ swarm_cpu() {
 coordinator_cpu0=$(cpu_seconds "$coordinator"); swarm_cpu0=$(swarm_cpu)
 start=$(date +%s.%N)
 for ((q = 0; q < queries; q++)); do
-  "$build/transport/cgp-analyst" --coordinator "$address" --credential analyst.key \
+  "$build/bin/cgp-analyst" --coordinator "$address" --credential analyst.key \
     range --box 2000,2000,12000,12000 --rho 1e-6 --method PM1 --c 64 --id "load-$q" > /dev/null
 done
 end=$(date +%s.%N)

@@ -12,7 +12,7 @@ fi
 cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$root/build-release" --target cgp-sim
 cd "$root"
-sim="build-release/sim/cgp-sim"
+sim="build-release/bin/cgp-sim"
 nyc="../shared/data/nyc_collisions/nyc_collisions_points.csv"
 out="docs"
 mkdir -p "$out"

@@ -15,11 +15,24 @@ cleanup() {
   [ -f "$work/session" ] && pkill -s "$(cat "$work/session")" 2>/dev/null || true
   rm -rf "$work"
 }
+# A port nobody listens on (bash only: a minimal Debian has no python3): a connect that is
+# refused means it is free.
+free_port() {
+  local candidate
+  for _ in $(seq 1 200); do
+    candidate=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
 trap cleanup EXIT
 cd "$work"
-export PATH="$build/transport:$build/sim:$PATH"
+export PATH="$build/bin:$PATH"
 # A free port instead of the README's 7443, so that parallel test runs do not collide.
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 block="${block//7443/$port}"
 printf '%s\n' "$block" > deploying.sh
 setsid -w bash -c 'echo $$ > session; exec bash -euo pipefail deploying.sh' > out.txt 2> err.txt || {

@@ -1,4 +1,4 @@
-#include "remote_backend.hpp"
+#include "sim_remote_backend.hpp"
 
 #include <cstdio>
 #include <random>

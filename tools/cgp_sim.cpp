@@ -13,7 +13,7 @@
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
 #include "cgp/transport/files.hpp"
-#include "remote_backend.hpp"
+#include "sim_remote_backend.hpp"
 
 using namespace cgp;
 using namespace cgp::sim;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Layers point down only (issue 11 item 3): common <- client-sdk <- coordinator <- transport,
+# sim <- tools. Fails on an #include of a higher layer's header or a link to a higher layer's
+# library, naming the file and line.
+#   tests/layering_check.sh [ROOT]
+set -euo pipefail
+root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
+cd "$root"
+status=0
+# directory | header folders it may include (cgp/<folder>/) | library targets it must not link
+layers=(
+  "common|common|cgp_client cgp_coordinator cgp_transport cgp_swarm cgp_sim"
+  "client-sdk|common client|cgp_coordinator cgp_transport cgp_swarm cgp_sim"
+  "coordinator|common client coordinator|cgp_transport cgp_swarm cgp_sim"
+  "transport|common client coordinator transport|cgp_sim"
+  "sim|common client coordinator sim|cgp_transport cgp_swarm"
+)
+for layer in "${layers[@]}"; do
+  IFS='|' read -r dir allowed forbidden <<< "$layer"
+  while IFS= read -r hit; do
+    folder="$(sed -E 's|.*#include [<"]cgp/([a-z_0-9]+)/.*|\1|' <<< "$hit")"
+    # Generated messages: cgp/v1/cgp.pb.h is common's, cgp/v1/service*.h the transport's.
+    if [ "$folder" = v1 ]; then
+      [[ "$hit" == *cgp/v1/service* ]] && folder=transport || folder=common
+    fi
+    if ! grep -qw -- "$folder" <<< "$allowed"; then
+      echo "layering: $hit: $dir may not include cgp/$folder/ (a higher layer)" >&2
+      status=1
+    fi
+  done < <(grep -rnE '#include [<"]cgp/[a-z_0-9]+/' "$dir" --include='*.c' --include='*.h' \
+             --include='*.cpp' --include='*.hpp' || true)
+  for target in $forbidden; do
+    if grep -rnw --include=CMakeLists.txt -e "$target" "$dir" | grep -v '^\s*#' \
+         | grep -E 'target_link_libraries|add_dependencies' >&2; then
+      echo "layering: $dir links $target (a higher layer)" >&2
+      status=1
+    fi
+  done
+done
+[ "$status" -eq 0 ] && echo "layering: every include and link points down"
+exit "$status"

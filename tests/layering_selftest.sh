@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The layering check itself fails on an upward edge: a copy of the tree with one upward
+# include and one upward link must be refused, naming both.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+copy="$(mktemp -d)"
+trap 'rm -rf "$copy"' EXIT
+cp -r "$root/common" "$root/client-sdk" "$root/coordinator" "$root/transport" "$root/sim" "$copy/"
+echo '#include "cgp/transport/files.hpp"' >> "$copy/sim/src/output.cpp"
+echo 'target_link_libraries(cgp_coordinator PRIVATE cgp_transport)' >> "$copy/coordinator/CMakeLists.txt"
+if bash "$root/tests/layering_check.sh" "$copy" 2> "$copy/errors.txt"; then
+  echo "layering_selftest: the check passed a tree with upward edges" >&2
+  exit 1
+fi
+grep -q "sim may not include cgp/transport/" "$copy/errors.txt" || { cat "$copy/errors.txt" >&2; exit 1; }
+grep -q "coordinator links cgp_transport" "$copy/errors.txt" || { cat "$copy/errors.txt" >&2; exit 1; }
+echo "layering_selftest: both upward edges refused"
