@@ -7,9 +7,9 @@
 #include <random>
 
 #include "cgp/client/device.hpp"
-#include "cgp/client/discrete_gaussian.hpp"
 #include "cgp/client/privatizer.hpp"
 #include "cgp/common/wire/codec.hpp"
+#include "discrete_gaussian.hpp"
 
 using namespace cgp;
 using namespace cgp::client;

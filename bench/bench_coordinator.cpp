@@ -24,7 +24,6 @@
 #include <thread>
 #include <vector>
 
-#include "cgp/client/discrete_gaussian.hpp"
 #include "cgp/client/privatizer.hpp"
 #include "cgp/common/geometry/projection.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
@@ -32,6 +31,7 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/simulated_fleet.hpp"
 #include "cgp/coordinator/synthetic_city.hpp"
+#include "discrete_gaussian.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "cgp/client/device.hpp"
-#include "cgp/client/discrete_gaussian.hpp"
 #include "cgp/client/privatizer.hpp"
 #include "cgp/client/random.hpp"
 #include "cgp/common/wire/codec.hpp"
+#include "discrete_gaussian.hpp"
 
 using namespace cgp;
 using Clock = std::chrono::steady_clock;

@@ -1,4 +1,4 @@
-#include "cgp/client/discrete_gaussian.hpp"
+#include "discrete_gaussian.hpp"
 
 #include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "cgp/client/discrete_gaussian.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
+#include "discrete_gaussian.hpp"
 
 namespace cgp::client {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cgp/common/validate.hpp"
-#include "cgp/coordinator/parallel.hpp"
+#include "parallel.hpp"
 
 namespace cgp::coordinator {
 

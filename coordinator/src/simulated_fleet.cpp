@@ -9,7 +9,7 @@
 #include "cgp/client/random.hpp"
 #include "cgp/client/statistic.hpp"
 #include "cgp/common/validate.hpp"
-#include "cgp/coordinator/parallel.hpp"
+#include "parallel.hpp"
 
 namespace cgp::coordinator {
 namespace {

@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "cgp/client/discrete_gaussian.hpp"
 #include "cgp/client/privatizer.hpp"
 #include "cgp/client/random.hpp"
 #include "cgp/common/device_config.hpp"
+#include "discrete_gaussian.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
