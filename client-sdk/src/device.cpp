@@ -15,66 +15,11 @@
 namespace cgp::client {
 namespace {
 
-// Error messages on the wire are cut here so that a reply's size has a known bound.
-constexpr std::size_t kMaxWireMessage = 400;
-
 struct Component {
   std::size_t dimension = 0;
   std::string unit;
   std::vector<double> value;  // empty until set
 };
-
-// At most `limit` bytes, not splitting a UTF-8 sequence (proto3 strings must stay valid UTF-8).
-std::string cut_utf8(const std::string& text, std::size_t limit) {
-  if (text.size() <= limit) return text;
-  std::size_t end = limit;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return text.substr(0, end);
-}
-
-v1::DeviceReply reply_to_wire(const Reply& reply) {
-  v1::DeviceReply out;
-  out.mutable_id()->set_query_id(reply.id.query_id);
-  out.mutable_id()->set_round(reply.id.round);
-  switch (reply.status) {
-    case ReplyStatus::answered:
-      out.set_status(v1::ANSWERED);
-      break;
-    case ReplyStatus::refused_budget:
-      out.set_status(v1::REFUSED_BUDGET);
-      break;
-    case ReplyStatus::rejected_invalid:
-      out.set_status(v1::REJECTED_INVALID);
-      out.set_error(wire::error_code_to_wire(reply.error.code));
-      out.set_error_message(cut_utf8(reply.error.message, kMaxWireMessage));
-      break;
-  }
-  for (double v : reply.values) out.add_values(v);
-  out.set_charged_rho(reply.charged_rho);
-  out.set_remaining_budget(reply.remaining_budget);
-  return out;
-}
-
-Reply reply_from_wire(const v1::DeviceReply& in) {
-  Reply reply;
-  reply.id = {in.id().query_id(), in.id().round()};
-  switch (in.status()) {
-    case v1::ANSWERED:
-      reply.status = ReplyStatus::answered;
-      break;
-    case v1::REFUSED_BUDGET:
-      reply.status = ReplyStatus::refused_budget;
-      break;
-    default:
-      reply.status = ReplyStatus::rejected_invalid;
-      break;
-  }
-  reply.error = Error{wire::error_code_from_wire(in.error()), "", in.error_message()};
-  reply.values.assign(in.values().begin(), in.values().end());
-  reply.charged_rho = in.charged_rho();
-  reply.remaining_budget = in.remaining_budget();
-  return reply;
-}
 
 RequestDigest digest_of(const std::string& canonical) {
   RequestDigest digest;
@@ -132,11 +77,12 @@ std::size_t reply_size_bound(const RequestId& id, std::size_t output_dimension, 
   Reply largest;
   largest.id = id;
   largest.status = with_error ? ReplyStatus::rejected_invalid : ReplyStatus::answered;
-  if (with_error) largest.error = Error{kLastErrorCode, "", std::string(kMaxWireMessage, 'x')};
+  if (with_error)
+    largest.error = Error{kLastErrorCode, "", std::string(wire::kMaxReplyErrorMessage, 'x')};
   largest.values.assign(output_dimension, 1.0);
   largest.charged_rho = 1.0;
   largest.remaining_budget = 1.0;
-  return wire::serialize(reply_to_wire(largest)).size();
+  return wire::serialize(wire::reply_to_wire(largest)).size();
 }
 
 Reply Device::State::process(const DeviceRequest& request, const RequestDigest& digest,
@@ -144,7 +90,7 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   const RequestId& id = request.id();
   needed = 0;
   auto finish = [&](Reply reply) {
-    bytes = wire::serialize(reply_to_wire(reply));
+    bytes = wire::serialize(wire::reply_to_wire(reply));
     if (bytes.size() > capacity) {
       needed = bytes.size();
       bytes.clear();
@@ -177,7 +123,7 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
     bytes = answer.reply;
     v1::DeviceReply parsed;
     parsed.ParseFromString(bytes);
-    return reply_from_wire(parsed);
+    return wire::reply_from_wire(parsed);
   }
 
   auto component = components.find(request.component_id());
@@ -239,7 +185,7 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
   reply.values = noisy;
   reply.charged_rho = charge;
   reply.remaining_budget = filter.remaining_after(charge);
-  std::string reply_bytes = wire::serialize(reply_to_wire(reply));
+  std::string reply_bytes = wire::serialize(wire::reply_to_wire(reply));
 
   // Charge before release: the reply exists only in this function until the ledger has it.
   if (auto s = ledger->record_answer(id, AnsweredRequest{digest, charge, reply_bytes},
@@ -344,10 +290,11 @@ HandleResult Device::handle(std::span<const std::uint8_t> request_bytes,
   try {
     auto parsed = wire::parse_device_request(request_bytes);
     if (!parsed) {
-      result.reply = wire::serialize(reply_to_wire(s.rejected({}, parsed.error())));
+      result.reply = wire::serialize(wire::reply_to_wire(s.rejected({}, parsed.error())));
     } else if (auto request = wire::request_from_wire(*parsed); !request) {
-      RequestId id{cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
-      result.reply = wire::serialize(reply_to_wire(s.rejected(id, request.error())));
+      RequestId id{wire::cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes),
+                   parsed->id().round()};
+      result.reply = wire::serialize(wire::reply_to_wire(s.rejected(id, request.error())));
     } else {
       const std::string canonical = wire::serialize(wire::request_to_wire(*request));
       s.process(*request, digest_of(canonical), result.reply, reply_capacity, result.needed);
@@ -357,7 +304,7 @@ HandleResult Device::handle(std::span<const std::uint8_t> request_bytes,
     // Nothing is charged on this path: a charge is recorded only as the last step of process().
     result.reply.clear();
     try {
-      result.reply = wire::serialize(reply_to_wire(s.rejected(
+      result.reply = wire::serialize(wire::reply_to_wire(s.rejected(
           {}, make_error(ErrorCode::internal_error, "request",
                          "the device could not process this request; nothing was charged"))));
     } catch (...) {
@@ -396,7 +343,7 @@ Expected<std::size_t> Device::max_reply_size(std::span<const std::uint8_t> reque
   RequestId id;
   std::size_t stored = 0;
   if (auto parsed = wire::parse_device_request(request_bytes)) {
-    id = {cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
+    id = {wire::cut_utf8(parsed->id().query_id(), wire::kMaxIdBytes), parsed->id().round()};
     if (parsed->has_location()) {
       auto it = state_->components.find(parsed->component_id());
       if (it != state_->components.end()) dimension = it->second.dimension;

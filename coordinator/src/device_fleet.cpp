@@ -73,22 +73,7 @@ void DeviceFleet::ask(const RoundRequest& request, RoundReplies& replies) {
         replies.kind[k] = ReplyKind::rejected;
         continue;
       }
-      client::Reply reply = s.devices[user].handle(*built);
-      replies.remaining[k] = reply.remaining_budget;
-      switch (reply.status) {
-        case client::ReplyStatus::answered:
-          replies.kind[k] = ReplyKind::answered;
-          replies.charged[k] = reply.charged_rho;
-          std::copy(reply.values.begin(), reply.values.end(),
-                    replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
-          break;
-        case client::ReplyStatus::refused_budget:
-          replies.kind[k] = ReplyKind::refused;
-          break;
-        case client::ReplyStatus::rejected_invalid:
-          replies.kind[k] = ReplyKind::rejected;
-          break;
-      }
+      record_reply(s.devices[user].handle(*built), k, replies);
     }
   });
 }

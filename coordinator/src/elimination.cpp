@@ -7,13 +7,11 @@
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/privacy/confidence.hpp"
 #include "cgp/common/validate.hpp"
+#include "cgp/coordinator/valid_triple.hpp"
 
 namespace cgp::coordinator {
 namespace {
 
-// A device's noise is at least 1/√(2r) and at most 2^-48 above it, and rounding φ to its grid
-// moves it by ≤ σ·2^-25 (client-sdk privatizer.md): widening h by 2^-16 covers both.
-constexpr double kRadiusSlack = 1 + 1.0 / 65536;
 // Each part of a user's split is shaved so that Σ_j ρ_i·f_j never exceeds ρ_i by rounding.
 constexpr double kShave = 1 - 0x1p-40;
 
@@ -123,7 +121,7 @@ class Engine {
     return setup_.triple == Triple::point ? setup_.phi.evaluate(mean_) : mean_[0];
   }
   double radius(UserId u, double lambda) const {
-    return lambda / std::sqrt(2 * result_.estimates.rho_bar[u]) * kRadiusSlack;
+    return radius_from_lambda(lambda, result_.estimates.rho_bar[u]);
   }
 
   const std::vector<double>& fractions() const { return fractions_; }

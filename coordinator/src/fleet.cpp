@@ -1,5 +1,7 @@
 #include "cgp/coordinator/fleet.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -45,6 +47,29 @@ void RoundReplies::resize(std::size_t users, std::size_t dimension) {
   values.assign(users * dimension, std::numeric_limits<double>::quiet_NaN());
   charged.assign(users, 0.0);
   remaining.assign(users, 0.0);
+}
+
+void record_reply(const DeviceReply& reply, std::size_t k, RoundReplies& out) noexcept {
+  out.remaining[k] = reply.remaining_budget;
+  switch (reply.status) {
+    case ReplyStatus::answered: {
+      const std::size_t dim = out.output_dimension;
+      if (reply.values.size() != dim) return;
+      for (double v : reply.values)
+        if (!std::isfinite(v)) return;
+      out.kind[k] = ReplyKind::answered;
+      out.charged[k] = reply.charged_rho;
+      std::copy(reply.values.begin(), reply.values.end(),
+                out.values.begin() + static_cast<std::ptrdiff_t>(k * dim));
+      return;
+    }
+    case ReplyStatus::refused_budget:
+      out.kind[k] = ReplyKind::refused;
+      return;
+    case ReplyStatus::rejected_invalid:
+      out.kind[k] = ReplyKind::rejected;
+      return;
+  }
 }
 
 }  // namespace cgp::coordinator

@@ -1,6 +1,5 @@
 #include "cgp/coordinator/valid_triple.hpp"
 
-#include <cfloat>
 #include <cmath>
 
 #include "cgp/common/privacy/confidence.hpp"
@@ -29,8 +28,7 @@ Expected<double> confidence_radius(std::size_t release_dimension, double beta, d
   if (auto s = require_finite_positive("total_rho", total_rho); !s) return s.error();
   auto lambda = privacy::gaussian_norm_bound(release_dimension, beta);
   if (!lambda) return lambda.error();
-  // Rounded up with λ: a wider radius only makes elimination more careful.
-  return *lambda / std::sqrt(2 * total_rho) * (1 + 4 * DBL_EPSILON);
+  return radius_from_lambda(*lambda, total_rho);
 }
 
 }  // namespace cgp::coordinator

@@ -232,3 +232,29 @@ TEST_CASE("wire: connection messages carry hello, request, reply", "[wire]") {
   CHECK(replied.reply().status() == v1::REFUSED_BUDGET);
   CHECK(replied.reply().remaining_budget() == 0.5);
 }
+
+TEST_CASE("wire: a device reply survives the codec both ways", "[wire]") {
+  cgp::DeviceReply reply;
+  reply.id = {"q-1", 3};
+  reply.status = cgp::ReplyStatus::rejected_invalid;
+  reply.error = cgp::Error{cgp::ErrorCode::out_of_range, "rho", std::string(1000, 'x')};
+  reply.remaining_budget = 0.75;
+  const auto back = cgp::wire::reply_from_wire(cgp::wire::reply_to_wire(reply));
+  CHECK(back.id.query_id == "q-1");
+  CHECK(back.id.round == 3);
+  CHECK(back.status == cgp::ReplyStatus::rejected_invalid);
+  CHECK(back.error.code == cgp::ErrorCode::out_of_range);
+  CHECK(back.error.message.size() == cgp::wire::kMaxReplyErrorMessage);  // cut: a size bound
+  CHECK(back.remaining_budget == 0.75);
+  reply.status = cgp::ReplyStatus::answered;
+  reply.values = {1.5, -2.5};
+  reply.charged_rho = 0.125;
+  const auto answered = cgp::wire::reply_from_wire(cgp::wire::reply_to_wire(reply));
+  CHECK(answered.status == cgp::ReplyStatus::answered);
+  CHECK(answered.values == reply.values);
+  CHECK(answered.charged_rho == 0.125);
+  // An unknown status from a peer reads as rejected.
+  auto wire = cgp::wire::reply_to_wire(reply);
+  wire.set_status(static_cast<cgp::v1::ReplyStatus>(99));
+  CHECK(cgp::wire::reply_from_wire(wire).status == cgp::ReplyStatus::rejected_invalid);
+}

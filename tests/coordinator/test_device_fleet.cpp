@@ -90,3 +90,31 @@ TEST_CASE("fleets reject bad points by name", "[coordinator][fleet]") {
   CHECK(DeviceFleet::create(config, empty, 2, 1).error().parameter == "points");
   CHECK(SimulatedFleet::create(config, odd, 0, 1).error().parameter == "dimension");
 }
+
+TEST_CASE("record_reply: the one mapping from a device reply to a round's slot", "[coordinator]") {
+  RoundReplies round;
+  round.resize(5, 2);
+  auto reply = [](ReplyStatus status, std::vector<double> values) {
+    DeviceReply r;
+    r.status = status;
+    r.values = std::move(values);
+    r.charged_rho = status == ReplyStatus::answered ? 0.25 : 0;
+    r.remaining_budget = 0.5;
+    return r;
+  };
+  record_reply(reply(ReplyStatus::answered, {1, 2}), 0, round);
+  record_reply(reply(ReplyStatus::refused_budget, {}), 1, round);
+  record_reply(reply(ReplyStatus::rejected_invalid, {}), 2, round);
+  // Answers the engine cannot use stay no_answer: charged in the worst case by the mirror.
+  record_reply(reply(ReplyStatus::answered, {1}), 3, round);
+  record_reply(reply(ReplyStatus::answered, {1, std::nan("")}), 4, round);
+  CHECK(round.kind[0] == ReplyKind::answered);
+  CHECK(round.values[0] == 1);
+  CHECK(round.values[1] == 2);
+  CHECK(round.charged[0] == 0.25);
+  CHECK(round.kind[1] == ReplyKind::refused);
+  CHECK(round.kind[2] == ReplyKind::rejected);
+  CHECK(round.kind[3] == ReplyKind::no_answer);
+  CHECK(round.kind[4] == ReplyKind::no_answer);
+  for (std::size_t k = 0; k < 5; ++k) CHECK(round.remaining[k] == 0.5);
+}

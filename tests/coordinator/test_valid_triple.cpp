@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cgp/common/privacy/budget_split.hpp"
+#include "cgp/common/privacy/confidence.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
@@ -71,5 +72,9 @@ TEST_CASE("confidence radius rejects bad parameters", "[coordinator][triple]") {
   CGP_REQUIRE_ERROR(confidence_radius(2, 0.05, 0), ErrorCode::not_positive, "total_rho");
   CGP_REQUIRE_ERROR(confidence_radius(2, 1.5, 1), ErrorCode::out_of_range, "beta");
   CGP_REQUIRE_ERROR(confidence_radius(0, 0.05, 1), ErrorCode::out_of_range, "dimension");
-  CHECK(*confidence_radius(2, 0.05, 0.5) == Approx(std::sqrt(2 * std::log(20.0))).epsilon(1e-12));
+  CHECK(*confidence_radius(2, 0.05, 0.5) ==
+        Approx(std::sqrt(2 * std::log(20.0)) * kRadiusSlack).epsilon(1e-12));
+  // One formula: the elimination's radius from a λ computed once is the same number.
+  const double lambda = *privacy::gaussian_norm_bound(2, 0.05);
+  CHECK(radius_from_lambda(lambda, 0.37) == *confidence_radius(2, 0.05, 0.37));
 }

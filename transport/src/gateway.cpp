@@ -61,36 +61,6 @@ void GatewayCore::detach(const std::shared_ptr<Session>& session) {
   log("event=disconnect device=" + log_value(session->id()));
 }
 
-namespace {
-
-// Fills slot k from a device's reply. An answer the coordinator cannot use is counted as
-// unanswered, so that the budget mirror still charges it in the worst case.
-void record_reply(const v1::DeviceReply& reply, std::size_t k, coordinator::RoundReplies& out) {
-  using coordinator::ReplyKind;
-  out.remaining[k] = reply.remaining_budget();
-  switch (reply.status()) {
-    case v1::ANSWERED: {
-      const std::size_t dim = out.output_dimension;
-      if (static_cast<std::size_t>(reply.values_size()) != dim) return;
-      for (double v : reply.values())
-        if (!std::isfinite(v)) return;
-      out.kind[k] = ReplyKind::answered;
-      out.charged[k] = reply.charged_rho();
-      std::copy(reply.values().begin(), reply.values().end(),
-                out.values.begin() + static_cast<std::ptrdiff_t>(k * dim));
-      return;
-    }
-    case v1::REFUSED_BUDGET:
-      out.kind[k] = ReplyKind::refused;
-      return;
-    default:
-      out.kind[k] = ReplyKind::rejected;
-      return;
-  }
-}
-
-}  // namespace
-
 void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& reply) {
   std::shared_ptr<PendingRound> round;
   {
@@ -104,7 +74,7 @@ void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& r
     std::lock_guard lock(round->mutex);
     auto slot = round->slot_of_device.find(device_id);
     if (round->open && slot != round->slot_of_device.end() && !round->settled_slot[slot->second]) {
-      record_reply(reply, slot->second, *round->replies);
+      coordinator::record_reply(wire::reply_from_wire(reply), slot->second, *round->replies);
       round->settled_slot[slot->second] = true;
       taken = true;
       if (--round->awaited == 0) round->settled.notify_all();

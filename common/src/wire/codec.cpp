@@ -246,4 +246,56 @@ ErrorCode error_code_from_wire(v1::ErrorCode code) noexcept {
   return static_cast<ErrorCode>(value);
 }
 
+// At most `limit` bytes, not splitting a UTF-8 sequence (proto3 strings must stay valid UTF-8).
+std::string cut_utf8(const std::string& text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  std::size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+v1::DeviceReply reply_to_wire(const DeviceReply& reply) {
+  v1::DeviceReply out;
+  out.mutable_id()->set_query_id(reply.id.query_id);
+  out.mutable_id()->set_round(reply.id.round);
+  switch (reply.status) {
+    case ReplyStatus::answered:
+      out.set_status(v1::ANSWERED);
+      break;
+    case ReplyStatus::refused_budget:
+      out.set_status(v1::REFUSED_BUDGET);
+      break;
+    case ReplyStatus::rejected_invalid:
+      out.set_status(v1::REJECTED_INVALID);
+      out.set_error(error_code_to_wire(reply.error.code));
+      out.set_error_message(cut_utf8(reply.error.message, kMaxReplyErrorMessage));
+      break;
+  }
+  for (double v : reply.values) out.add_values(v);
+  out.set_charged_rho(reply.charged_rho);
+  out.set_remaining_budget(reply.remaining_budget);
+  return out;
+}
+
+DeviceReply reply_from_wire(const v1::DeviceReply& in) {
+  DeviceReply reply;
+  reply.id = {in.id().query_id(), in.id().round()};
+  switch (in.status()) {
+    case v1::ANSWERED:
+      reply.status = ReplyStatus::answered;
+      break;
+    case v1::REFUSED_BUDGET:
+      reply.status = ReplyStatus::refused_budget;
+      break;
+    default:
+      reply.status = ReplyStatus::rejected_invalid;
+      break;
+  }
+  reply.error = Error{error_code_from_wire(in.error()), "", in.error_message()};
+  reply.values.assign(in.values().begin(), in.values().end());
+  reply.charged_rho = in.charged_rho();
+  reply.remaining_budget = in.remaining_budget();
+  return reply;
+}
+
 }  // namespace cgp::wire

@@ -21,16 +21,10 @@
 
 namespace cgp::client {
 
-enum class ReplyStatus { answered, refused_budget, rejected_invalid };
-
-struct Reply {
-  RequestId id;
-  ReplyStatus status = ReplyStatus::rejected_invalid;
-  Error error;                  // with rejected_invalid
-  std::vector<double> values;   // with answered: φ(x) + noise
-  double charged_rho = 0;       // what this reply cost (0 unless answered)
-  double remaining_budget = 0;  // in ρ units, after this reply
-};
+// The device's reply is common's DeviceReply (cgp/common/request.hpp), so that fleets and the
+// wire codec read the same type.
+using ReplyStatus = cgp::ReplyStatus;
+using Reply = cgp::DeviceReply;
 
 // The wire path's result: the serialized reply, or (reply empty, needed > 0) the length a
 // reply would have needed when it does not fit the caller's capacity — then nothing was

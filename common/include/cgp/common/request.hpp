@@ -61,4 +61,18 @@ class DeviceRequest {
   std::optional<geometry::Region> region_;
 };
 
+// A device's answer to one request, in the domain (cgp.v1.DeviceReply on the wire): the type
+// the device produces and every fleet reads (coordinator::record_reply), with one codec
+// (wire::reply_to_wire / reply_from_wire).
+enum class ReplyStatus { answered, refused_budget, rejected_invalid };
+
+struct DeviceReply {
+  RequestId id;
+  ReplyStatus status = ReplyStatus::rejected_invalid;
+  Error error;                  // with rejected_invalid
+  std::vector<double> values;   // with answered: φ(x) + noise
+  double charged_rho = 0;       // what this reply cost (0 unless answered)
+  double remaining_budget = 0;  // in ρ units, after this reply
+};
+
 }  // namespace cgp

@@ -51,6 +51,12 @@ Status validate_fleet_points(std::span<const double> points, std::size_t dimensi
 // The device request a round sends to its k-th user (id = (query_id, round)).
 Expected<DeviceRequest> device_request_for(const RoundRequest& request, std::size_t k);
 
+// Slot k of a round from a device's reply: the one mapping from a device's ReplyStatus to the
+// engine's ReplyKind, for every fleet that has DeviceReplys (in-process devices, the network).
+// An answer the engine cannot use (wrong number of values, a value not finite) stays
+// no_answer, so that the budget mirror charges it in the worst case.
+void record_reply(const DeviceReply& reply, std::size_t k, RoundReplies& out) noexcept;
+
 class Fleet {
  public:
   virtual ~Fleet() = default;

@@ -6,6 +6,7 @@
 // (Fact 6.2), so the estimate is within h = λ(d, β)/√(2ρ̄_j) of the truth with probability 1 − β.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -32,6 +33,17 @@ class ReleaseAverage {
   double total_rho_ = 0;
   std::size_t rounds_ = 0;
 };
+
+// Every radius is widened by 2^-16: a device's noise is at least 1/√(2r) and at most 2^-48
+// above it, and rounding φ to its grid moves it by ≤ σ·2^-25 (client-sdk privatizer.md); the
+// widening covers both, and the rounding of λ. A wider radius only makes elimination more careful.
+inline constexpr double kRadiusSlack = 1 + 1.0 / 65536;
+
+// h = λ/√(2ρ̄)·kRadiusSlack, for a λ(d, β) computed once for many users (the elimination's
+// inner loop). The one formula for a radius: confidence_radius uses it too.
+inline double radius_from_lambda(double lambda, double total_rho) noexcept {
+  return lambda / std::sqrt(2 * total_rho) * kRadiusSlack;
+}
 
 // h(ρ̄_j, β) = λ(d, β)/√(2ρ̄_j): d = dimension of the release (d for point privatization,
 // h₀ of Cor. 6.1; 1 for distance privatization, h₁ of Cor. 6.2).

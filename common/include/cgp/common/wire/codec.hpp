@@ -29,11 +29,22 @@ std::string serialize(const google::protobuf::MessageLite& message);
 Expected<geometry::Region> region_from_wire(const v1::Region& region);
 Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request);
 Expected<DeviceConfig> config_from_wire(const v1::DeviceConfig& config);
+// A reply as a device sent it: no validation here (the values are checked where they are
+// used, coordinator::record_reply); an unknown status reads as rejected_invalid.
+DeviceReply reply_from_wire(const v1::DeviceReply& reply);
 
 // Domain -> wire.
 v1::Region region_to_wire(const geometry::Region& region);
 v1::DeviceRequest request_to_wire(const DeviceRequest& request);
 v1::DeviceConfig config_to_wire(const DeviceConfig& config);
+// Error messages are cut to kMaxReplyErrorMessage bytes (whole UTF-8 sequences), so that a
+// reply's size has a known bound.
+inline constexpr std::size_t kMaxReplyErrorMessage = 400;
+v1::DeviceReply reply_to_wire(const DeviceReply& reply);
+
+// At most `limit` bytes of `text`, not splitting a UTF-8 sequence (proto3 strings must stay
+// valid UTF-8).
+std::string cut_utf8(const std::string& text, std::size_t limit);
 
 v1::ErrorCode error_code_to_wire(ErrorCode code) noexcept;
 ErrorCode error_code_from_wire(v1::ErrorCode code) noexcept;
