@@ -15,19 +15,8 @@ cleanup() {
   [ -f "$work/session" ] && pkill -s "$(cat "$work/session")" 2>/dev/null || true
   rm -rf "$work"
 }
-# A port nobody listens on (bash only: a minimal Debian has no python3): a connect that is
-# refused means it is free.
-free_port() {
-  local candidate
-  for _ in $(seq 1 200); do
-    candidate=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
-      echo "$candidate"
-      return 0
-    fi
-  done
-  return 1
-}
+# shellcheck source=support/free_port.sh
+source "$(dirname "${BASH_SOURCE[0]}")/support/free_port.sh"
 trap cleanup EXIT
 cd "$work"
 export PATH="$build/bin:$PATH"

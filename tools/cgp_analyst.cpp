@@ -25,6 +25,7 @@
 #include "cgp/common/version.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/files.hpp"
+#include "cli_support.hpp"
 #include "guarded_main.hpp"
 
 namespace {
@@ -71,10 +72,8 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-analyst: queries to a cgpkit coordinator"};
-  app.set_version_flag("--version", std::string(cgp::version_string()));
+  cgp::tools::add_common_flags(app, /*config_file=*/false);
   app.require_subcommand(1);
-  app.failure_message(
-      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
   std::string coordinator, credential_file, tls_root_file;
   std::optional<double> min_coverage;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
@@ -138,26 +137,14 @@ int run(int argc, char** argv) {
   auto* result = app.add_subcommand("result", "a finished query's result");
   result->add_option("--id", id, "query id")->required();
   result->add_flag("--per-user", per_user, "print every user's charge");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    return fail(2, e.what());
-  }
+  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-analyst")) return *done;
 
   cgp::transport::AnalystConnection connection;
   connection.coordinator_address = coordinator;
   connection.min_coverage = min_coverage;
-  if (!credential_file.empty()) {
-    auto secret = cgp::transport::read_secret(credential_file, "--credential");
-    if (!secret) return fail(3, secret.error().message);
-    connection.credential = std::move(*secret);
-  }
-  if (!tls_root_file.empty()) {
-    auto root = cgp::transport::read_file(tls_root_file, "--tls-root");
-    if (!root) return fail(3, root.error().message);
-    connection.tls_root_certificate = std::move(*root);
-  }
+  if (auto unreadable = cgp::tools::read_client_files(
+          credential_file, tls_root_file, connection.credential, connection.tls_root_certificate))
+    return fail(3, unreadable->message);
   auto client = cgp::transport::AnalystClient::connect(connection);
   if (!client) return fail(2, client.error().message);
 

@@ -32,6 +32,7 @@
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/files.hpp"
 #include "cgp/transport/log_format.hpp"
+#include "cli_support.hpp"
 #include "guarded_main.hpp"
 
 namespace {
@@ -159,15 +160,10 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-coordinator: run a cgpkit coordinator service, enrol and revoke devices"};
-  app.set_version_flag("--version", std::string(cgp::version_string()));
+  // --config: every flag from a TOML file, serve's under [serve] ("listen = \"0.0.0.0:7070\"",
+  // names without the dashes); flags on the command line win. Unknown keys are errors.
+  cgp::tools::add_common_flags(app, /*config_file=*/true);
   app.require_subcommand(1);
-  // Every flag can come from a TOML file instead: serve's under [serve] ("listen =
-  // \"0.0.0.0:7070\"", names without the dashes); flags on the command line win. Unknown
-  // keys are errors.
-  app.set_config("--config", "", "TOML file with the options, [serve] etc. (flags win)");
-  app.allow_config_extras(false);
-  app.failure_message(
-      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
 
   std::string listen = "127.0.0.1:7070", devices_file, analyst_file, tls_cert, tls_key;
   double budget = 1.0;
@@ -278,12 +274,7 @@ int run(int argc, char** argv) {
   credential->add_option("--out", credential_file, "file to write (must not exist)")->required();
   credential->add_flag("--force", force, "replace an existing file");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    return fail(2, e.what());
-  }
+  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-coordinator")) return *done;
 
   if (credential->parsed()) {
     if (auto written = cgp::transport::write_private_file(

@@ -23,6 +23,7 @@
 #include "cgp/common/version.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/files.hpp"
+#include "cli_support.hpp"
 #include "guarded_main.hpp"
 
 namespace {
@@ -50,9 +51,7 @@ bool parse_values(const std::string& text, std::vector<double>& out) {
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-device: one device serving a cgpkit coordinator"};
-  app.set_version_flag("--version", std::string(cgp::version_string()));
-  app.set_config("--config", "", "TOML file with any of the options (command-line flags win)");
-  app.allow_config_extras(false);
+  cgp::tools::add_common_flags(app, /*config_file=*/true);
   std::string coordinator, id, credential_file, tls_root_file, ledger, components_file;
   double budget = 0;
   bool sticky = false, reconnect = false;
@@ -72,14 +71,7 @@ int run(int argc, char** argv) {
   app.add_option("--component", components, "NAME=V1,V2,... (repeatable)");
   app.add_option("--components", components_file, "file: one 'name,v1,v2,...' per line");
   app.add_flag("--reconnect", reconnect, "dial again whenever the coordinator goes away");
-  app.failure_message(
-      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    return fail(2, e.what());
-  }
+  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-device")) return *done;
   auto config = cgp::DeviceConfig::cgp(budget, sticky);
   if (!config) return fail(2, "--budget: " + config.error().message);
 
@@ -109,16 +101,9 @@ int run(int argc, char** argv) {
     }
   }
   cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}, {}};
-  if (!credential_file.empty()) {
-    auto secret = cgp::transport::read_secret(credential_file, "--credential");
-    if (!secret) return fail(3, secret.error().message);
-    connection.credential = std::move(*secret);
-  }
-  if (!tls_root_file.empty()) {
-    auto root = cgp::transport::read_file(tls_root_file, "--tls-root");
-    if (!root) return fail(3, root.error().message);
-    connection.tls_root_certificate = std::move(*root);
-  }
+  if (auto unreadable = cgp::tools::read_client_files(
+          credential_file, tls_root_file, connection.credential, connection.tls_root_certificate))
+    return fail(3, unreadable->message);
 
   auto device = cgp::client::Device::open_secure(*config, ledger.c_str());
   if (!device) return fail(1, device.error().message);

@@ -27,6 +27,7 @@
 #include "cgp/sim/dataset.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/files.hpp"
+#include "cli_support.hpp"
 #include "guarded_main.hpp"
 
 namespace {
@@ -49,9 +50,7 @@ void report(const cgp::transport::DeviceSwarm& swarm) {
 
 int run(int argc, char** argv) {
   CLI::App app{"cgp-device-swarm: many simulated devices serving a cgpkit coordinator"};
-  app.set_version_flag("--version", std::string(cgp::version_string()));
-  app.set_config("--config", "", "TOML file with any of the options (command-line flags win)");
-  app.allow_config_extras(false);
+  cgp::tools::add_common_flags(app, /*config_file=*/true);
   std::string coordinator, data_file, projection = "local", secrets_file, prefix = "device-",
                                       tls_root_file;
   std::size_t count = 0, offset = 0, per_connection = 500, queues = 4;
@@ -82,14 +81,7 @@ int run(int argc, char** argv) {
   app.add_option("--duration", duration, "seconds to run (0 = until SIGINT/SIGTERM)")
       ->check(CLI::Range(0.0, 86400.0 * 365))
       ->capture_default_str();
-  app.failure_message(
-      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    return fail(2, e.what());
-  }
+  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-device-swarm")) return *done;
   auto config = cgp::DeviceConfig::cgp(budget);
   if (!config) return fail(2, "--budget: " + config.error().message);
   auto kind = cgp::geometry::parse_projection_kind(projection);

@@ -13,6 +13,7 @@
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
 #include "cgp/transport/files.hpp"
+#include "cli_support.hpp"
 #include "sim_remote_backend.hpp"
 
 using namespace cgp;
@@ -178,9 +179,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "cgp-sim: the experiments of Liang & Yi, Adaptive Privacy Budgeting (§7, App. C), "
       "over simulated devices that privatize on their own side"};
-  app.set_version_flag("--version", std::string(cgp::version_string()));
-  app.failure_message(
-      [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
+  tools::add_common_flags(app, /*config_file=*/false);
   app.require_subcommand(1);
   Arguments a;
   auto add_common = [&](CLI::App* sub) {
@@ -232,13 +231,7 @@ int main(int argc, char** argv) {
   threshold->add_option("--q", a.q, "fractions q in (0, 1) (list)")->delimiter(',')->required();
   threshold->add_option("--rho", a.rho, "privacy parameter (list)")->delimiter(',')->required();
   for (auto* sub : {range, kde, knn, multi, threshold}) add_common(sub);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "cgp-sim: %s\n", e.what());
-    return kUsageError;
-  }
+  if (auto done = tools::parse_command_line(app, argc, argv, "cgp-sim")) return *done;
 
   auto common = common_from(a);
   if (!common) return fail(kUsageError, common.error().message);
