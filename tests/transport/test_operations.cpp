@@ -223,6 +223,21 @@ TEST_CASE("operations: versions and a config file for the flags and gRPC lines i
     CHECK(std::string(line) == std::string(version_string()) + "\n");
   }
 
+  // --help shows defaults and units.
+  {
+    const std::string command = std::string(CGP_COORDINATOR_PATH) + " serve --help";
+    FILE* pipe = popen(command.c_str(), "r");
+    REQUIRE(pipe);
+    std::string help;
+    char chunk[512];
+    while (std::fgets(chunk, sizeof chunk, pipe)) help += chunk;
+    CHECK(pclose(pipe) == 0);
+    CHECK(help.find("--budget FLOAT=1") != std::string::npos);
+    CHECK(help.find("rho per m^2") != std::string::npos);
+    CHECK(help.find("=20000") != std::string::npos);  // --max-connections
+    CHECK(help.find("--handshake-timeout-ms") != std::string::npos);
+  }
+
   const fs::path dir = fs::temp_directory_path() / ("cgp-ops-" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string coordinator = CGP_COORDINATOR_PATH;
