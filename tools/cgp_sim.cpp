@@ -78,7 +78,7 @@ Expected<Common> common_from(const Arguments& a) {
       return make_error(ErrorCode::invalid_argument, "methods", "--methods: " + m.error().message);
     common.methods.push_back(*m);
   }
-  if (auto s = count_list("c", a.c); !s) return s.error();
+  CGP_RETURN_IF_ERROR(count_list("c", a.c));
   for (std::size_t c : a.c)
     if (c > privacy::kMaxRounds)
       return make_error(ErrorCode::out_of_range, "c",

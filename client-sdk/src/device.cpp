@@ -249,7 +249,7 @@ Status Device::register_component(std::string_view id, std::size_t dimension,
                       "component_id must have 1 to " + std::to_string(wire::kMaxIdBytes) +
                           " bytes, got " + std::to_string(id.size()));
   }
-  if (auto s = require_count_in("dimension", dimension, 1, wire::kMaxDimension); !s) return s;
+  CGP_RETURN_IF_ERROR(require_count_in("dimension", dimension, 1, wire::kMaxDimension));
   if (unit.size() > 32) {
     return make_error(ErrorCode::too_large, "unit",
                       "unit must have at most 32 bytes, got " + std::to_string(unit.size()));
@@ -277,8 +277,8 @@ Status Device::set_component(std::string_view id, std::span<const double> values
     return make_error(ErrorCode::unknown_component, "component_id",
                       "component_id '" + std::string(id) + "' is not registered");
   }
-  if (auto s = require_dimension("values", values, it->second.dimension); !s) return s;
-  if (auto s = require_all_finite("values", values); !s) return s;
+  CGP_RETURN_IF_ERROR(require_dimension("values", values, it->second.dimension));
+  CGP_RETURN_IF_ERROR(require_all_finite("values", values));
   it->second.value.assign(values.begin(), values.end());
   return {};
 }

@@ -112,9 +112,9 @@ double resolution(double capacity, std::size_t output_dimension, double float_er
 }
 
 Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
-  if (auto s = require_finite_positive("lipschitz", lipschitz); !s) return s.error();
-  if (auto s = require_finite_positive("rho", rho); !s) return s.error();
-  if (auto s = require_finite_positive("capacity", capacity); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("lipschitz", lipschitz));
+  CGP_RETURN_IF_ERROR(require_finite_positive("rho", rho));
+  CGP_RETURN_IF_ERROR(require_finite_positive("capacity", capacity));
   if (rho < min_rho(capacity)) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) + " is below this device's minimum " +
@@ -149,7 +149,7 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
   while (!covers(s, rho_m, rho_e, k_m, k_e, plan.grid_exponent)) ++s;
   while (s > 1 && covers(s - 1, rho_m, rho_e, k_m, k_e, plan.grid_exponent)) --s;
   // Creating the sampler here means a release can no longer fail once admitted.
-  if (auto gaussian = DiscreteGaussian::create(s); !gaussian) return gaussian.error();
+  CGP_RETURN_IF_ERROR(DiscreteGaussian::create(s));
   plan.sigma2_grid = s;
   plan.charged_rho = privacy::device_charge(rho);
   plan.coordinate_limit = std::ldexp(1.0, plan.grid_exponent + kClampBits);

@@ -205,7 +205,7 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
     if (errno != ENOENT) return ledger_error("cannot stat " + path_ + ": " + std::strerror(errno));
-    if (auto created = create_ledger_file(path_, config_bytes); !created) return created.error();
+    CGP_RETURN_IF_ERROR(create_ledger_file(path_, config_bytes));
   } else if (!S_ISREG(st.st_mode)) {
     return ledger_error(path_ + " is not a regular file");
   } else if (st.st_size == 0) {
@@ -318,7 +318,7 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
 Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& answer,
                                    double spent_before, double spent_after) {
   Impl& s = *impl_;
-  if (auto ok = s.usable(path_); !ok) return ok;
+  CGP_RETURN_IF_ERROR(s.usable(path_));
   if (s.file_moved())
     return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
   if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
@@ -366,7 +366,7 @@ Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& a
 
 Status SqliteLedger::record_halt() {
   Impl& s = *impl_;
-  if (auto ok = s.usable(path_); !ok) return ok;
+  CGP_RETURN_IF_ERROR(s.usable(path_));
   if (s.file_moved())
     return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
   if (!s.exec("UPDATE state SET halted = 1 WHERE id = 0;"))
@@ -376,7 +376,7 @@ Status SqliteLedger::record_halt() {
 
 Expected<std::optional<AnsweredRequest>> SqliteLedger::find(const RequestId& id) {
   Impl& s = *impl_;
-  if (auto ok = s.usable(path_); !ok) return ok.error();
+  CGP_RETURN_IF_ERROR(s.usable(path_));
   Statement select(s.db,
                    "SELECT digest, charge, reply FROM answers WHERE query_id = ?1 AND round = ?2;");
   if (!select.ok()) return s.failure("cannot prepare");

@@ -86,7 +86,7 @@ void evaluate_unchecked(const StatisticSpec& spec, std::span<const double> compo
 Status evaluate_statistic(const DeviceRequest& request, std::span<const double> component,
                           std::vector<double>& out) {
   const StatisticSpec spec = StatisticSpec::of(request);
-  if (auto s = check_statistic_input(spec, component); !s) return s;
+  CGP_RETURN_IF_ERROR(check_statistic_input(spec, component));
   out.resize(spec.output_dimension(component.size()));
   evaluate_unchecked(spec, component, out.data());
   return {};

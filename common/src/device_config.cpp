@@ -25,8 +25,8 @@ std::string_view filter_kind_name(FilterKind kind) noexcept {
 }
 
 Expected<DeviceConfig> DeviceConfig::cgp(double rho_budget, bool sticky_halt) {
-  if (auto s = require_finite_positive("budget", rho_budget); !s) return s.error();
-  if (auto s = require_capacity(rho_budget); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("budget", rho_budget));
+  CGP_RETURN_IF_ERROR(require_capacity(rho_budget));
   DeviceConfig config;
   config.filter_ = FilterKind::cgp;
   config.budget_ = rho_budget;
@@ -39,7 +39,7 @@ Expected<DeviceConfig> DeviceConfig::approximate_gp(double epsilon_budget, doubl
                                                     double lambda, bool sticky_halt) {
   auto capacity = privacy::approx_gp_capacity(epsilon_budget, delta, lambda);
   if (!capacity) return capacity.error();
-  if (auto s = require_capacity(*capacity); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_capacity(*capacity));
   DeviceConfig config;
   config.filter_ = FilterKind::approximate_gp;
   config.budget_ = epsilon_budget;

@@ -42,16 +42,16 @@ Status require_id_text(std::string_view parameter, const std::string& value) {
 
 Status DeviceRequest::validate_common(const RequestId& id, const std::string& component_id,
                                       double rho) {
-  if (auto s = require_id_text("id.query_id", id.query_id); !s) return s;
+  CGP_RETURN_IF_ERROR(require_id_text("id.query_id", id.query_id));
   if (id.round == 0)
     return make_error(ErrorCode::out_of_range, "id.round", "id.round must be >= 1, got 0");
-  if (auto s = require_id_text("component_id", component_id); !s) return s;
+  CGP_RETURN_IF_ERROR(require_id_text("component_id", component_id));
   return require_finite_positive("rho", rho);
 }
 
 Expected<DeviceRequest> DeviceRequest::location(RequestId id, std::string component_id,
                                                 double rho) {
-  if (auto s = validate_common(id, component_id, rho); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_common(id, component_id, rho));
   DeviceRequest request;
   request.id_ = std::move(id);
   request.component_id_ = std::move(component_id);
@@ -62,14 +62,14 @@ Expected<DeviceRequest> DeviceRequest::location(RequestId id, std::string compon
 
 Expected<DeviceRequest> DeviceRequest::distance_to_point(RequestId id, std::string component_id,
                                                          std::vector<double> point, double rho) {
-  if (auto s = validate_common(id, component_id, rho); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_common(id, component_id, rho));
   if (point.empty())
     return make_error(ErrorCode::missing_field, "point", "point must have at least 1 coordinate");
   if (point.size() > wire::kMaxDimension)
     return make_error(ErrorCode::too_large, "point",
                       "point has dimension " + std::to_string(point.size()) +
                           ", over the limit of " + std::to_string(wire::kMaxDimension));
-  if (auto s = geometry::require_public_coordinates("point", point); !s) return s.error();
+  CGP_RETURN_IF_ERROR(geometry::require_public_coordinates("point", point));
   DeviceRequest request;
   request.id_ = std::move(id);
   request.component_id_ = std::move(component_id);
@@ -83,7 +83,7 @@ Expected<DeviceRequest> DeviceRequest::signed_distance_to_region(RequestId id,
                                                                  std::string component_id,
                                                                  geometry::Region region,
                                                                  double rho) {
-  if (auto s = validate_common(id, component_id, rho); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_common(id, component_id, rho));
   DeviceRequest request;
   request.id_ = std::move(id);
   request.component_id_ = std::move(component_id);

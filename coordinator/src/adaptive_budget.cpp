@@ -9,8 +9,8 @@
 namespace cgp::coordinator {
 
 Expected<AdaptiveBudget> AdaptiveBudget::fixed(double budget, std::size_t queries) {
-  if (auto s = require_finite_positive("budget", budget); !s) return s.error();
-  if (auto s = require_count_in("m", queries, 1, 1000000); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("budget", budget));
+  CGP_RETURN_IF_ERROR(require_count_in("m", queries, 1, 1000000));
   AdaptiveBudget b;
   b.budget_ = budget;
   b.queries_ = queries;
@@ -18,8 +18,8 @@ Expected<AdaptiveBudget> AdaptiveBudget::fixed(double budget, std::size_t querie
 }
 
 Expected<AdaptiveBudget> AdaptiveBudget::open_ended(double budget, std::size_t horizon) {
-  if (auto s = require_finite_positive("budget", budget); !s) return s.error();
-  if (auto s = require_count_in("horizon", horizon, 1, 1000000); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("budget", budget));
+  CGP_RETURN_IF_ERROR(require_count_in("horizon", horizon, 1, 1000000));
   AdaptiveBudget b;
   b.budget_ = budget;
   b.queries_ = horizon;

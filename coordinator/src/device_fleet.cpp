@@ -24,7 +24,7 @@ DeviceFleet::~DeviceFleet() = default;
 Expected<DeviceFleet> DeviceFleet::create(const DeviceConfig& config,
                                           std::span<const double> points, std::size_t dimension,
                                           std::uint64_t seed, unsigned threads) {
-  if (auto s = validate_fleet_points(points, dimension); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
   auto state = std::make_unique<State>();
   state->config = config;
   state->dimension = dimension;
@@ -34,7 +34,7 @@ Expected<DeviceFleet> DeviceFleet::create(const DeviceConfig& config,
   for (std::size_t i = 0; i < n; ++i) {
     // One stream per user from the run seed: independent of threads and of other users.
     auto device = client::Device::open_for_simulation(config, seed, i);
-    if (auto s = device.register_component("location", dimension); !s) return s.error();
+    CGP_RETURN_IF_ERROR(device.register_component("location", dimension));
     if (auto s = device.set_component("location", points.subspan(i * dimension, dimension)); !s)
       return s.error();
     state->devices.push_back(std::move(device));

@@ -28,7 +28,7 @@ class Engine {
                             "), got " + std::to_string(rho_.size()));
     if (mirror_.size() != fleet_.size())
       return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");
-    if (auto s = require_open_interval("beta0", setup_.beta0, 0.0, 1.0); !s) return s;
+    CGP_RETURN_IF_ERROR(require_open_interval("beta0", setup_.beta0, 0.0, 1.0));
     auto fractions = privacy::split_budget(1.0, rounds, setup_.split);
     if (!fractions) return fractions.error();
     fractions_ = std::move(*fractions);
@@ -171,7 +171,7 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
                       "nu_low must be <= nu_high, got " + format_number(nu_low) + " and " +
                           format_number(nu_high));
   Engine engine(fleet, mirror, setup, rho);
-  if (auto s = engine.init(setup.rounds); !s) return s.error();
+  CGP_RETURN_IF_ERROR(engine.init(setup.rounds));
   EliminationResult& result = engine.result();
   std::vector<UserId> group(users.begin(), users.end()), next, answered;
   for (std::size_t j = 0; j < engine.fractions().size() && !group.empty(); ++j) {
@@ -202,7 +202,7 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
                                         std::size_t k) {
   if (k == 0) return make_error(ErrorCode::out_of_range, "k", "k must be >= 1, got 0");
   Engine engine(fleet, mirror, setup, rho);
-  if (auto s = engine.init(setup.rounds); !s) return s.error();
+  CGP_RETURN_IF_ERROR(engine.init(setup.rounds));
   EliminationResult& result = engine.result();
   std::vector<UserId> group(users.begin(), users.end()), next, answered;
   std::vector<double> lower, upper, scratch;
@@ -243,7 +243,7 @@ Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
                                          std::span<const UserId> users,
                                          std::span<const double> rho) {
   Engine engine(fleet, mirror, setup, rho);
-  if (auto s = engine.init(1); !s) return s.error();
+  CGP_RETURN_IF_ERROR(engine.init(1));
   EliminationResult& result = engine.result();
   std::vector<UserId> answered;
   engine.ask_round(users, 0, 1.0, answered);

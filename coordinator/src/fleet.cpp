@@ -10,7 +10,7 @@
 namespace cgp::coordinator {
 
 Status validate_fleet_points(std::span<const double> points, std::size_t dimension) {
-  if (auto s = require_count_in("dimension", dimension, 1, 4096); !s) return s;
+  CGP_RETURN_IF_ERROR(require_count_in("dimension", dimension, 1, 4096));
   if (points.empty() || points.size() % dimension != 0) {
     return make_error(ErrorCode::dimension_mismatch, "points",
                       "points must hold n × dimension values, got " +

@@ -45,15 +45,15 @@ EliminationSetup setup_for(const QueryOptions& options, Usefulness phi) {
 
 Status validate_common(const Fleet& fleet, std::span<const double> rho,
                        const QueryOptions& options) {
-  if (auto s = require_open_interval("beta", options.beta, 0.0, 1.0); !s) return s;
+  CGP_RETURN_IF_ERROR(require_open_interval("beta", options.beta, 0.0, 1.0));
   if (eliminates(options.method))
-    if (auto s = require_count_in("c", options.rounds, 1, privacy::kMaxRounds); !s) return s;
+    CGP_RETURN_IF_ERROR(require_count_in("c", options.rounds, 1, privacy::kMaxRounds));
   if (rho.size() != fleet.size())
     return make_error(ErrorCode::dimension_mismatch, "rho",
                       "rho must give one value per user (" + std::to_string(fleet.size()) +
                           "), got " + std::to_string(rho.size()));
   for (std::size_t u = 0; u < rho.size(); ++u)
-    if (auto s = require_finite_positive(indexed_name("rho", u), rho[u]); !s) return s;
+    CGP_RETURN_IF_ERROR(require_finite_positive(indexed_name("rho", u), rho[u]));
   return validate_users(fleet, options.users);
 }
 
@@ -128,7 +128,7 @@ double range_threshold_shift(const geometry::Region& range, double gamma) {
 
 Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geometry::Region& range,
                                   std::span<const double> rho, const QueryOptions& options) {
-  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
   if (geometry::dimension(range) != fleet.dimension())
     return make_error(ErrorCode::dimension_mismatch, "range",
                       "range has dimension " + std::to_string(geometry::dimension(range)) +
@@ -157,10 +157,10 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
 Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
                         double bandwidth, std::span<const double> rho,
                         const QueryOptions& options) {
-  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
-  if (auto s = require_finite_positive("bandwidth", bandwidth); !s) return s.error();
-  if (auto s = require_dimension("p", p, fleet.dimension()); !s) return s.error();
-  if (auto s = require_all_finite("p", p); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
+  CGP_RETURN_IF_ERROR(require_finite_positive("bandwidth", bandwidth));
+  CGP_RETURN_IF_ERROR(require_dimension("p", p, fleet.dimension()));
+  CGP_RETURN_IF_ERROR(require_all_finite("p", p));
   const Usefulness phi{StatisticKind::distance_to_point, p, nullptr};
   const EliminationSetup setup = setup_for(options, phi);
   auto users = all_users(fleet, options.users);
@@ -189,9 +189,9 @@ Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
 
 Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
                         std::size_t k, std::span<const double> rho, const QueryOptions& options) {
-  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
-  if (auto s = require_dimension("p", p, fleet.dimension()); !s) return s.error();
-  if (auto s = require_all_finite("p", p); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
+  CGP_RETURN_IF_ERROR(require_dimension("p", p, fleet.dimension()));
+  CGP_RETURN_IF_ERROR(require_all_finite("p", p));
   auto users = all_users(fleet, options.users);
   if (k == 0 || k >= users.size())
     return make_error(
@@ -220,9 +220,9 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
 Expected<ThresholdResult> threshold(Fleet& fleet, BudgetMirror& mirror, UserId user, double q,
                                     double population, std::span<const double> rho,
                                     const QueryOptions& options) {
-  if (auto s = validate_common(fleet, rho, options); !s) return s.error();
-  if (auto s = require_open_interval("q", q, 0.0, 1.0); !s) return s.error();
-  if (auto s = require_finite_positive("population", population); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
+  CGP_RETURN_IF_ERROR(require_open_interval("q", q, 0.0, 1.0));
+  CGP_RETURN_IF_ERROR(require_finite_positive("population", population));
   if (fleet.dimension() != 1)
     return make_error(ErrorCode::dimension_mismatch, "fleet",
                       "the threshold query needs a 1-D count component, the fleet has dimension " +

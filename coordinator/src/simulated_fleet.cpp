@@ -47,7 +47,7 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::span<const double> points,
                                                 std::size_t dimension, std::uint64_t seed,
                                                 unsigned threads) {
-  if (auto s = validate_fleet_points(points, dimension); !s) return s.error();
+  CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
   auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1});
   state->points.assign(points.begin(), points.end());
   state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));

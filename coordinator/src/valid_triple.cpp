@@ -8,9 +8,9 @@
 namespace cgp::coordinator {
 
 Status ReleaseAverage::add(std::span<const double> values, double rho) {
-  if (auto s = require_finite_positive("rho", rho); !s) return s;
-  if (auto s = require_dimension("values", values, weighted_sum_.size()); !s) return s;
-  if (auto s = require_all_finite("values", values); !s) return s;
+  CGP_RETURN_IF_ERROR(require_finite_positive("rho", rho));
+  CGP_RETURN_IF_ERROR(require_dimension("values", values, weighted_sum_.size()));
+  CGP_RETURN_IF_ERROR(require_all_finite("values", values));
   for (std::size_t k = 0; k < values.size(); ++k) weighted_sum_[k] += rho * values[k];
   total_rho_ += rho;
   ++rounds_;
@@ -25,7 +25,7 @@ std::vector<double> ReleaseAverage::mean() const {
 }
 
 Expected<double> confidence_radius(std::size_t release_dimension, double beta, double total_rho) {
-  if (auto s = require_finite_positive("total_rho", total_rho); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("total_rho", total_rho));
   auto lambda = privacy::gaussian_norm_bound(release_dimension, beta);
   if (!lambda) return lambda.error();
   return radius_from_lambda(*lambda, total_rho);

@@ -72,3 +72,33 @@ TEST_CASE("Expected holds a value or an error, never both", "[validate]") {
   CHECK_THROWS_AS(bad.value(), BadExpectedAccess);
   CHECK(bad.error().to_string() == "not_finite: x must be finite");
 }
+
+namespace {
+
+cgp::Expected<double> halve_positive(double x) {
+  CGP_RETURN_IF_ERROR(cgp::require_finite_positive("x", x));
+  return x / 2;
+}
+
+cgp::Expected<double> quarter_positive(double x) {
+  CGP_ASSIGN_OR_RETURN(const double half, halve_positive(x));
+  CGP_ASSIGN_OR_RETURN(const double quarter, halve_positive(half));
+  return quarter;
+}
+
+cgp::Status check_quarter(double x) {
+  CGP_RETURN_IF_ERROR(quarter_positive(x));
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("propagation macros return the first error and pass values on", "[validate]") {
+  CHECK(*quarter_positive(8) == 2);
+  CHECK(check_quarter(8).ok());
+  auto failed = quarter_positive(-1);
+  REQUIRE_FALSE(failed.has_value());
+  CHECK(failed.error().code == cgp::ErrorCode::not_positive);
+  CHECK(failed.error().parameter == "x");
+  CHECK(check_quarter(std::nan("")).error().code == cgp::ErrorCode::not_finite);
+}

@@ -266,7 +266,7 @@ Expected<std::unique_ptr<ConnectionAdmission>> ConnectionAdmission::listen(
         std::pair{"max_streams_per_connection", limits.max_streams_per_connection},
         std::pair{"max_pending_streams", limits.max_pending_streams},
         std::pair{"max_pending_streams_per_address", limits.max_pending_streams_per_address}})
-    if (auto s = positive(name, value); !s) return s.error();
+    CGP_RETURN_IF_ERROR(positive(name, value));
   if (limits.max_streams_per_connection > (1u << 20))
     return make_error(ErrorCode::out_of_range, "max_streams_per_connection",
                       "max_streams_per_connection must be at most 2^20");

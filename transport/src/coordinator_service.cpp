@@ -230,8 +230,7 @@ struct CoordinatorService::Impl {
     if (in.beta() != 0) o.beta = in.beta();  // checked by the query itself
     o.shift = !in.no_shift();
     o.component_id = options.component_id;
-    if (!in.query_id().empty())
-      if (auto valid = require_id("query_id", in.query_id()); !valid) return valid.error();
+    if (!in.query_id().empty()) CGP_RETURN_IF_ERROR(require_id("query_id", in.query_id()));
     o.query_id = in.query_id().empty() ? query_prefix + std::to_string(next_query) : in.query_id();
     if (results.count(o.query_id) > 0)
       return make_error(ErrorCode::already_exists, "query_id",
@@ -524,8 +523,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
       coordinator::AdaptiveBudget::open_ended(config->rho_capacity(), options.horizon);
   if (!allocation) return allocation.error();
   impl->allocation = *allocation;
-  if (impl->state)
-    if (auto restored = impl->restore(); !restored) return restored.error();
+  if (impl->state) CGP_RETURN_IF_ERROR(impl->restore());
   GatewayOptions gateway_options = options.gateway;
   gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
     return std::make_unique<AnalystEndpoint>(*core);

@@ -333,8 +333,8 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     auto device =
         client::Device::open_for_simulation(options.config, options.seed, options.first_stream + i);
     const auto& location = members[i].location;
-    if (auto s = device.register_component("location", location.size()); !s) return s.error();
-    if (auto s = device.set_component("location", location); !s) return s.error();
+    CGP_RETURN_IF_ERROR(device.register_component("location", location.size()));
+    CGP_RETURN_IF_ERROR(device.set_component("location", location));
     impl->members.push_back(std::unique_ptr<Member>(
         new Member{std::move(members[i]), std::move(device), {}, nullptr, true}));
   }

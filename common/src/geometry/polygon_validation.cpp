@@ -89,9 +89,9 @@ Error validity_error(bg::validity_failure_type failure) {
 }  // namespace
 
 Status normalize_and_validate_polygon(Ring& outer, std::vector<Ring>& holes) {
-  if (auto s = normalize_ring(outer, 0); !s) return s;
+  CGP_RETURN_IF_ERROR(normalize_ring(outer, 0));
   for (std::size_t h = 0; h < holes.size(); ++h)
-    if (auto s = normalize_ring(holes[h], h + 1); !s) return s;
+    CGP_RETURN_IF_ERROR(normalize_ring(holes[h], h + 1));
 
   BgPolygon polygon;
   append_to_boost_ring(outer, polygon.outer());

@@ -21,7 +21,7 @@ using Xy = bg::model::point<double, 2, bg::cs::cartesian>;
 constexpr double kMercatorMaxLat = 89.5;
 
 Status require_lon(std::string_view parameter, double lon) {
-  if (auto s = require_finite(parameter, lon); !s) return s;
+  CGP_RETURN_IF_ERROR(require_finite(parameter, lon));
   if (lon < -180 || lon > 180) {
     return make_error(
         ErrorCode::out_of_range, parameter,
@@ -31,7 +31,7 @@ Status require_lon(std::string_view parameter, double lon) {
 }
 
 Status require_lat(std::string_view parameter, double lat, double limit) {
-  if (auto s = require_finite(parameter, lat); !s) return s;
+  CGP_RETURN_IF_ERROR(require_finite(parameter, lat));
   if (lat < -limit || lat > limit) {
     return make_error(ErrorCode::out_of_range, parameter,
                       std::string(parameter) + " must be in [-" + format_number(limit) + ", " +
@@ -72,7 +72,7 @@ std::string_view projection_kind_name(ProjectionKind kind) noexcept {
 }
 
 Expected<double> mercator_scale_factor(double lat_degrees) {
-  if (auto s = require_lat("lat", lat_degrees, kMercatorMaxLat); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_lat("lat", lat_degrees, kMercatorMaxLat));
   return 1.0 / std::cos(lat_degrees * std::numbers::pi / 180);
 }
 
@@ -87,8 +87,8 @@ Expected<LonLatProjection> LonLatProjection::create(ProjectionKind kind, double 
                                                     double origin_lat) {
   if (kind != ProjectionKind::local_equidistant && kind != ProjectionKind::spherical_mercator)
     return make_error(ErrorCode::invalid_argument, "projection", "unknown projection kind");
-  if (auto s = require_lon("origin_lon", origin_lon); !s) return s.error();
-  if (auto s = require_lat("origin_lat", origin_lat, max_lat(kind)); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_lon("origin_lon", origin_lon));
+  CGP_RETURN_IF_ERROR(require_lat("origin_lat", origin_lat, max_lat(kind)));
   try {
     auto impl = std::make_unique<Impl>(
         Impl{bg::srs::projection<>(bg::srs::proj4(proj4_string(kind, origin_lon, origin_lat)))});
@@ -100,8 +100,8 @@ Expected<LonLatProjection> LonLatProjection::create(ProjectionKind kind, double 
 }
 
 Expected<std::array<double, 2>> LonLatProjection::forward(double lon, double lat) const {
-  if (auto s = require_lon("lon", lon); !s) return s.error();
-  if (auto s = require_lat("lat", lat, max_lat(kind_)); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_lon("lon", lon));
+  CGP_RETURN_IF_ERROR(require_lat("lat", lat, max_lat(kind_)));
   Xy xy;
   bool ok = false;
   try {
@@ -119,8 +119,8 @@ Expected<std::array<double, 2>> LonLatProjection::forward(double lon, double lat
 }
 
 Expected<std::array<double, 2>> LonLatProjection::inverse(double x, double y) const {
-  if (auto s = require_finite("x", x); !s) return s.error();
-  if (auto s = require_finite("y", y); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite("x", x));
+  CGP_RETURN_IF_ERROR(require_finite("y", y));
   LonLat ll;
   bool ok = false;
   try {
@@ -139,11 +139,11 @@ Expected<std::array<double, 2>> LonLatProjection::inverse(double x, double y) co
 Expected<std::array<double, 2>> lonlat_centre(std::span<const double> lon,
                                               std::span<const double> lat) {
   if (lon.empty()) return make_error(ErrorCode::invalid_argument, "lon", "lon must not be empty");
-  if (auto s = require_dimension("lat", lat, lon.size()); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_dimension("lat", lat, lon.size()));
   double lon_lo = 180, lon_hi = -180, lat_lo = 90, lat_hi = -90;
   for (std::size_t i = 0; i < lon.size(); ++i) {
-    if (auto s = require_lon(indexed_name("lon", i), lon[i]); !s) return s.error();
-    if (auto s = require_lat(indexed_name("lat", i), lat[i], 90); !s) return s.error();
+    CGP_RETURN_IF_ERROR(require_lon(indexed_name("lon", i), lon[i]));
+    CGP_RETURN_IF_ERROR(require_lat(indexed_name("lat", i), lat[i], 90));
     lon_lo = std::min(lon_lo, lon[i]);
     lon_hi = std::max(lon_hi, lon[i]);
     lat_lo = std::min(lat_lo, lat[i]);

@@ -41,7 +41,7 @@ void append_ring_edges(const Ring& ring, Polygon::Edges& edges) {
 }  // namespace
 
 Status require_public_coordinates(std::string_view parameter, std::span<const double> values) {
-  if (auto s = require_all_finite(parameter, values); !s) return s;
+  CGP_RETURN_IF_ERROR(require_all_finite(parameter, values));
   for (std::size_t k = 0; k < values.size(); ++k) {
     if (!(std::fabs(values[k]) <= kMaxCoordinate)) {
       std::string name = indexed_name(parameter, k);
@@ -54,10 +54,10 @@ Status require_public_coordinates(std::string_view parameter, std::span<const do
 }
 
 Expected<Box> Box::create(std::span<const double> lo, std::span<const double> hi) {
-  if (auto s = require_dimension_in_limits("box.lo", lo.size()); !s) return s.error();
-  if (auto s = require_dimension("box.hi", hi, lo.size()); !s) return s.error();
-  if (auto s = require_public_coordinates("box.lo", lo); !s) return s.error();
-  if (auto s = require_public_coordinates("box.hi", hi); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_dimension_in_limits("box.lo", lo.size()));
+  CGP_RETURN_IF_ERROR(require_dimension("box.hi", hi, lo.size()));
+  CGP_RETURN_IF_ERROR(require_public_coordinates("box.lo", lo));
+  CGP_RETURN_IF_ERROR(require_public_coordinates("box.hi", hi));
   for (std::size_t k = 0; k < lo.size(); ++k) {
     if (!(lo[k] < hi[k])) {
       std::string parameter = indexed_name("box.hi", k);
@@ -73,9 +73,9 @@ Expected<Box> Box::create(std::span<const double> lo, std::span<const double> hi
 }
 
 Expected<Ball> Ball::create(std::span<const double> center, double radius) {
-  if (auto s = require_dimension_in_limits("ball.center", center.size()); !s) return s.error();
-  if (auto s = require_public_coordinates("ball.center", center); !s) return s.error();
-  if (auto s = require_finite_positive("ball.radius", radius); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_dimension_in_limits("ball.center", center.size()));
+  CGP_RETURN_IF_ERROR(require_public_coordinates("ball.center", center));
+  CGP_RETURN_IF_ERROR(require_finite_positive("ball.radius", radius));
   for (std::size_t k = 0; k < center.size(); ++k) {
     if (!(std::fabs(center[k]) + radius <= kMaxCoordinate)) {
       return make_error(ErrorCode::out_of_range, "ball.radius",
@@ -104,7 +104,7 @@ Expected<Polygon> Polygon::create(Ring outer, std::vector<Ring> holes) {
                       "polygon has " + std::to_string(vertices) + " vertices, over the limit of " +
                           std::to_string(kMaxPolygonVertices));
   }
-  if (auto s = detail::normalize_and_validate_polygon(outer, holes); !s) return s.error();
+  CGP_RETURN_IF_ERROR(detail::normalize_and_validate_polygon(outer, holes));
   Polygon polygon;
   polygon.outer_ = std::move(outer);
   polygon.holes_ = std::move(holes);

@@ -62,8 +62,8 @@ double signed_distance(const Region& region, std::span<const double> point) noex
 }
 
 Expected<double> checked_signed_distance(const Region& region, std::span<const double> point) {
-  if (auto s = require_dimension("point", point, dimension(region)); !s) return s.error();
-  if (auto s = require_all_finite("point", point); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_dimension("point", point, dimension(region)));
+  CGP_RETURN_IF_ERROR(require_all_finite("point", point));
   return signed_distance(region, point);
 }
 
@@ -77,9 +77,9 @@ double euclidean_distance(std::span<const double> u, std::span<const double> p) 
 }
 
 Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p) {
-  if (auto s = require_dimension("point", u, p.size()); !s) return s.error();
-  if (auto s = require_all_finite("point", u); !s) return s.error();
-  if (auto s = require_all_finite("center", p); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_dimension("point", u, p.size()));
+  CGP_RETURN_IF_ERROR(require_all_finite("point", u));
+  CGP_RETURN_IF_ERROR(require_all_finite("center", p));
   return euclidean_distance(u, p);
 }
 

@@ -7,9 +7,9 @@
 namespace cgp::geometry {
 
 Expected<double> rectangle_threshold_shift(double gamma, double length, double width) {
-  if (auto s = require_finite_positive("gamma", gamma); !s) return s.error();
-  if (auto s = require_finite_positive("length", length); !s) return s.error();
-  if (auto s = require_finite_positive("width", width); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("gamma", gamma));
+  CGP_RETURN_IF_ERROR(require_finite_positive("length", length));
+  CGP_RETURN_IF_ERROR(require_finite_positive("width", width));
   const double perimeter_half = length + width;
   if (length > 2 * gamma && width > 2 * gamma) {
     // Appendix B, first case: aγ = ((l+w) − √((l+w)² − 16γ²))/4, rationalised to avoid

@@ -27,9 +27,9 @@ double capacity_at(double budget, double delta, double lambda, double t) {
 }  // namespace
 
 Expected<double> approx_gp_capacity(double budget_epsilon, double delta, double lambda) {
-  if (auto s = require_finite_positive("budget", budget_epsilon); !s) return s.error();
-  if (auto s = require_open_interval("delta", delta, 0.0, 1.0); !s) return s.error();
-  if (auto s = require_finite_positive("lambda", lambda); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("budget", budget_epsilon));
+  CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
+  CGP_RETURN_IF_ERROR(require_finite_positive("lambda", lambda));
   // Every t gives a valid R ≤ R*; bisect for the crossing to make it tight.
   // Just inside s = 2/δ − 1, where g_δ reaches 0 and eq. (10) ends.
   double t_hi = (2 / delta - 2) * (1 - 1e-9);

@@ -33,8 +33,8 @@ bool exact_sum_exceeds(const std::vector<double>& parts, double total) {
 }  // namespace
 
 Expected<std::vector<double>> split_budget(double rho, std::size_t rounds, SplitSchedule schedule) {
-  if (auto s = require_finite_positive("rho", rho); !s) return s.error();
-  if (auto s = require_count_in("c", rounds, 1, kMaxRounds); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("rho", rho));
+  CGP_RETURN_IF_ERROR(require_count_in("c", rounds, 1, kMaxRounds));
 
   std::vector<double> parts(rounds);
   if (schedule == SplitSchedule::even) {

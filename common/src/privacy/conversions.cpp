@@ -10,8 +10,8 @@ namespace cgp::privacy {
 namespace {
 
 Status validate_cgp_to_gp(double rho, double delta, double lambda) {
-  if (auto s = require_finite_positive("rho", rho); !s) return s;
-  if (auto s = require_open_interval("delta", delta, 0.0, 1.0); !s) return s;
+  CGP_RETURN_IF_ERROR(require_finite_positive("rho", rho));
+  CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
   return require_finite_positive("lambda", lambda);
 }
 
@@ -32,12 +32,12 @@ double eq3(double rho, double delta, double lambda, double t) {
 }  // namespace
 
 Expected<double> cgp_rho_from_pure_gp(double epsilon) {
-  if (auto s = require_finite_positive("epsilon", epsilon); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("epsilon", epsilon));
   return pad_up(epsilon * epsilon / 2);
 }
 
 Expected<double> gp_epsilon_from_cgp_at(double rho, double delta, double lambda, double s) {
-  if (auto st = validate_cgp_to_gp(rho, delta, lambda); !st) return st.error();
+  CGP_RETURN_IF_ERROR(validate_cgp_to_gp(rho, delta, lambda));
   double s_max = 2 / delta - 1;
   if (!std::isfinite(s)) return require_finite("s", s).error();
   if (!(s > 1 && s <= s_max)) {
@@ -49,12 +49,12 @@ Expected<double> gp_epsilon_from_cgp_at(double rho, double delta, double lambda,
 }
 
 Expected<double> gp_epsilon_from_cgp_closed_form(double rho, double delta, double lambda) {
-  if (auto st = validate_cgp_to_gp(rho, delta, lambda); !st) return st.error();
+  CGP_RETURN_IF_ERROR(validate_cgp_to_gp(rho, delta, lambda));
   return pad_up(rho * lambda + 2 * std::sqrt(rho * -std::log(delta)));
 }
 
 Expected<GpEpsilon> gp_epsilon_from_cgp(double rho, double delta, double lambda) {
-  if (auto st = validate_cgp_to_gp(rho, delta, lambda); !st) return st.error();
+  CGP_RETURN_IF_ERROR(validate_cgp_to_gp(rho, delta, lambda));
   // The first term of eq. (3) falls and the second rises with s, so the max of the two is
   // smallest where they cross. Bisect on log t (t = s − 1 spans many orders of magnitude);
   // any s is a valid instance of Lemma 3.2, so imprecision here only costs tightness.

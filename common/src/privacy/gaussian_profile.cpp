@@ -68,8 +68,8 @@ double log_normal_cdf(double x) noexcept {
 }
 
 Expected<double> gaussian_delta(double mu, double epsilon) {
-  if (auto s = require_finite_positive("mu", mu); !s) return s.error();
-  if (auto s = require_finite("epsilon", epsilon); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("mu", mu));
+  CGP_RETURN_IF_ERROR(require_finite("epsilon", epsilon));
   if (epsilon < 0) {
     return make_error(ErrorCode::out_of_range, "epsilon",
                       "epsilon must be >= 0, got " + format_number(epsilon));
@@ -78,15 +78,15 @@ Expected<double> gaussian_delta(double mu, double epsilon) {
 }
 
 Expected<double> gaussian_epsilon(double mu, double delta) {
-  if (auto s = require_finite_positive("mu", mu); !s) return s.error();
-  if (auto s = require_open_interval("delta", delta, 0.0, 1.0); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("mu", mu));
+  CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
   return epsilon_upper(mu, delta);
 }
 
 Expected<double> gp_epsilon_from_gaussian_budget(double budget_rho, double delta, double lambda) {
-  if (auto s = require_finite_positive("budget", budget_rho); !s) return s.error();
-  if (auto s = require_open_interval("delta", delta, 0.0, 1.0); !s) return s.error();
-  if (auto s = require_finite_positive("lambda", lambda); !s) return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("budget", budget_rho));
+  CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
+  CGP_RETURN_IF_ERROR(require_finite_positive("lambda", lambda));
 
   const double mu_per_unit = std::sqrt(2 * budget_rho);
   auto eps_at = [&](double t) { return epsilon_upper(t * mu_per_unit, delta); };

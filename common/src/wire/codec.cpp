@@ -89,14 +89,14 @@ Expected<geometry::Region> region_from_wire(const v1::Region& region) {
   switch (region.shape_case()) {
     case v1::Region::kBox: {
       const auto& box = region.box();
-      if (auto s = require_wire_dimension("box.lo", box.lo_size()); !s) return s.error();
+      CGP_RETURN_IF_ERROR(require_wire_dimension("box.lo", box.lo_size()));
       auto made = geometry::Box::create(copy(box.lo()), copy(box.hi()));
       if (!made) return made.error();
       return geometry::Region(std::move(*made));
     }
     case v1::Region::kBall: {
       const auto& ball = region.ball();
-      if (auto s = require_wire_dimension("ball.center", ball.center_size()); !s) return s.error();
+      CGP_RETURN_IF_ERROR(require_wire_dimension("ball.center", ball.center_size()));
       auto made = geometry::Ball::create(copy(ball.center()), ball.radius());
       if (!made) return made.error();
       return geometry::Region(std::move(*made));
@@ -167,7 +167,7 @@ Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request) {
       return DeviceRequest::location(std::move(id), request.component_id(), request.rho());
     case v1::DeviceRequest::kDistanceToPoint: {
       const auto& point = request.distance_to_point().point();
-      if (auto s = require_wire_dimension("point", point.size()); !s) return s.error();
+      CGP_RETURN_IF_ERROR(require_wire_dimension("point", point.size()));
       return DeviceRequest::distance_to_point(std::move(id), request.component_id(), copy(point),
                                               request.rho());
     }

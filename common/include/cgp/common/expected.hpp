@@ -72,3 +72,23 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace cgp
+
+// Propagation in the style of absl's RETURN_IF_ERROR / ASSIGN_OR_RETURN: on failure the enclosing
+// function returns the error (its return type is a Status or an Expected<U>; both are made from
+// an Error).
+//   CGP_RETURN_IF_ERROR(require_finite_positive("rho", rho));
+//   CGP_ASSIGN_OR_RETURN(auto range, wire::region_from_wire(message.range()));
+#define CGP_RETURN_IF_ERROR(expr)                                  \
+  do {                                                             \
+    if (auto cgp_status_or_value_ = (expr); !cgp_status_or_value_) \
+      return cgp_status_or_value_.error();                         \
+  } while (false)
+
+#define CGP_DETAIL_CONCAT_INNER(a, b) a##b
+#define CGP_DETAIL_CONCAT(a, b) CGP_DETAIL_CONCAT_INNER(a, b)
+#define CGP_DETAIL_ASSIGN_OR_RETURN(result, lhs, expr) \
+  auto result = (expr);                                \
+  if (!result) return result.error();                  \
+  lhs = std::move(*result)
+#define CGP_ASSIGN_OR_RETURN(lhs, expr) \
+  CGP_DETAIL_ASSIGN_OR_RETURN(CGP_DETAIL_CONCAT(cgp_result_, __LINE__), lhs, expr)
