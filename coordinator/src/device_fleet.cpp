@@ -35,8 +35,7 @@ Expected<DeviceFleet> DeviceFleet::create(const DeviceConfig& config,
     // One stream per user from the run seed: independent of threads and of other users.
     auto device = client::Device::open_for_simulation(config, seed, i);
     CGP_RETURN_IF_ERROR(device.register_component("location", dimension));
-    if (auto s = device.set_component("location", points.subspan(i * dimension, dimension)); !s)
-      return s.error();
+    CGP_RETURN_IF_ERROR(device.set_component("location", points.subspan(i * dimension, dimension)));
     state->devices.push_back(std::move(device));
   }
   return DeviceFleet(std::move(state));

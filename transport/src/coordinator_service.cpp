@@ -495,8 +495,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     return make_error(ErrorCode::invalid_argument, "devices", "no device is enrolled");
   if (options.device_ids.size() > std::numeric_limits<coordinator::UserId>::max())
     return make_error(ErrorCode::too_large, "devices", "too many devices");
-  if (auto s = require_finite_positive("device_budget", options.device_budget); !s)
-    return s.error();
+  CGP_RETURN_IF_ERROR(require_finite_positive("device_budget", options.device_budget));
   if (options.dimension == 0 || options.dimension > wire::kMaxDimension)
     return make_error(ErrorCode::out_of_range, "dimension", "dimension must be 1..4096");
   auto impl = std::make_unique<Impl>();

@@ -9,8 +9,7 @@
 namespace cgp::privacy {
 
 Expected<double> gaussian_norm_bound(std::size_t dimension, double beta) {
-  if (auto s = require_count_in("dimension", dimension, 1, std::numeric_limits<int>::max()); !s)
-    return s.error();
+  CGP_RETURN_IF_ERROR(require_count_in("dimension", dimension, 1, std::numeric_limits<int>::max()));
   CGP_RETURN_IF_ERROR(require_open_interval("beta", beta, 0.0, 1.0));
   double log_inv_beta = -std::log(beta);
   double lambda;
