@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,11 +43,9 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-// Exit 3 for what a file held or whether it could be read; 2 for an argument's value.
+// A file that could not be read, or held something invalid (a duplicate id included): exit 3.
 int fail_with(const cgp::Error& error) {
-  const bool file_problem =
-      error.code != cgp::ErrorCode::already_exists && error.code != cgp::ErrorCode::out_of_range;
-  return fail(file_problem ? 3 : 2, error.message);
+  return fail(3, error.message);
 }
 
 // ISO 8601 UTC with milliseconds, for the event log.
@@ -133,26 +132,32 @@ FileStamp stamp_of(const std::string& path) {
   return {info.st_mtim, info.st_ino, info.st_size};
 }
 
-// Revokes the running devices that the enrolment file no longer lists. New ids need a restart
-// (users are indexed in enrolment order).
+// Revokes the running devices that the enrolment file no longer lists, or lists with another
+// credential (the old one must stop working; the new one is admitted after a restart, since
+// users are indexed in enrolment order). An empty file revokes every device; an unreadable one
+// changes nothing.
 void follow_enrolment(const std::string& path, cgp::transport::CoordinatorService& service,
-                      const std::vector<std::string>& running,
+                      const cgp::transport::Enrolment& running,
                       const std::function<void(const std::string&)>& log) {
   auto entries = cgp::transport::read_enrolment(path);
+  if (!entries && entries.error().message.ends_with(" is empty"))
+    entries = cgp::transport::Enrolment{};
   if (!entries) {
     if (log)
       log("event=enrolment-unreadable error=" + cgp::transport::log_value(entries.error().message));
     return;
   }
-  std::set<std::string, std::less<>> listed;
-  for (const auto& entry : *entries) listed.insert(entry.first);
+  std::map<std::string, cgp::transport::CredentialSha256, std::less<>> listed(entries->begin(),
+                                                                              entries->end());
   std::size_t added = listed.size();
-  for (const auto& id : running) {
-    if (listed.count(id) > 0) {
-      --added;
-      continue;
-    }
+  for (const auto& [id, digest] : running) {
+    auto now = listed.find(id);
+    if (now != listed.end()) --added;
+    if (now != listed.end() && now->second == digest) continue;
     (void)service.revoke(id);  // logged by the gateway when it is new
+    if (now != listed.end() && log)
+      log("event=credential-changed device=" + cgp::transport::log_value(id) +
+          " note=revoked-until-restart");
   }
   if (added > 0 && log)
     log("event=enrolment-added devices=" + std::to_string(added) + " note=restart-to-serve-them");
@@ -300,6 +305,8 @@ int run(int argc, char** argv) {
   if (revoke->parsed()) return revoke_device(revoke_devices, revoke_id);
 
   // serve
+  // The stamp before the read: a change made while the service starts is seen at the first tick.
+  FileStamp seen = stamp_of(devices_file);
   auto enrolled = cgp::transport::read_enrolment(devices_file);
   if (!enrolled) return fail_with(enrolled.error());
   auto analyst_secret = cgp::transport::read_secret(analyst_file, "--analyst-credential");
@@ -355,8 +362,11 @@ int run(int argc, char** argv) {
   auto service = cgp::transport::CoordinatorService::start(options);
   if (!service) {
     const auto& error = service.error();
-    // A port in use (or any other reason the socket cannot be had) is not a bad argument.
-    return fail(error.code == cgp::ErrorCode::unavailable ? 1 : 2, error.message);
+    // A port or state file in use, or a server that would not start, is not a bad argument
+    // (exit 1: systemd may restart); a state file that is not one is a file problem (3).
+    if (error.code == cgp::ErrorCode::unavailable || error.code == cgp::ErrorCode::internal_error)
+      return fail(1, error.message);
+    return fail(error.parameter == "state" ? 3 : 2, error.message);
   }
   // Every line on stderr while serving is a log line with ts (also with --quiet: these two).
   const auto say = [](const std::string& line) {
@@ -372,7 +382,6 @@ int run(int argc, char** argv) {
   if (tls_cert.empty())
     say("event=warning message=\"plaintext: credentials cross the network in clear; use "
         "--tls-cert/--tls-key beyond loopback\"");
-  FileStamp seen = stamp_of(devices_file);
   int received = 0;
   for (;;) {
     const timespec tick{2, 0};
@@ -382,7 +391,7 @@ int run(int argc, char** argv) {
     const FileStamp now = stamp_of(devices_file);
     if (received == SIGHUP || !(now == seen)) {
       seen = now;
-      follow_enrolment(devices_file, **service, options.device_ids, options.gateway.log);
+      follow_enrolment(devices_file, **service, *enrolled, options.gateway.log);
     }
   }
   say("event=stopping signal=" + std::to_string(received));

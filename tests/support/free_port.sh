@@ -3,7 +3,7 @@
 free_port() {
   local candidate
   for _ in $(seq 1 200); do
-    candidate=$((20000 + RANDOM % 40000))
+    candidate=$((20000 + RANDOM % 12000))  # below Linux's ephemeral range (32768-60999)
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
       echo "$candidate"
       return 0

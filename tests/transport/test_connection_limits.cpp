@@ -148,7 +148,7 @@ TEST_CASE("connections: caps per address and in all and a flood is cut at the ha
 TEST_CASE("connections: streams that never say Hello are capped per address and in all",
           "[transport][limits]") {
   transport::GatewayOptions options;
-  options.hello_timeout = 2000ms;
+  options.hello_timeout = 5000ms;  // long enough that none expires while 20 streams open
   options.limits.max_pending_streams = 12;
   options.limits.max_pending_streams_per_address = 8;
   auto gateway = *transport::DeviceGateway::start(options);
@@ -210,6 +210,7 @@ TEST_CASE("connections: the listen address is checked by name", "[transport][lim
   CHECK(refused.error().parameter == "max_connections");
   CHECK(transport::detail::peer_address("ipv4:10.1.2.3:5555") == "10.1.2.3");
   CHECK(transport::detail::peer_address("ipv6:[::1]:5555") == "::1");
+  CHECK(transport::detail::peer_address("ipv6:%5B::1%5D:5555") == "::1");
 }
 
 #ifdef CGP_COORDINATOR_PATH

@@ -84,6 +84,10 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
   CHECK(kept->estimate == estimates[3]);
   CHECK(kept->coverage.answered == n);
   CHECK_FALSE(analyst.result("q1").has_value());  // past the retention bound (3)
+  query.query_id = "q1";                          // pruned, but devices still hold it: never reused
+  auto evicted = analyst.range_count(range, 0.15, query);
+  REQUIRE_FALSE(evicted.has_value());
+  CHECK(evicted.error().code == ErrorCode::already_exists);
   query.query_id = "q3";
   auto reused = analyst.range_count(range, 0.15, query);
   REQUIRE_FALSE(reused.has_value());  // ids stay unique across the restart

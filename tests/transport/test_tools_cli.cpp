@@ -320,6 +320,15 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
   CHECK(eventually([&] { return connected() == 2; }, 20s));
   std::this_thread::sleep_for(1s);
   CHECK(connected() == 2);  // and it stays out
+  // Revoked and enrolled again within one poll: the file lists the id with a new credential;
+  // the old one (which the swarm still holds) must stop working at once.
+  REQUIRE(run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-1"}, s.dir)
+              .exit_code == 0);
+  REQUIRE(run_tool({coordinator, "enrol", "--devices", devices, "--id", "device-1",
+                    "--credential-out", s / "device-1-new.key"},
+                   s.dir)
+              .exit_code == 0);
+  CHECK(eventually([&] { return connected() == 1; }, 20s));
   auto unknown = run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-9"}, s.dir);
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("not enrolled") != std::string::npos);

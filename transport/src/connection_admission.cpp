@@ -84,7 +84,12 @@ Expected<ListenAddress> parse_listen_address(const std::string& address) {
   return out;
 }
 
-std::string peer_address(const std::string& peer) {
+std::string peer_address(const std::string& peer_string) {
+  // gRPC percent-encodes the brackets of an IPv6 peer ("ipv6:%5B::1%5D:5555").
+  std::string peer = peer_string;
+  for (auto [encoded, plain] : {std::pair{"%5B", "["}, std::pair{"%5D", "]"}})
+    for (auto at = peer.find(encoded); at != std::string::npos; at = peer.find(encoded))
+      peer.replace(at, 3, plain);
   std::string_view text = peer;
   if (const auto colon = text.find(':'); colon != std::string_view::npos)
     text.remove_prefix(colon + 1);  // "ipv4:" / "ipv6:"
@@ -191,9 +196,13 @@ struct ConnectionAdmission::State {
       spare_fd = -1;
     }
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd >= 0) close(fd);
+    if (fd >= 0) {
+      close(fd);
+      if (on_refused) on_refused(ConnectionRefusal::descriptors);
+    }
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (on_refused) on_refused(ConnectionRefusal::descriptors);
+    // No descriptor came free (another thread took it): wait instead of spinning on accept.
+    if (fd < 0 || spare_fd < 0) poll(nullptr, 0, 50);
     const auto now = std::chrono::steady_clock::now();
     if (log && now - last_descriptor_log > std::chrono::seconds(1)) {
       last_descriptor_log = now;
@@ -325,7 +334,10 @@ Expected<std::unique_ptr<ConnectionAdmission>> ConnectionAdmission::listen(
       ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(bound).sin6_port
                                         : reinterpret_cast<const sockaddr_in&>(bound).sin_port);
   state->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (pipe2(state->wake, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(state->wake, O_CLOEXEC) != 0) {
+    if (state->spare_fd >= 0) close(state->spare_fd);
+    return fail(std::string("pipe: ") + std::strerror(errno));
+  }
   return std::unique_ptr<ConnectionAdmission>(new ConnectionAdmission(std::move(state)));
 }
 

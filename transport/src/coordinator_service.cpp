@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -10,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <span>
 
 #include "cgp/common/privacy/device_charge.hpp"
@@ -97,6 +99,9 @@ void fill_report(const Report& report, v1::QueryResult& out) {
 }  // namespace
 
 struct CoordinatorService::Impl {
+  // The gateway serves analyst calls as soon as it listens, before start() has made the fleet
+  // and the metrics: until then every call is UNAVAILABLE.
+  std::atomic<bool> ready{false};
   CoordinatorOptions options;
   std::unique_ptr<DeviceGateway> gateway;
   std::unique_ptr<detail::MetricsEndpoint> metrics;
@@ -113,6 +118,9 @@ struct CoordinatorService::Impl {
   const std::string query_prefix = random_query_prefix();
   std::map<std::string, v1::QueryResult> results;
   std::deque<std::string> result_order;  // oldest first, for the retention bound
+  // Every id a query ran under, kept past its result: devices keep (id, round) in their
+  // ledgers, so an id is never reused even after its result was pruned.
+  std::set<std::string, std::less<>> used_ids;
   std::uint64_t queries_run = 0;
   std::unique_ptr<detail::CoordinatorState> state;  // results and mirror beyond memory
   std::vector<double> saved_mirror;                 // what `state` holds, to save changes only
@@ -121,9 +129,16 @@ struct CoordinatorService::Impl {
     if (options.gateway.log) options.gateway.log(line);
   }
 
+  // The server goes first: no handler may run while the members it uses are destroyed.
+  ~Impl() {
+    metrics.reset();
+    gateway.reset();
+  }
+
   // Keeps a finished result in memory and in the state file, within the retention bound.
   void keep_result(const std::string& id, const v1::QueryResult& result) {
     if (results.count(id) == 0) result_order.push_back(id);
+    used_ids.insert(id);
     results[id] = result;
     ++queries_run;
     while (result_order.size() > options.retention.max_results) {
@@ -141,8 +156,15 @@ struct CoordinatorService::Impl {
       auto pruned = state->prune(options.retention.max_results, options.retention.max_age, now);
       if (!pruned) saved = pruned.error();
     }
-    if (saved) saved = save_mirror();
     if (!saved) log("event=state-error error=" + log_value(saved.error().message));
+  }
+
+  // The mirror on disk after every query that asked devices (successful or not), so that a
+  // restart never forgets a charge it saw.
+  void persist_mirror() {
+    if (!state) return;
+    if (auto saved = save_mirror(); !saved)
+      log("event=state-error error=" + log_value(saved.error().message));
   }
 
   cgp::Status save_mirror() {
@@ -161,7 +183,13 @@ struct CoordinatorService::Impl {
   cgp::Status restore() {
     auto stored = state->results();
     if (!stored) return stored.error();
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
     for (auto& each : *stored) {
+      used_ids.insert(each.query_id);
+      if (each.finished_unix < now - static_cast<std::int64_t>(options.retention.max_age.count()))
+        continue;  // past the age bound (pruned from the file at the next prune)
       v1::QueryResult result;
       if (!result.ParseFromString(each.bytes)) continue;  // not ours to fail on: skipped
       result_order.push_back(each.query_id);
@@ -171,6 +199,9 @@ struct CoordinatorService::Impl {
       results.erase(result_order.front());
       result_order.pop_front();
     }
+    auto used = state->used_ids();
+    if (!used) return used.error();
+    used_ids.insert(used->begin(), used->end());
     auto run = state->counter("queries");
     if (!run) return run.error();
     queries_run = *run;
@@ -189,7 +220,10 @@ struct CoordinatorService::Impl {
     }
     return {};
   }
-  std::vector<char> revoked;  // per user: revoked, left out of every later query
+  // Per user: revoked, left out of every later query. Its own lock: a revoke must not wait for
+  // a running query.
+  std::mutex revoked_mutex;
+  std::vector<char> revoked;
 
   bool authorised(grpc::ServerContext* context) const {
     if (!options.analyst_credential_sha256) return true;
@@ -232,7 +266,7 @@ struct CoordinatorService::Impl {
     o.component_id = options.component_id;
     if (!in.query_id().empty()) CGP_RETURN_IF_ERROR(require_id("query_id", in.query_id()));
     o.query_id = in.query_id().empty() ? query_prefix + std::to_string(next_query) : in.query_id();
-    if (results.count(o.query_id) > 0)
+    if (results.count(o.query_id) > 0 || used_ids.count(o.query_id) > 0)
       return make_error(ErrorCode::already_exists, "query_id",
                         "query_id '" + o.query_id + "' was already used");
     const std::size_t n = options.device_ids.size();
@@ -241,12 +275,20 @@ struct CoordinatorService::Impl {
                       : std::move(subject);
     for (auto u : out.subject)
       if (u >= n) return make_error(ErrorCode::out_of_range, "users", "a user index is ≥ enrolled");
-    if (std::count(revoked.begin(), revoked.end(), 1) > 0) {
+    // A user listed twice is one user (a duplicate made a round wait out its deadline).
+    std::sort(out.subject.begin(), out.subject.end());
+    out.subject.erase(std::unique(out.subject.begin(), out.subject.end()), out.subject.end());
+    std::vector<char> revoked_now;
+    {
+      std::lock_guard lock(revoked_mutex);
+      revoked_now = revoked;
+    }
+    if (std::count(revoked_now.begin(), revoked_now.end(), 1) > 0) {
       // Revoked devices take no part: "all" means all the others.
       if (out.subject.empty())
         for (std::size_t u = 0; u < n; ++u)
           out.subject.push_back(static_cast<coordinator::UserId>(u));
-      std::erase_if(out.subject, [&](coordinator::UserId u) { return revoked[u] != 0; });
+      std::erase_if(out.subject, [&](coordinator::UserId u) { return revoked_now[u] != 0; });
       if (out.subject.empty())
         return make_error(ErrorCode::invalid_argument, "users",
                           "every user of this query is revoked");
@@ -288,13 +330,19 @@ struct CoordinatorService::Impl {
     // Everyone spent: nothing is asked (an empty user list would mean "all" to the engine), and
     // the coverage below reports the query as refused.
     const bool anyone_asked = !prepared->asked.empty() || prepared->exhausted.empty();
-    if (anyone_asked)
-      if (auto ran = body(query, prepared->rho, *out); !ran.ok())
-        return to_status(context, ran.error());
+    if (anyone_asked) {
+      auto ran = body(query, prepared->rho, *out);
+      // A query that failed after its first round still charged devices: its id is used up
+      // and the mirror's view of the charges is kept, whatever happens next.
+      ++next_query;
+      persist_mirror();
+      if (!ran.ok()) return to_status(context, ran.error());
+    } else {
+      ++next_query;
+    }
     for (auto u : prepared->exhausted) out->add_refused(u);
     out->set_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    ++next_query;
     if (in.rho() == 0) ++adaptive_queries;
     // Users whose replies could not count are a coverage, never an estimate that looks fine.
     *out->mutable_coverage() =
@@ -445,31 +493,36 @@ grpc::Status guarded(grpc::ServerContext* context, Body&& body) noexcept {
   return {grpc::StatusCode::INTERNAL, "query: the coordinator failed"};
 }
 
+grpc::Status starting(grpc::ServerContext* context) {
+  return to_status(context, Error{ErrorCode::unavailable, "coordinator",
+                                  "coordinator: starting; retry in a moment"});
+}
+
 // The Analyst gRPC service, forwarding to the coordinator (which outlives the server).
 class AnalystEndpoint final : public v1::Analyst::Service {
  public:
   explicit AnalystEndpoint(CoordinatorService::Impl& impl) : impl_(impl) {}
   grpc::Status RangeCount(grpc::ServerContext* c, const v1::RangeCountQuery* q,
                           v1::QueryResult* r) override {
-    return guarded(c, [&] { return impl_.RangeCount(c, q, r); });
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.RangeCount(c, q, r); });
   }
   grpc::Status Kde(grpc::ServerContext* c, const v1::KdeQuery* q, v1::QueryResult* r) override {
-    return guarded(c, [&] { return impl_.Kde(c, q, r); });
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Kde(c, q, r); });
   }
   grpc::Status Knn(grpc::ServerContext* c, const v1::KnnQuery* q, v1::QueryResult* r) override {
-    return guarded(c, [&] { return impl_.Knn(c, q, r); });
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Knn(c, q, r); });
   }
   grpc::Status Threshold(grpc::ServerContext* c, const v1::ThresholdQuery* q,
                          v1::QueryResult* r) override {
-    return guarded(c, [&] { return impl_.Threshold(c, q, r); });
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Threshold(c, q, r); });
   }
   grpc::Status GetResult(grpc::ServerContext* c, const v1::ResultRequest* q,
                          v1::QueryResult* r) override {
-    return guarded(c, [&] { return impl_.GetResult(c, q, r); });
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.GetResult(c, q, r); });
   }
   grpc::Status Status(grpc::ServerContext* c, const v1::StatusRequest* q,
                       v1::CoordinatorStatus* r) override {
-    return guarded(c, [&] { return impl_.Status(c, q, r); });
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Status(c, q, r); });
   }
 
  private:
@@ -480,13 +533,10 @@ class AnalystEndpoint final : public v1::Analyst::Service {
 
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
-  if (impl_->state) {
-    std::lock_guard lock(impl_->query_mutex);
-    if (auto saved = impl_->save_mirror(); !saved)
-      impl_->log("event=state-error error=" + log_value(saved.error().message));
-  }
   impl_->metrics.reset();  // no scrape reads the gateway while it goes
-  impl_->gateway.reset();  // streams end before the service object goes
+  impl_->gateway.reset();  // no analyst call runs after this: the mirror is final
+  std::lock_guard lock(impl_->query_mutex);
+  impl_->persist_mirror();
 }
 
 Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
@@ -543,6 +593,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   impl->fleet =
       std::make_unique<NetworkFleet>(*impl->gateway, options.device_ids, options.dimension,
                                      config->rho_capacity(), options.round_deadline);
+  impl->ready = true;
   return std::unique_ptr<CoordinatorService>(new CoordinatorService(std::move(impl)));
 }
 
@@ -563,11 +614,11 @@ Expected<bool> CoordinatorService::revoke(const std::string& device_id) {
   if (user == impl_->user_of_device.end())
     return make_error(ErrorCode::invalid_argument, "device_id",
                       "device id '" + device_id + "' is not enrolled");
-  {
-    std::lock_guard lock(impl_->query_mutex);
-    impl_->revoked[user->second] = 1;
-  }
-  return impl_->gateway->revoke(device_id);
+  // The stream ends first, at once, even while a query runs.
+  const bool first = impl_->gateway->revoke(device_id);
+  std::lock_guard lock(impl_->revoked_mutex);
+  impl_->revoked[user->second] = 1;
+  return first;
 }
 
 }  // namespace cgp::transport

@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS mirror (
   device_id TEXT PRIMARY KEY,
   remaining REAL NOT NULL CHECK (remaining >= 0));
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS used_ids (query_id TEXT PRIMARY KEY);
 )sql";
 
 Error state_error(const std::string& message) {
@@ -110,7 +111,9 @@ Expected<std::vector<CoordinatorState::StoredResult>> CoordinatorState::results(
   int rc;
   while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
     StoredResult r;
-    r.query_id = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
+    const auto* id = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
+    if (!id) return state_error(db_->path + ": a result without a query id (not our schema)");
+    r.query_id = id;
     r.finished_unix = sqlite3_column_int64(read.get(), 1);
     const auto* blob = static_cast<const char*>(sqlite3_column_blob(read.get(), 2));
     r.bytes.assign(blob ? blob : "", static_cast<std::size_t>(sqlite3_column_bytes(read.get(), 2)));
@@ -130,7 +133,25 @@ Status CoordinatorState::save_result(const StoredResult& result) {
   sqlite3_bind_blob(write.get(), 3, result.bytes.data(), static_cast<int>(result.bytes.size()),
                     SQLITE_TRANSIENT);
   if (sqlite3_step(write.get()) != SQLITE_DONE) return db_->error("save result");
+  // Ids outlive their results: devices keep (id, round) in their ledgers for good.
+  Statement used(db_->db, "INSERT OR IGNORE INTO used_ids (query_id) VALUES (?1)");
+  if (!used.ok()) return db_->error("save result");
+  sqlite3_bind_text(used.get(), 1, result.query_id.c_str(), -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(used.get()) != SQLITE_DONE) return db_->error("save result");
   return {};
+}
+
+Expected<std::vector<std::string>> CoordinatorState::used_ids() const {
+  Statement read(db_->db, "SELECT query_id FROM used_ids");
+  if (!read.ok()) return db_->error("read used ids");
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
+    const auto* id = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
+    if (id) out.emplace_back(id);
+  }
+  if (rc != SQLITE_DONE) return db_->error("read used ids");
+  return out;
 }
 
 Expected<std::size_t> CoordinatorState::prune(std::size_t max_results, std::chrono::seconds max_age,
@@ -155,9 +176,11 @@ Expected<std::map<std::string, double>> CoordinatorState::mirror() const {
   if (!read.ok()) return db_->error("read mirror");
   std::map<std::string, double> out;
   int rc;
-  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW)
-    out[reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0))] =
-        sqlite3_column_double(read.get(), 1);
+  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
+    const auto* id = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
+    if (!id) return state_error(db_->path + ": a mirror row without a device id (not our schema)");
+    out[id] = sqlite3_column_double(read.get(), 1);
+  }
   if (rc != SQLITE_DONE) return db_->error("read mirror");
   return out;
 }

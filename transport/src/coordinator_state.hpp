@@ -37,6 +37,8 @@ class CoordinatorState {
   // Results in the order they finished (oldest first).
   Expected<std::vector<StoredResult>> results() const;
   Status save_result(const StoredResult& result);
+  // Every query id ever saved (results are pruned, ids are not: devices keep them).
+  Expected<std::vector<std::string>> used_ids() const;
   // Keeps the newest max_results finished within max_age; returns how many were removed.
   Expected<std::size_t> prune(std::size_t max_results, std::chrono::seconds max_age,
                               std::int64_t now_unix);

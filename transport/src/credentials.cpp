@@ -1,5 +1,6 @@
 #include "cgp/transport/credentials.hpp"
 
+#include <fcntl.h>
 #include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -84,7 +85,10 @@ Status write_enrolment(const std::string& path, const Enrolment& entries) {
   std::string text = "# cgpkit enrolment: device id, SHA-256 of its credential\n";
   for (const auto& [id, digest] : entries) text += id + "," + sha256_hex(digest) + "\n";
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
-  if (auto written = write_private_file(temporary, "devices", text, /*overwrite=*/true); !written) {
+  // Created afresh (O_EXCL: never through a link someone planted at that name).
+  ::unlink(temporary.c_str());
+  if (auto written = write_private_file(temporary, "devices", text, /*overwrite=*/false);
+      !written) {
     ::unlink(temporary.c_str());
     return written;
   }
@@ -94,6 +98,13 @@ Status write_enrolment(const std::string& path, const Enrolment& entries) {
     ::unlink(temporary.c_str());
     return make_error(ErrorCode::invalid_argument, "devices",
                       "devices: cannot replace " + path + ": " + std::strerror(error));
+  }
+  // The rename itself reaches the disk: a revoke must survive a power cut.
+  const auto slash = path.rfind('/');
+  const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  if (const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
   }
   return {};
 }

@@ -22,11 +22,16 @@ void Session::on_event(Op op, bool ok) {
       if (ok) {
         // The next device on this queue gets a fresh listener.
         std::make_shared<Session>(core_, queue_)->listen();
-        const bool pending = core_.await_hello(shared_from_this(), peer_address(context_.peer()));
         {
+          // Accepted before the watchdog knows it: a Hello timeout that fires at once must
+          // find a stream it can finish.
           std::lock_guard lock(mutex_);
           accepted_ = true;
-          if (pending) start_read();
+        }
+        const bool pending = core_.await_hello(shared_from_this(), peer_address(context_.peer()));
+        if (pending) {
+          std::lock_guard lock(mutex_);
+          if (!finish_requested_) start_read();
         }
         if (!pending)
           finish({grpc::StatusCode::RESOURCE_EXHAUSTED, "too many streams waiting for Hello"});

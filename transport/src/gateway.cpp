@@ -117,7 +117,8 @@ void GatewayCore::serve() {
   hello_sweeper = std::thread([this] {
     std::unique_lock lock(hello_mutex);
     while (!hello_stop) {
-      hello_changed.wait_for(lock, std::min(hello_timeout / 4, std::chrono::milliseconds(1000)));
+      hello_changed.wait_for(lock, std::clamp(hello_timeout / 4, std::chrono::milliseconds(1),
+                                              std::chrono::milliseconds(1000)));
       const auto now = std::chrono::steady_clock::now();
       std::vector<std::shared_ptr<Session>> expired;
       for (auto it = awaiting_hello.begin(); it != awaiting_hello.end();) {
