@@ -67,10 +67,7 @@ std::string utc_now() {
 cgp::Expected<cgp::transport::Enrolment> current_enrolment(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0 && errno == ENOENT) return cgp::transport::Enrolment{};
-  auto entries = cgp::transport::read_enrolment(path);
-  if (!entries && entries.error().message.ends_with(" is empty"))
-    return cgp::transport::Enrolment{};
-  return entries;
+  return cgp::transport::read_enrolment(path);
 }
 
 int enrol_devices(const std::string& devices, const std::vector<std::string>& ids,
@@ -140,8 +137,6 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
                       const cgp::transport::Enrolment& running,
                       const std::function<void(const std::string&)>& log) {
   auto entries = cgp::transport::read_enrolment(path);
-  if (!entries && entries.error().message.ends_with(" is empty"))
-    entries = cgp::transport::Enrolment{};
   if (!entries) {
     if (log)
       log("event=enrolment-unreadable error=" + cgp::transport::log_value(entries.error().message));
@@ -309,6 +304,7 @@ int run(int argc, char** argv) {
   FileStamp seen = stamp_of(devices_file);
   auto enrolled = cgp::transport::read_enrolment(devices_file);
   if (!enrolled) return fail_with(enrolled.error());
+  if (enrolled->empty()) return fail(3, "--devices: " + devices_file + " lists no device");
   auto analyst_secret = cgp::transport::read_secret(analyst_file, "--analyst-credential");
   if (!analyst_secret) return fail(3, analyst_secret.error().message);
   cgp::transport::CoordinatorOptions options;

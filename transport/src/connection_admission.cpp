@@ -221,11 +221,13 @@ struct ConnectionAdmission::State {
     for (;;) {
       const int ready = poll(watched, 2, 1000);
       if (watched[1].revents != 0) return;
-      if (ready <= 0) {
+      {
+        // At most once a second, busy or not: keeps open_connections() current without
+        // readers (status calls, metric scrapes) paying a pass over every connection.
         std::lock_guard lock(mutex);
-        sweep();  // keeps open_connections() current while nothing happens
-        continue;
+        if (std::chrono::steady_clock::now() - last_sweep > std::chrono::seconds(1)) sweep();
       }
+      if (ready <= 0) continue;
       for (int accepted = 0; accepted < 256; ++accepted) {  // then look at the wake pipe again
         sockaddr_storage peer{};
         socklen_t length = sizeof peer;
@@ -368,9 +370,7 @@ std::size_t ConnectionAdmission::max_connections() const noexcept {
 }
 
 std::size_t ConnectionAdmission::open_connections() const {
-  std::lock_guard lock(state_->mutex);
-  state_->sweep();
-  return state_->admitted.size();
+  return state_->admitted_count();
 }
 
 }  // namespace cgp::transport::detail

@@ -135,20 +135,29 @@ struct CoordinatorService::Impl {
     gateway.reset();
   }
 
+  static std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Drops the oldest results beyond the retention count (memory; the file is pruned apart).
+  void trim_results() {
+    while (result_order.size() > options.retention.max_results) {
+      results.erase(result_order.front());
+      result_order.pop_front();
+    }
+  }
+
   // Keeps a finished result in memory and in the state file, within the retention bound.
   void keep_result(const std::string& id, const v1::QueryResult& result) {
     if (results.count(id) == 0) result_order.push_back(id);
     used_ids.insert(id);
     results[id] = result;
     ++queries_run;
-    while (result_order.size() > options.retention.max_results) {
-      results.erase(result_order.front());
-      result_order.pop_front();
-    }
+    trim_results();
     if (!state) return;
-    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+    const auto now = unix_now();
     cgp::Status saved = state->save_result({id, result.SerializeAsString(), now});
     if (saved) saved = state->set_counter("queries", queries_run);
     if (saved) saved = state->set_counter("adaptive_queries", adaptive_queries);
@@ -183,9 +192,7 @@ struct CoordinatorService::Impl {
   cgp::Status restore() {
     auto stored = state->results();
     if (!stored) return stored.error();
-    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+    const auto now = unix_now();
     for (auto& each : *stored) {
       used_ids.insert(each.query_id);
       if (each.finished_unix < now - static_cast<std::int64_t>(options.retention.max_age.count()))
@@ -195,10 +202,7 @@ struct CoordinatorService::Impl {
       result_order.push_back(each.query_id);
       results[each.query_id] = std::move(result);
     }
-    while (result_order.size() > options.retention.max_results) {
-      results.erase(result_order.front());
-      result_order.pop_front();
-    }
+    trim_results();
     auto used = state->used_ids();
     if (!used) return used.error();
     used_ids.insert(used->begin(), used->end());
@@ -266,7 +270,7 @@ struct CoordinatorService::Impl {
     o.component_id = options.component_id;
     if (!in.query_id().empty()) CGP_RETURN_IF_ERROR(require_id("query_id", in.query_id()));
     o.query_id = in.query_id().empty() ? query_prefix + std::to_string(next_query) : in.query_id();
-    if (results.count(o.query_id) > 0 || used_ids.count(o.query_id) > 0)
+    if (used_ids.count(o.query_id) > 0)  // every kept result's id is in used_ids too
       return make_error(ErrorCode::already_exists, "query_id",
                         "query_id '" + o.query_id + "' was already used");
     const std::size_t n = options.device_ids.size();
@@ -330,15 +334,13 @@ struct CoordinatorService::Impl {
     // Everyone spent: nothing is asked (an empty user list would mean "all" to the engine), and
     // the coverage below reports the query as refused.
     const bool anyone_asked = !prepared->asked.empty() || prepared->exhausted.empty();
+    ++next_query;  // used up even if the query fails: devices may have seen it
     if (anyone_asked) {
       auto ran = body(query, prepared->rho, *out);
-      // A query that failed after its first round still charged devices: its id is used up
-      // and the mirror's view of the charges is kept, whatever happens next.
-      ++next_query;
+      // A query that failed after its first round still charged devices: the mirror's view
+      // of the charges is kept, whatever happens next.
       persist_mirror();
       if (!ran.ok()) return to_status(context, ran.error());
-    } else {
-      ++next_query;
     }
     for (auto u : prepared->exhausted) out->add_refused(u);
     out->set_seconds(
@@ -349,12 +351,10 @@ struct CoordinatorService::Impl {
         coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
     if (metrics) metrics->observe_query(kind, out->coverage().valid(), out->seconds());
     keep_result(query.query_id, *out);
-    if (options.gateway.log)
-      options.gateway.log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
-                          " rounds=" + std::to_string(out->rounds_used()) +
-                          " unanswered=" + std::to_string(out->unanswered_size()) +
-                          " answered=" + std::to_string(out->coverage().answered()) + "/" +
-                          std::to_string(out->coverage().users()));
+    log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
+        " rounds=" + std::to_string(out->rounds_used()) +
+        " unanswered=" + std::to_string(out->unanswered_size()) + " answered=" +
+        std::to_string(out->coverage().answered()) + "/" + std::to_string(out->coverage().users()));
     if (!out->coverage().valid()) {
       const auto& c = out->coverage();
       return to_status(

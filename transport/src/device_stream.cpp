@@ -32,9 +32,9 @@ void Session::on_event(Op op, bool ok) {
         if (pending) {
           std::lock_guard lock(mutex_);
           if (!finish_requested_) start_read();
-        }
-        if (!pending)
+        } else {
           finish({grpc::StatusCode::RESOURCE_EXHAUSTED, "too many streams waiting for Hello"});
+        }
       }
       break;
     case Op::read:

@@ -246,10 +246,7 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     ssl.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_certificate_chain});
     transport_credentials = grpc::SslServerCredentials(ssl);
   }
-  const ConnectionLimits& limits = options.limits;
-  if (limits.max_pending_streams == 0 || limits.max_pending_streams_per_address == 0)
-    return make_error(ErrorCode::not_positive, "max_pending_streams",
-                      "max_pending_streams and max_pending_streams_per_address must be > 0");
+  const ConnectionLimits& limits = options.limits;  // checked by ConnectionAdmission::listen
   impl->limits = limits;
   // The listening socket is ours, not gRPC's: caps per address and in all, and accept survives
   // running out of descriptors (connection_admission.hpp).

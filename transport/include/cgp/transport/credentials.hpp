@@ -23,6 +23,7 @@ bool credential_matches(std::string_view secret, const CredentialSha256& digest)
 std::string new_credential();
 // An enrolment file (cgp-coordinator enrol / serve --devices): "id,sha256-hex" lines, '#'
 // comments. Errors name the file and line; an id enrolled twice is an error (already_exists).
+// A file with no entries is an empty enrolment (revoke can leave one); serving needs one device.
 using Enrolment = std::vector<std::pair<std::string, CredentialSha256>>;
 Expected<Enrolment> read_enrolment(const std::string& path);
 // Replaces the enrolment file atomically (a temporary file beside it, synced, renamed over it):
