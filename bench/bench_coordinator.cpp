@@ -26,7 +26,6 @@
 
 #include "cgp/client/privatizer.hpp"
 #include "cgp/common/geometry/projection.hpp"
-#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/simulated_fleet.hpp"
@@ -175,7 +174,7 @@ int main(int argc, char** argv) {
     auto points = locations(users, seed, source);
     auto fleet = *SimulatedFleet::create(*DeviceConfig::cgp(1.0), points, 2, seed, threads);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-    const std::vector<double> rho(users, privacy::rho_within_charge(1e-4));
+    const auto rho = UserCharges::everyone(Charge{1e-4});
     // Centre of the data's bounding box.
     double lo[2] = {1e300, 1e300}, hi[2] = {-1e300, -1e300};
     for (std::size_t i = 0; i < users; ++i)
@@ -209,7 +208,7 @@ int main(int argc, char** argv) {
     users = train.size() / dimension;
     auto fleet = *SimulatedFleet::create(*DeviceConfig::cgp(1e6), train, dimension, seed, threads);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-    const std::vector<double> rho(users, privacy::rho_within_charge(1e-3));
+    const auto rho = UserCharges::everyone(Charge{1e-3});
     start = now();
     auto r = *knn(fleet, mirror, std::span<const double>(test).first(dimension), 10, rho, options);
     elapsed = now() - start;

@@ -22,7 +22,6 @@
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/common/privacy/confidence.hpp"
 #include "cgp/common/privacy/conversions.hpp"
-#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/privacy/gaussian_profile.hpp"
 #include "cgp/common/version.hpp"
 #include "cgp/coordinator/ground_truth.hpp"
@@ -247,7 +246,7 @@ int simulation_demo(const Options& options) {
       // A fresh fleet per row: every row starts from full budgets.
       auto fleet = or_exit(SimulatedFleet::create(*DeviceConfig::cgp(1.0), points, 2, seed));
       BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-      const std::vector<double> asked(n, privacy::rho_within_charge(rho));
+      const auto asked = UserCharges::everyone(Charge{rho});
       QueryOptions o;
       o.method = method;
       o.rounds = rounds;

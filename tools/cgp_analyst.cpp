@@ -196,6 +196,8 @@ int run(int argc, char** argv) {
   options.beta = beta;
   options.shift = !no_shift;
   options.query_id = id;
+  const auto charges = rho > 0 ? cgp::transport::RemoteCharges::fixed(cgp::coordinator::Charge{rho})
+                               : cgp::transport::RemoteCharges::adaptive();
 
   cgp::Expected<cgp::transport::RemoteResult> answer =
       cgp::Error{cgp::ErrorCode::invalid_argument, "command", "command: none given"};
@@ -215,16 +217,16 @@ int run(int argc, char** argv) {
       if (!made) return fail(2, "--disc: " + made.error().message);
       region = *made;
     }
-    answer = client->range_count(*region, rho, options);
+    answer = client->range_count(*region, charges, options);
   } else if (kde->parsed()) {
     kind = "kde";
-    answer = client->kde(point, bandwidth, rho, options);
+    answer = client->kde(point, bandwidth, charges, options);
   } else if (knn->parsed()) {
     kind = "knn";
-    answer = client->knn(point, k, rho, options);
+    answer = client->knn(point, k, charges, options);
   } else if (threshold->parsed()) {
     kind = "threshold";
-    answer = client->threshold(device, q, population, rho, options);
+    answer = client->threshold(device, q, population, charges, options);
   } else if (result->parsed()) {
     answer = client->result(id);
     kind = answer && !answer->neighbour_ids.empty() ? "knn" : "range";

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <random>
 
+#include "cgp/common/validate.hpp"
+
 namespace cgp::sim {
 
 RemoteBackend::RemoteBackend(transport::AnalystClient client, std::size_t users)
@@ -13,32 +15,48 @@ RemoteBackend::RemoteBackend(transport::AnalystClient client, std::size_t users)
   run_tag_ = tag;
 }
 
+namespace {
+
+// The wire carries one cap for all the users of a query.
+Expected<transport::RemoteCharges> remote_charges(const coordinator::UserCharges& charges) {
+  if (!charges.is_uniform())
+    return make_error(ErrorCode::invalid_argument, "charge",
+                      "a live coordinator takes one charge for all the users of a query");
+  std::vector<coordinator::UserId> users(charges.listed().begin(), charges.listed().end());
+  return transport::RemoteCharges::fixed(charges.cap(0), std::move(users));
+}
+
+}  // namespace
+
 coordinator::QueryOptions RemoteBackend::named(const coordinator::QueryOptions& o) {
   coordinator::QueryOptions out = o;
   out.query_id = "sim-" + o.query_id + "-" + run_tag_ + "-" + std::to_string(next_++);
   return out;
 }
 
-Expected<coordinator::CountResult> RemoteBackend::range_count(const geometry::Region& range,
-                                                              double rho,
-                                                              const coordinator::QueryOptions& o) {
-  auto remote = client_.range_count(range, rho, named(o));
+Expected<coordinator::CountResult> RemoteBackend::range_count(
+    const geometry::Region& range, const coordinator::UserCharges& charges,
+    const coordinator::QueryOptions& o) {
+  CGP_ASSIGN_OR_RETURN(auto remote_cap, remote_charges(charges));
+  auto remote = client_.range_count(range, remote_cap, named(o));
   if (!remote) return remote.error();
   return coordinator::CountResult{remote->estimate, std::move(remote->report)};
 }
 
 Expected<coordinator::KdeResult> RemoteBackend::kde(std::span<const double> p, double bandwidth,
-                                                    double rho,
+                                                    const coordinator::UserCharges& charges,
                                                     const coordinator::QueryOptions& o) {
-  auto remote = client_.kde(p, bandwidth, rho, named(o));
+  CGP_ASSIGN_OR_RETURN(auto remote_cap, remote_charges(charges));
+  auto remote = client_.kde(p, bandwidth, remote_cap, named(o));
   if (!remote) return remote.error();
   return coordinator::KdeResult{remote->estimate, std::move(remote->report)};
 }
 
 Expected<coordinator::KnnResult> RemoteBackend::knn(std::span<const double> p, std::size_t k,
-                                                    double rho,
+                                                    const coordinator::UserCharges& charges,
                                                     const coordinator::QueryOptions& o) {
-  auto remote = client_.knn(p, k, rho, named(o));
+  CGP_ASSIGN_OR_RETURN(auto remote_cap, remote_charges(charges));
+  auto remote = client_.knn(p, k, remote_cap, named(o));
   if (!remote) return remote.error();
   return coordinator::KnnResult{std::move(remote->neighbours), std::move(remote->report)};
 }

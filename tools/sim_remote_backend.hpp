@@ -13,11 +13,14 @@ class RemoteBackend final : public QueryBackend {
   RemoteBackend(transport::AnalystClient client, std::size_t users);
   std::size_t size() const override { return users_; }
   void start_repetition(std::uint64_t, double) override {}
-  Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
+  Expected<coordinator::CountResult> range_count(const geometry::Region& range,
+                                                 const coordinator::UserCharges& charges,
                                                  const coordinator::QueryOptions& o) override;
-  Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth, double rho,
+  Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth,
+                                       const coordinator::UserCharges& charges,
                                        const coordinator::QueryOptions& o) override;
-  Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k, double rho,
+  Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k,
+                                       const coordinator::UserCharges& charges,
                                        const coordinator::QueryOptions& o) override;
 
  private:

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <string>
 
-#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 
 namespace cgp::coordinator {
@@ -50,15 +49,15 @@ std::vector<double> AdaptiveBudget::allocate(std::size_t query, const BudgetMirr
 AdaptiveBudget::Ask AdaptiveBudget::ask(std::size_t query, const BudgetMirror& mirror,
                                         std::span<const UserId> candidates) const {
   const auto allocation = allocate(query, mirror);
+  std::vector<UserId> users;
+  std::vector<Charge> caps;
   Ask out;
-  out.rho.assign(allocation.size(), 1.0);
   auto consider = [&](UserId u) {
     // A user the mirror shows spent (a device that halted, or a restart that read its ledger's
-    // total) is left out: asking it for ρ = 0 would make the whole query invalid.
-    const double asked = allocation[u] > 0 ? privacy::rho_within_charge(allocation[u]) : 0.0;
-    if (asked > 0) {
-      out.users.push_back(u);
-      out.rho[u] = asked;
+    // total) is left out: a cap of 0 would make the whole query invalid.
+    if (allocation[u] > 0) {
+      users.push_back(u);
+      caps.emplace_back(allocation[u]);
     } else {
       out.exhausted.push_back(u);
     }
@@ -69,25 +68,31 @@ AdaptiveBudget::Ask AdaptiveBudget::ask(std::size_t query, const BudgetMirror& m
     for (auto u : candidates)
       if (u < allocation.size()) consider(u);
   }
+  out.charges = UserCharges::per_user(std::move(users), std::move(caps));
   return out;
 }
 
 Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMirror& mirror,
                                                          const AdaptiveBudget& budget,
                                                          std::span<const geometry::Region> ranges,
-                                                         const QueryOptions& options) {
+                                                         const QueryOptions& options,
+                                                         std::span<const UserId> users) {
+  for (UserId u : users)
+    if (u >= fleet.size() || u >= mirror.size())
+      return make_error(ErrorCode::out_of_range, "users",
+                        "users holds id " + std::to_string(u) + ", not in the fleet of " +
+                            std::to_string(fleet.size()));
   std::vector<CountResult> results;
   results.reserve(ranges.size());
   for (std::size_t l = 1; l <= ranges.size(); ++l) {
-    const auto ask = budget.ask(l, mirror, options.users);
+    const auto ask = budget.ask(l, mirror, users);
     QueryOptions query = options;
     query.query_id = options.query_id + "-" + std::to_string(l);
-    query.users = ask.users;
     CountResult result;
-    if (ask.users.empty()) {
+    if (ask.charges.listed().empty()) {
       result.report.charged.assign(fleet.size(), 0.0);
     } else {
-      auto counted = range_count(fleet, mirror, ranges[l - 1], ask.rho, query);
+      auto counted = range_count(fleet, mirror, ranges[l - 1], ask.charges, query);
       if (!counted) return counted.error();
       result = std::move(*counted);
     }

@@ -6,6 +6,7 @@
 
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/privacy/confidence.hpp"
+#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
 
@@ -17,15 +18,12 @@ constexpr double kShave = 1 - 0x1p-40;
 
 class Engine {
  public:
-  Engine(Fleet& fleet, BudgetMirror& mirror, const EliminationSetup& setup,
-         std::span<const double> rho)
-      : fleet_(fleet), mirror_(mirror), setup_(setup), rho_(rho) {}
+  Engine(Fleet& fleet, BudgetMirror& mirror, const EliminationSetup& setup)
+      : fleet_(fleet), mirror_(mirror), setup_(setup) {}
 
-  Status init(std::size_t rounds) {
-    if (rho_.size() != fleet_.size())
-      return make_error(ErrorCode::dimension_mismatch, "rho",
-                        "rho must give one value per user (" + std::to_string(fleet_.size()) +
-                            "), got " + std::to_string(rho_.size()));
+  // Checks the query and sets up G₀ (`group`): every user of `charges`.
+  Status init(const UserCharges& charges, std::size_t rounds, std::vector<UserId>& group) {
+    CGP_RETURN_IF_ERROR(charges.validate(fleet_.size()));
     if (mirror_.size() != fleet_.size())
       return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");
     CGP_RETURN_IF_ERROR(require_open_interval("beta0", setup_.beta0, 0.0, 1.0));
@@ -42,6 +40,17 @@ class Engine {
     e.rho_bar.assign(n, 0.0);
     result_.report.charged.assign(n, 0.0);
     mean_.resize(e.dimension);
+    group = charges.users(n);
+    // The one conversion from a charge to the ρ a release is asked at: the device charges
+    // device_charge(ρ), and device_charge(rho_within_charge(cap)) ≤ cap. Each round asks a
+    // shaved fraction of it (ask_round), so a user's charges over the query sum to ≤ its cap.
+    if (charges.is_uniform()) {
+      uniform_rho_ = privacy::rho_within_charge(charges.cap(0).rho());
+    } else {
+      rho_by_user_.assign(n, 0.0);
+      for (std::size_t k = 0; k < group.size(); ++k)
+        rho_by_user_[group[k]] = privacy::rho_within_charge(charges.cap(k).rho());
+    }
 
     request_.query_id = setup_.query_id;
     request_.component_id = setup_.component_id;
@@ -62,7 +71,7 @@ class Engine {
     asked_.clear();
     asked_rho_.clear();
     for (UserId u : group) {
-      const double r = rho_[u] * fraction * kShave;
+      const double r = (rho_by_user_.empty() ? uniform_rho_ : rho_by_user_[u]) * fraction * kShave;
       if (!(r > 0) || !mirror_.can_ask(u, r)) {
         report.refused.push_back(u);  // the mirror says the user cannot pay: not asked
         continue;
@@ -131,7 +140,8 @@ class Engine {
   Fleet& fleet_;
   BudgetMirror& mirror_;
   const EliminationSetup& setup_;
-  std::span<const double> rho_;
+  double uniform_rho_ = 0;           // the ρ every user is asked over the query, if uniform
+  std::vector<double> rho_by_user_;  // else by user id (0 for users not asked)
   std::vector<double> fractions_;
   EliminationResult result_;
   RoundRequest request_;
@@ -163,17 +173,16 @@ void Estimates::mean(UserId user, double* out) const noexcept {
 
 Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror& mirror,
                                                      const EliminationSetup& setup,
-                                                     std::span<const UserId> users,
-                                                     std::span<const double> rho, double nu_low,
+                                                     const UserCharges& charges, double nu_low,
                                                      double nu_high) {
   if (std::isnan(nu_low) || std::isnan(nu_high) || nu_low > nu_high)
     return make_error(ErrorCode::invalid_argument, "nu_low",
                       "nu_low must be <= nu_high, got " + format_number(nu_low) + " and " +
                           format_number(nu_high));
-  Engine engine(fleet, mirror, setup, rho);
-  CGP_RETURN_IF_ERROR(engine.init(setup.rounds));
+  Engine engine(fleet, mirror, setup);
+  std::vector<UserId> group, next, answered;
+  CGP_RETURN_IF_ERROR(engine.init(charges, setup.rounds, group));
   EliminationResult& result = engine.result();
-  std::vector<UserId> group(users.begin(), users.end()), next, answered;
   for (std::size_t j = 0; j < engine.fractions().size() && !group.empty(); ++j) {
     engine.ask_round(group, j, engine.fractions()[j], answered);
     auto lambda = engine.round_lambda(group.size());
@@ -197,14 +206,13 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
 }
 
 Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
-                                        const EliminationSetup& setup,
-                                        std::span<const UserId> users, std::span<const double> rho,
+                                        const EliminationSetup& setup, const UserCharges& charges,
                                         std::size_t k) {
   if (k == 0) return make_error(ErrorCode::out_of_range, "k", "k must be >= 1, got 0");
-  Engine engine(fleet, mirror, setup, rho);
-  CGP_RETURN_IF_ERROR(engine.init(setup.rounds));
+  Engine engine(fleet, mirror, setup);
+  std::vector<UserId> group, next, answered;
+  CGP_RETURN_IF_ERROR(engine.init(charges, setup.rounds, group));
   EliminationResult& result = engine.result();
-  std::vector<UserId> group(users.begin(), users.end()), next, answered;
   std::vector<double> lower, upper, scratch;
   for (std::size_t j = 0; j < engine.fractions().size() && group.size() > k; ++j) {
     engine.ask_round(group, j, engine.fractions()[j], answered);
@@ -240,12 +248,11 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
 
 Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
                                          const EliminationSetup& setup,
-                                         std::span<const UserId> users,
-                                         std::span<const double> rho) {
-  Engine engine(fleet, mirror, setup, rho);
-  CGP_RETURN_IF_ERROR(engine.init(1));
+                                         const UserCharges& charges) {
+  Engine engine(fleet, mirror, setup);
+  std::vector<UserId> users, answered;
+  CGP_RETURN_IF_ERROR(engine.init(charges, 1, users));
   EliminationResult& result = engine.result();
-  std::vector<UserId> answered;
   engine.ask_round(users, 0, 1.0, answered);
   result.report.eliminated_per_round.push_back(0);
   result.remaining = std::move(answered);

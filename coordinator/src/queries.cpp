@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/geometry/threshold_shift.hpp"
@@ -14,22 +13,6 @@ namespace cgp::coordinator {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
-std::vector<UserId> all_users(const Fleet& fleet, std::span<const UserId> chosen) {
-  if (!chosen.empty()) return {chosen.begin(), chosen.end()};
-  std::vector<UserId> users(fleet.size());
-  std::iota(users.begin(), users.end(), UserId{0});
-  return users;
-}
-
-Status validate_users(const Fleet& fleet, std::span<const UserId> users) {
-  for (UserId u : users)
-    if (u >= fleet.size())
-      return make_error(ErrorCode::out_of_range, "users",
-                        "user id " + std::to_string(u) + " is not in the fleet of " +
-                            std::to_string(fleet.size()));
-  return {};
-}
 
 EliminationSetup setup_for(const QueryOptions& options, Usefulness phi) {
   EliminationSetup setup;
@@ -43,18 +26,12 @@ EliminationSetup setup_for(const QueryOptions& options, Usefulness phi) {
   return setup;
 }
 
-Status validate_common(const Fleet& fleet, std::span<const double> rho,
+Status validate_common(const Fleet& fleet, const UserCharges& charges,
                        const QueryOptions& options) {
   CGP_RETURN_IF_ERROR(require_open_interval("beta", options.beta, 0.0, 1.0));
   if (eliminates(options.method))
     CGP_RETURN_IF_ERROR(require_count_in("c", options.rounds, 1, privacy::kMaxRounds));
-  if (rho.size() != fleet.size())
-    return make_error(ErrorCode::dimension_mismatch, "rho",
-                      "rho must give one value per user (" + std::to_string(fleet.size()) +
-                          "), got " + std::to_string(rho.size()));
-  for (std::size_t u = 0; u < rho.size(); ++u)
-    CGP_RETURN_IF_ERROR(require_finite_positive(indexed_name("rho", u), rho[u]));
-  return validate_users(fleet, options.users);
+  return charges.validate(fleet.size());
 }
 
 // The final estimate φ̄ of a user (mean of its releases; φ of the mean for point triples).
@@ -67,10 +44,10 @@ double final_estimate(const EliminationResult& r, const Usefulness& phi, Triple 
 
 // ρ-release elimination or single release, by method.
 Expected<EliminationResult> run(Fleet& fleet, BudgetMirror& mirror, const EliminationSetup& setup,
-                                const std::vector<UserId>& users, std::span<const double> rho,
-                                Method method, double nu_low, double nu_high) {
-  if (!eliminates(method)) return release_once(fleet, mirror, setup, users, rho);
-  return eliminate_noninteractive(fleet, mirror, setup, users, rho, nu_low, nu_high);
+                                const UserCharges& charges, Method method, double nu_low,
+                                double nu_high) {
+  if (!eliminates(method)) return release_once(fleet, mirror, setup, charges);
+  return eliminate_noninteractive(fleet, mirror, setup, charges, nu_low, nu_high);
 }
 
 geometry::Box bounding_box(const geometry::Region& range) {
@@ -127,17 +104,16 @@ double range_threshold_shift(const geometry::Region& range, double gamma) {
 }
 
 Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geometry::Region& range,
-                                  std::span<const double> rho, const QueryOptions& options) {
-  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
+                                  const UserCharges& charges, const QueryOptions& options) {
+  CGP_RETURN_IF_ERROR(validate_common(fleet, charges, options));
   if (geometry::dimension(range) != fleet.dimension())
     return make_error(ErrorCode::dimension_mismatch, "range",
                       "range has dimension " + std::to_string(geometry::dimension(range)) +
                           ", the fleet " + std::to_string(fleet.dimension()));
   const Usefulness phi{StatisticKind::signed_distance_to_region, {}, &range};
   const EliminationSetup setup = setup_for(options, phi);
-  auto users = all_users(fleet, options.users);
   // Alg. 6: ν_low = ν_high = 0.
-  auto result = run(fleet, mirror, setup, users, rho, options.method, 0.0, 0.0);
+  auto result = run(fleet, mirror, setup, charges, options.method, 0.0, 0.0);
   if (!result) return result.error();
   CountResult out;
   double count = static_cast<double>(result->s1.size());
@@ -155,19 +131,18 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
 }
 
 Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
-                        double bandwidth, std::span<const double> rho,
-                        const QueryOptions& options) {
-  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
+                        double bandwidth, const UserCharges& charges, const QueryOptions& options) {
+  CGP_RETURN_IF_ERROR(validate_common(fleet, charges, options));
   CGP_RETURN_IF_ERROR(require_finite_positive("bandwidth", bandwidth));
   CGP_RETURN_IF_ERROR(require_dimension("p", p, fleet.dimension()));
   CGP_RETURN_IF_ERROR(require_all_finite("p", p));
   const Usefulness phi{StatisticKind::distance_to_point, p, nullptr};
   const EliminationSetup setup = setup_for(options, phi);
-  auto users = all_users(fleet, options.users);
   // Alg. 7: ν_low = −∞, ν_high = 6b: a user farther than 6b adds at most e^-18/n.
-  auto result = run(fleet, mirror, setup, users, rho, options.method, -kInfinity, 6 * bandwidth);
+  auto result = run(fleet, mirror, setup, charges, options.method, -kInfinity, 6 * bandwidth);
   if (!result) return result.error();
-  const double n = static_cast<double>(users.size());
+  const double n =
+      static_cast<double>(charges.is_everyone() ? fleet.size() : charges.listed().size());
   double kernel_sum = 0;
   std::vector<double> buffer;
   for (UserId u : result->remaining) {
@@ -188,19 +163,19 @@ Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
 }
 
 Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
-                        std::size_t k, std::span<const double> rho, const QueryOptions& options) {
-  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
+                        std::size_t k, const UserCharges& charges, const QueryOptions& options) {
+  CGP_RETURN_IF_ERROR(validate_common(fleet, charges, options));
   CGP_RETURN_IF_ERROR(require_dimension("p", p, fleet.dimension()));
   CGP_RETURN_IF_ERROR(require_all_finite("p", p));
-  auto users = all_users(fleet, options.users);
-  if (k == 0 || k >= users.size())
+  const std::size_t users = charges.is_everyone() ? fleet.size() : charges.listed().size();
+  if (k == 0 || k >= users)
     return make_error(
         ErrorCode::out_of_range, "k",
-        "k must be in [1, " + std::to_string(users.size() - 1) + "], got " + std::to_string(k));
+        "k must be in [1, " + std::to_string(users - 1) + "], got " + std::to_string(k));
   const Usefulness phi{StatisticKind::distance_to_point, p, nullptr};
   const EliminationSetup setup = setup_for(options, phi);
-  auto result = eliminates(options.method) ? eliminate_k(fleet, mirror, setup, users, rho, k)
-                                           : release_once(fleet, mirror, setup, users, rho);
+  auto result = eliminates(options.method) ? eliminate_k(fleet, mirror, setup, charges, k)
+                                           : release_once(fleet, mirror, setup, charges);
   if (!result) return result.error();
   // The k smallest private estimates among the candidates (all of them if |G_ĵ| ≤ k).
   std::vector<std::pair<double, UserId>> ranked;
@@ -218,26 +193,25 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
 }
 
 Expected<ThresholdResult> threshold(Fleet& fleet, BudgetMirror& mirror, UserId user, double q,
-                                    double population, std::span<const double> rho,
-                                    const QueryOptions& options) {
-  CGP_RETURN_IF_ERROR(validate_common(fleet, rho, options));
+                                    double population, Charge cap, const QueryOptions& options) {
+  if (user >= fleet.size())
+    return make_error(ErrorCode::out_of_range, "user", "user is not in the fleet");
+  const auto charges = UserCharges::uniform(cap, {user});
+  CGP_RETURN_IF_ERROR(validate_common(fleet, charges, options));
   CGP_RETURN_IF_ERROR(require_open_interval("q", q, 0.0, 1.0));
   CGP_RETURN_IF_ERROR(require_finite_positive("population", population));
   if (fleet.dimension() != 1)
     return make_error(ErrorCode::dimension_mismatch, "fleet",
                       "the threshold query needs a 1-D count component, the fleet has dimension " +
                           std::to_string(fleet.dimension()));
-  if (user >= fleet.size())
-    return make_error(ErrorCode::out_of_range, "user", "user is not in the fleet");
   // φ = the count itself (identity on a 1-D component): released as `location`, so both
   // triples coincide here (λ(1, ·)).
   const Usefulness phi{StatisticKind::location, {}, nullptr};
   QueryOptions as_point = options;
   as_point.method = eliminates(options.method) ? Method::PM0 : Method::BM0;
   EliminationSetup setup = setup_for(as_point, phi);
-  const std::vector<UserId> users{user};
   const double level = q * population;
-  auto result = run(fleet, mirror, setup, users, rho, as_point.method, level, level);
+  auto result = run(fleet, mirror, setup, charges, as_point.method, level, level);
   if (!result) return result.error();
   ThresholdResult out;
   // PIE-NI: s1 means count < qN, s0 means count > qN (Lemma 5.2). (Alg. 9's text names them

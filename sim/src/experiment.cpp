@@ -9,7 +9,6 @@
 #include <optional>
 #include <random>
 
-#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/ground_truth.hpp"
@@ -169,32 +168,25 @@ class InProcessBackend final : public QueryBackend {
     }
     mirror_.emplace(fleet_.size(), fleet_.initial_budget());
   }
-  Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
+  Expected<coordinator::CountResult> range_count(const geometry::Region& range,
+                                                 const coordinator::UserCharges& charges,
                                                  const coordinator::QueryOptions& o) override {
-    return coordinator::range_count(fleet_, *mirror_, range, asked(rho), o);
+    return coordinator::range_count(fleet_, *mirror_, range, charges, o);
   }
-  Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth, double rho,
+  Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth,
+                                       const coordinator::UserCharges& charges,
                                        const coordinator::QueryOptions& o) override {
-    return coordinator::kde(fleet_, *mirror_, p, bandwidth, asked(rho), o);
+    return coordinator::kde(fleet_, *mirror_, p, bandwidth, charges, o);
   }
-  Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k, double rho,
+  Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k,
+                                       const coordinator::UserCharges& charges,
                                        const coordinator::QueryOptions& o) override {
-    return coordinator::knn(fleet_, *mirror_, p, k, asked(rho), o);
+    return coordinator::knn(fleet_, *mirror_, p, k, charges, o);
   }
 
  private:
-  // Every user asked the ρ whose charge is `rho` (kept between calls with the same ρ).
-  std::span<const double> asked(double rho) {
-    if (rho != asked_for_) {
-      asked_.assign(fleet_.size(), privacy::rho_within_charge(rho));
-      asked_for_ = rho;
-    }
-    return asked_;
-  }
   coordinator::SimulatedFleet fleet_;
   std::optional<coordinator::BudgetMirror> mirror_;
-  std::vector<double> asked_;
-  double asked_for_ = -1;
 };
 
 // The backend of range, kde and knn: --fleet, or the simulated fleet.
@@ -279,14 +271,16 @@ Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double
     for (double rho : rhos) {
       for (const auto& v : vs) {
         std::optional<Error> failure;
-        rows.push_back(measure(
-            row_for("range", v, rho, w, common.reps), common, progress, backend.starter(rho),
-            [&](std::size_t rep) {
-              auto result = backend->range_count(ranges[rep], rho, options_for(v, common, "range"));
-              if (!result) return failed(result.error(), failure);
-              return std::pair{coordinator::count_error(result->estimate, truth[rep]),
-                               coordinator::privacy_saving(result->report.charged, rho)};
-            }));
+        rows.push_back(
+            measure(row_for("range", v, rho, w, common.reps), common, progress,
+                    backend.starter(rho), [&](std::size_t rep) {
+                      auto result = backend->range_count(
+                          ranges[rep], coordinator::UserCharges::everyone(coordinator::Charge{rho}),
+                          options_for(v, common, "range"));
+                      if (!result) return failed(result.error(), failure);
+                      return std::pair{coordinator::count_error(result->estimate, truth[rep]),
+                                       coordinator::privacy_saving(result->report.charged, rho)};
+                    }));
         if (failure) return *failure;
       }
     }
@@ -311,7 +305,9 @@ Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> 
         rows.push_back(measure(
             row_for("kde", v, rho, b, common.reps), common, progress, backend.starter(rho),
             [&](std::size_t rep) {
-              auto result = backend->kde(centres[rep], b, rho, options_for(v, common, "kde"));
+              auto result = backend->kde(
+                  centres[rep], b, coordinator::UserCharges::everyone(coordinator::Charge{rho}),
+                  options_for(v, common, "kde"));
               if (!result) return failed(result.error(), failure);
               return std::pair{coordinator::l1_error(result->estimate, truth[rep]),
                                coordinator::privacy_saving(result->report.charged, rho)};
@@ -361,18 +357,21 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
     for (double rho : rhos) {
       for (const auto& v : vs) {
         std::optional<Error> failure;
-        rows.push_back(measure(row_for("knn", v, rho, static_cast<double>(k), common.reps), common,
-                               progress, backend.starter(rho), [&](std::size_t rep) {
-                                 auto options = options_for(v, common, "knn");
-                                 options.users = candidates[rep];
-                                 auto result = backend->knn(points[rep], k, rho, options);
-                                 if (!result) return failed(result.error(), failure);
-                                 const double found = coordinator::sum_of_distances(
-                                     data.points, data.dimension, points[rep], result->neighbours);
-                                 return std::pair{coordinator::distance_error(found, truth[rep]),
-                                                  coordinator::privacy_saving(
-                                                      result->report.charged, rho, options.users)};
-                               }));
+        rows.push_back(measure(
+            row_for("knn", v, rho, static_cast<double>(k), common.reps), common, progress,
+            backend.starter(rho), [&](std::size_t rep) {
+              const coordinator::Charge cap{rho};
+              const auto charges = candidates[rep].empty()
+                                       ? coordinator::UserCharges::everyone(cap)
+                                       : coordinator::UserCharges::uniform(cap, candidates[rep]);
+              auto result = backend->knn(points[rep], k, charges, options_for(v, common, "knn"));
+              if (!result) return failed(result.error(), failure);
+              const double found = coordinator::sum_of_distances(data.points, data.dimension,
+                                                                 points[rep], result->neighbours);
+              return std::pair{
+                  coordinator::distance_error(found, truth[rep]),
+                  coordinator::privacy_saving(result->report.charged, rho, candidates[rep])};
+            }));
         if (failure) return *failure;
       }
     }
@@ -443,16 +442,16 @@ std::vector<Row> run_threshold(std::span<const double> values, double below,
   for (double q : qs) {
     const bool truth = count < q * population;
     for (double rho : rhos) {
-      const std::vector<double> asked(1, privacy::rho_within_charge(rho));
       for (const auto& v : vs) {
-        rows.push_back(
-            measure(row_for("threshold", v, rho, q, common.reps), fleet, rho, common, progress,
-                    [&](std::size_t, coordinator::BudgetMirror& mirror) {
-                      auto result = coordinator::threshold(fleet, mirror, 0, q, population, asked,
-                                                           options_for(v, common, "threshold"));
-                      return std::pair{result->below == truth ? 0.0 : 1.0,
-                                       coordinator::privacy_saving(result->report.charged, rho)};
-                    }));
+        rows.push_back(measure(row_for("threshold", v, rho, q, common.reps), fleet, rho, common,
+                               progress, [&](std::size_t, coordinator::BudgetMirror& mirror) {
+                                 auto result = coordinator::threshold(
+                                     fleet, mirror, 0, q, population, coordinator::Charge{rho},
+                                     options_for(v, common, "threshold"));
+                                 return std::pair{
+                                     result->below == truth ? 0.0 : 1.0,
+                                     coordinator::privacy_saving(result->report.charged, rho)};
+                               }));
       }
     }
   }

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "cgp/common/privacy/device_charge.hpp"
+#include "cgp/coordinator/charges.hpp"
 #include "cgp/coordinator/simulated_fleet.hpp"
 
 namespace cgp::test {
@@ -29,9 +29,9 @@ inline coordinator::SimulatedFleet make_fleet(const std::vector<double>& points,
   return std::move(*fleet);
 }
 
-// Every user asked ρ (in what the device will charge: at most `charge` each).
-inline std::vector<double> uniform_rho(std::size_t n, double charge) {
-  return std::vector<double>(n, privacy::rho_within_charge(charge));
+// Every user of the fleet, each charged at most `charge`.
+inline coordinator::UserCharges charge_everyone(double charge) {
+  return coordinator::UserCharges::everyone(coordinator::Charge{charge});
 }
 
 }  // namespace cgp::test

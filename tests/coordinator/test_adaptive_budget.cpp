@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/ground_truth.hpp"
 #include "fleet_fixtures.hpp"

@@ -23,7 +23,7 @@ TEST_CASE("the same queries run over real Devices", "[coordinator][device-fleet]
     INFO("method " << method_name(method));
     auto fleet = *DeviceFleet::create(*DeviceConfig::cgp(1e5), points, 2, seed, 2);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-    auto rho = test::uniform_rho(fleet.size(), 1e3);  // σ ≈ 2 cm: exact answers
+    auto rho = test::charge_everyone(1e3);  // σ ≈ 2 cm: exact answers
     QueryOptions o;
     o.method = method;
     o.rounds = 4;
@@ -67,7 +67,7 @@ TEST_CASE("device fleets refuse beyond the budget and the mirror stops asking",
   auto points = test::uniform_square(200, 1000, seed);
   auto fleet = *DeviceFleet::create(*DeviceConfig::cgp(1e-3), points, 2, seed, 1);
   BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-  auto rho = test::uniform_rho(fleet.size(), 6e-4);
+  auto rho = test::charge_everyone(6e-4);
   double lo[2] = {0, 0}, hi[2] = {500, 500};
   const geometry::Region range = *geometry::Box::create(lo, hi);
   QueryOptions o;

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <numeric>
 
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/coordinator/elimination.hpp"
@@ -21,11 +20,6 @@ constexpr int kRuns = 400;
 constexpr double kBeta0 = 0.05;
 double binomial_limit() {
   return kRuns * kBeta0 + 5.73 * std::sqrt(kRuns * kBeta0 * (1 - kBeta0));
-}
-std::vector<UserId> everyone(std::size_t n) {
-  std::vector<UserId> users(n);
-  std::iota(users.begin(), users.end(), UserId{0});
-  return users;
 }
 }  // namespace
 
@@ -48,14 +42,14 @@ TEST_CASE("Lemma 5.2: PIE-NI misclassifies with probability at most beta0",
     for (int run = 0; run < kRuns; ++run) {
       auto fleet = test::make_fleet(points, 2, 1.0, seed + static_cast<std::uint64_t>(run), 1);
       BudgetMirror mirror(n, fleet.initial_budget());
-      auto rho = test::uniform_rho(n, 1e-3);  // σ ≈ 22 m per full release
+      auto rho = test::charge_everyone(1e-3);  // σ ≈ 22 m per full release
       EliminationSetup setup;
       setup.query_id = "lemma-5.2";
       setup.phi = {StatisticKind::signed_distance_to_region, {}, &range};
       setup.triple = triple;
       setup.rounds = 8;
       setup.beta0 = kBeta0;
-      auto result = eliminate_noninteractive(fleet, mirror, setup, everyone(n), rho, 0, 0);
+      auto result = eliminate_noninteractive(fleet, mirror, setup, rho, 0, 0);
       REQUIRE(result.has_value());
       bool wrong = false;
       for (UserId u : result->s1) wrong |= !geometry::inside(range, fleet.location(u));
@@ -89,14 +83,14 @@ TEST_CASE("Lemma 5.3: PIE-k keeps the true k nearest with probability at least 1
     for (int run = 0; run < kRuns; ++run) {
       auto fleet = test::make_fleet(points, 2, 1.0, seed + static_cast<std::uint64_t>(run), 1);
       BudgetMirror mirror(n, fleet.initial_budget());
-      auto rho = test::uniform_rho(n, 1e-2);  // σ ≈ 7 m per full release
+      auto rho = test::charge_everyone(1e-2);  // σ ≈ 7 m per full release
       EliminationSetup setup;
       setup.query_id = "lemma-5.3";
       setup.phi = {StatisticKind::distance_to_point, p, nullptr};
       setup.triple = triple;
       setup.rounds = 8;
       setup.beta0 = kBeta0;
-      auto result = eliminate_k(fleet, mirror, setup, everyone(n), rho, k);
+      auto result = eliminate_k(fleet, mirror, setup, rho, k);
       REQUIRE(result.has_value());
       // G_j are nested, so J* ⊆ G_ĵ means J* ⊆ every G_j.
       std::vector<UserId> kept = result->remaining;
@@ -117,14 +111,14 @@ TEST_CASE("elimination saves: users decided early keep the rest of their rho",
   auto points = test::uniform_square(2000, 10000, seed);
   auto fleet = test::make_fleet(points, 2, 1.0, seed);
   BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-  auto rho = test::uniform_rho(fleet.size(), 1e-3);
+  auto rho = test::charge_everyone(1e-3);
   double lo[2] = {4000, 4000}, hi[2] = {5000, 5000};
   const geometry::Region range = *geometry::Box::create(lo, hi);
   EliminationSetup setup;
   setup.query_id = "savings";
   setup.phi = {StatisticKind::signed_distance_to_region, {}, &range};
   setup.rounds = 8;
-  auto result = eliminate_noninteractive(fleet, mirror, setup, everyone(fleet.size()), rho, 0, 0);
+  auto result = eliminate_noninteractive(fleet, mirror, setup, rho, 0, 0);
   REQUIRE(result.has_value());
   std::size_t early = 0;
   for (UserId u = 0; u < fleet.size(); ++u) {

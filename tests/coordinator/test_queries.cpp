@@ -6,6 +6,7 @@
 #include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "fleet_fixtures.hpp"
+#include "support/errors.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -40,7 +41,7 @@ TEST_CASE("with a very large rho every estimate is exact", "[coordinator][querie
     // A capacity that covers the three queries (ρ ≥ capacity·2^-18 per round).
     auto fleet = test::make_fleet(points, 2, 1e5, seed);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-    auto rho = test::uniform_rho(fleet.size(), 1e3);  // σ ≈ 2 cm against a 10 km square
+    auto rho = test::charge_everyone(1e3);  // σ ≈ 2 cm against a 10 km square
     auto count = range_count(fleet, mirror, range, rho, options_for(method, 4, "count"));
     REQUIRE(count.has_value());
     CHECK(count->estimate == truth_count);
@@ -63,7 +64,7 @@ TEST_CASE("identical seeds give identical results with 1 and 2 threads",
   for (unsigned threads : {1u, 2u}) {
     auto fleet = test::make_fleet(points, 2, 1.0, seed, threads);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-    auto rho = test::uniform_rho(fleet.size(), 1e-4);
+    auto rho = test::charge_everyone(1e-4);
     for (Method method : kAllMethods) {
       auto result =
           range_count(fleet, mirror, range, rho,
@@ -92,7 +93,7 @@ TEST_CASE("PM methods save budget, more with larger rho, at the error of BM",
       // Capacity for the four methods' queries; every round's ρ is ≥ capacity·2^-18.
       auto fleet = test::make_fleet(points, 2, 1e-2, seed + static_cast<std::uint64_t>(rep));
       BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-      auto rho = test::uniform_rho(fleet.size(), rho_value);
+      auto rho = test::charge_everyone(rho_value);
       for (int m = 0; m < 4; ++m) {
         auto result = range_count(
             fleet, mirror, range, rho,
@@ -133,7 +134,7 @@ TEST_CASE("range counting on polygons and discs agrees with boxes where the shap
     for (int shape = 0; shape < 2; ++shape) {
       auto fleet = test::make_fleet(points, 2, 1.0, seed);
       BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-      auto rho = test::uniform_rho(fleet.size(), 1e-4);
+      auto rho = test::charge_everyone(1e-4);
       auto result = range_count(fleet, mirror, shape == 0 ? box : polygon, rho,
                                 options_for(method, 8, "same-query"));
       REQUIRE(result.has_value());
@@ -143,7 +144,7 @@ TEST_CASE("range counting on polygons and discs agrees with boxes where the shap
     // A disc: exact with a large ρ, close with a moderate one.
     auto fleet = test::make_fleet(points, 2, 1e5, seed);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-    auto exact_rho = test::uniform_rho(fleet.size(), 1e3);
+    auto exact_rho = test::charge_everyone(1e3);
     auto on_disc = range_count(fleet, mirror, disc, exact_rho, options_for(method, 4, "disc"));
     REQUIRE(on_disc.has_value());
     CHECK(on_disc->estimate == static_cast<double>(exact_count(points, 2, disc)));
@@ -157,7 +158,7 @@ TEST_CASE("no user's total charge exceeds its budget, refusals are reported",
   const double budget = 3e-4;
   auto fleet = test::make_fleet(points, 2, budget, seed);
   BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-  auto rho = test::uniform_rho(fleet.size(), 1e-4);
+  auto rho = test::charge_everyone(1e-4);
   std::size_t refused = 0;
   for (int q = 0; q < 8; ++q) {
     Method method = kAllMethods[q % 4];
@@ -179,7 +180,7 @@ TEST_CASE("reports: rounds used, eliminations per round, charges", "[coordinator
   auto points = test::uniform_square(2000, 10000, seed);
   auto fleet = test::make_fleet(points, 2, 1.0, seed);
   BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-  auto rho = test::uniform_rho(fleet.size(), 1e-3);
+  auto rho = test::charge_everyone(1e-3);
   auto result = range_count(fleet, mirror, square(4000, 4000, 1000), rho,
                             options_for(Method::PM1, 6, "report"));
   REQUIRE(result.has_value());
@@ -204,7 +205,7 @@ TEST_CASE("threshold query (Alg. 9)", "[coordinator][queries][threshold]") {
     for (double q : {0.3, 0.7}) {
       auto fleet = test::make_fleet(component, 1, 100.0, seed);
       BudgetMirror mirror(1, fleet.initial_budget());
-      auto rho = test::uniform_rho(1, 1.0);
+      const coordinator::Charge rho{1.0};
       QueryOptions o = options_for(method, 8, "threshold");
       auto result = threshold(fleet, mirror, 0, q, 1000, rho, o);
       REQUIRE(result.has_value());
@@ -215,21 +216,67 @@ TEST_CASE("threshold query (Alg. 9)", "[coordinator][queries][threshold]") {
   }
 }
 
+TEST_CASE("a query charges each user at most its cap and the baselines all of it",
+          "[coordinator][queries]") {
+  // Issue 11 item 1: the public unit is the charge. Before, the engine took the asked ρ, and
+  // asking 1e-4 charged 1.00195e-4.
+  CGP_SEEDED(5011);
+  auto points = test::uniform_square(300, 3000, seed);
+  double lo[2] = {1000, 1000}, hi[2] = {2000, 2000};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  for (Method method : {Method::BM0, Method::BM1, Method::PM0, Method::PM1}) {
+    auto fleet = test::make_fleet(points, 2, 1.0, seed);
+    BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+    std::vector<UserId> users;
+    std::vector<Charge> caps;
+    for (UserId u = 0; u < fleet.size(); u += 2) {
+      users.push_back(u);
+      caps.emplace_back(1e-4 * (1 + u % 7));
+    }
+    QueryOptions o;
+    o.method = method;
+    auto result = range_count(fleet, mirror, range, UserCharges::per_user(users, caps), o);
+    REQUIRE(result.has_value());
+    INFO("method " << method_name(method));
+    for (std::size_t k = 0; k < users.size(); ++k) {
+      CHECK(result->report.charged[users[k]] <= caps[k].rho());
+      if (!eliminates(method)) CHECK(result->report.charged[users[k]] >= caps[k].rho() * 0.999999);
+      CHECK(fleet.spent(users[k]) == Approx(result->report.charged[users[k]]).epsilon(1e-12));
+    }
+    for (UserId u = 1; u < fleet.size(); u += 2) CHECK(fleet.spent(u) == 0);  // not listed
+  }
+}
+
 TEST_CASE("queries reject bad parameters by name", "[coordinator][queries]") {
   auto points = test::uniform_square(100, 100, 1);
   auto fleet = test::make_fleet(points, 2, 1.0, 1);
   BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-  auto rho = test::uniform_rho(fleet.size(), 1e-3);
+  auto rho = test::charge_everyone(1e-3);
   const double p[2] = {1, 1};
   QueryOptions o;
   CHECK(kde(fleet, mirror, p, 0, rho, o).error().parameter == "bandwidth");
   CHECK(knn(fleet, mirror, p, 0, rho, o).error().parameter == "k");
   CHECK(knn(fleet, mirror, p, 100, rho, o).error().parameter == "k");
-  std::vector<double> short_rho(3, 1e-3);
-  CHECK(kde(fleet, mirror, p, 1, short_rho, o).error().parameter == "rho");
-  auto bad_rho = rho;
-  bad_rho[7] = -1;
-  CHECK(kde(fleet, mirror, p, 1, bad_rho, o).error().parameter == "rho[7]");
+  // Charges: one per listed user, finite and positive, users in the fleet and listed once.
+  const std::vector<UserId> some{1, 2, 3};
+  CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, UserCharges::per_user(some, {Charge{1e-3}}), o),
+                    ErrorCode::dimension_mismatch, "charge");
+  std::vector<Charge> caps(some.size(), Charge{1e-3});
+  caps[2] = Charge{-1};
+  CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, UserCharges::per_user(some, caps), o),
+                    ErrorCode::not_positive, "charge[2]");
+  CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, test::charge_everyone(0), o), ErrorCode::not_positive,
+                    "charge");
+  CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, test::charge_everyone(INFINITY), o),
+                    ErrorCode::not_finite, "charge");
+  CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, UserCharges::uniform(Charge{1e-3}, {5, 100}), o),
+                    ErrorCode::out_of_range, "users");
+  CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, UserCharges::uniform(Charge{1e-3}, {5, 6, 5}), o),
+                    ErrorCode::invalid_argument, "users");
+  CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, UserCharges::uniform(Charge{1e-3}, {}), o),
+                    ErrorCode::invalid_argument, "users");
+  CGP_REQUIRE_ERROR(threshold(fleet, mirror, 0, 0.5, 10, Charge{0}, o), ErrorCode::not_positive,
+                    "charge");
   o.beta = 1.5;
   CHECK(kde(fleet, mirror, p, 1, rho, o).error().parameter == "beta");
   o.beta = 0.1;
@@ -258,7 +305,7 @@ TEST_CASE("KDE and kNN: PM saves budget at the error of BM", "[coordinator][quer
       // Capacity for the four methods' queries; every round's ρ is ≥ capacity·2^-18.
       auto fleet = test::make_fleet(points, 2, 1e-2, seed + static_cast<std::uint64_t>(rep));
       BudgetMirror mirror(fleet.size(), fleet.initial_budget());
-      auto rho = test::uniform_rho(fleet.size(), 1e-3);
+      auto rho = test::charge_everyone(1e-3);
       auto density = kde(fleet, mirror, p, 1000, rho,
                          options_for(kAllMethods[m], 8, "kde" + std::to_string(rep)));
       REQUIRE(density.has_value());

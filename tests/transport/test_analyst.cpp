@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "../coordinator/fleet_fixtures.hpp"
+#include "cgp/common/wire/codec.hpp"
 #include "cgp/coordinator/device_fleet.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/transport/analyst_client.hpp"
@@ -76,9 +78,10 @@ TEST_CASE("analyst: queries over a live coordinator match the in-process fleet",
 
   auto local = *DeviceFleet::create(*DeviceConfig::cgp(budget), points, 2, seed, 1);
   BudgetMirror local_mirror(n, local.initial_budget());
-  auto expected = *range_count(local, local_mirror, range, test::uniform_rho(n, rho), options);
+  auto expected = *range_count(local, local_mirror, range, test::charge_everyone(rho), options);
 
-  auto remote = analyst.range_count(range, rho, options);
+  auto remote = analyst.range_count(
+      range, transport::RemoteCharges::fixed(coordinator::Charge{rho}), options);
   REQUIRE(remote.has_value());
   CHECK(remote->query_id == "parity");
   CHECK(remote->estimate == expected.estimate);
@@ -90,26 +93,29 @@ TEST_CASE("analyst: queries over a live coordinator match the in-process fleet",
   auto again = analyst.result("parity");
   REQUIRE(again.has_value());
   CHECK(again->estimate == remote->estimate);
-  CGP_REQUIRE_ERROR(analyst.range_count(range, rho, options), ErrorCode::already_exists,
-                    "query_id");
+  CGP_REQUIRE_ERROR(analyst.range_count(
+                        range, transport::RemoteCharges::fixed(coordinator::Charge{rho}), options),
+                    ErrorCode::already_exists, "query_id");
   CGP_REQUIRE_ERROR(analyst.result("never-ran"), ErrorCode::invalid_argument, "query_id");
 
   // KDE and kNN; the coordinator names its query ids when the analyst gives none.
   QueryOptions unnamed;
   unnamed.query_id = "";
   const double p[2] = {1000, 1000};
-  auto density = analyst.kde(p, 300, 0.05, unnamed);
+  auto density =
+      analyst.kde(p, 300, transport::RemoteCharges::fixed(coordinator::Charge{0.05}), unnamed);
   REQUIRE(density.has_value());
   CHECK(std::isfinite(density->estimate));
   CHECK_FALSE(density->query_id.empty());
-  auto nearest = analyst.knn(p, 5, 0.05, unnamed);
+  auto nearest =
+      analyst.knn(p, 5, transport::RemoteCharges::fixed(coordinator::Charge{0.05}), unnamed);
   REQUIRE(nearest.has_value());
   REQUIRE(nearest->neighbours.size() == 5);
   for (std::size_t j = 0; j < 5; ++j)
     CHECK(nearest->neighbour_ids[j] == "device-" + std::to_string(nearest->neighbours[j]));
 
   // Adaptive allocation (ρ = 0): each user gets at most its share of the open-ended plan.
-  auto adaptive = analyst.range_count(range, 0, unnamed);
+  auto adaptive = analyst.range_count(range, transport::RemoteCharges::adaptive(), unnamed);
   REQUIRE(adaptive.has_value());
   double most = 0;
   for (double c : adaptive->report.charged) most = std::max(most, c);
@@ -152,10 +158,13 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   QueryOptions only_first;
   only_first.method = Method::BM1;  // one round: the whole charge
   only_first.query_id = "";
-  only_first.users = first_user;
   {
     auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
-    REQUIRE(analyst.range_count(range, 0.6, only_first).has_value());
+    REQUIRE(analyst
+                .range_count(range,
+                             transport::RemoteCharges::fixed(coordinator::Charge{0.6}, first_user),
+                             only_first)
+                .has_value());
   }
   service.reset();
   options.gateway.address = address;
@@ -163,13 +172,15 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
   auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
   // 0.6 more does not fit in 1.0: refused by the device, which halts for good.
-  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.6, only_first), ErrorCode::incomplete_query,
-                    "min_coverage");
+  CGP_REQUIRE_ERROR(
+      analyst.range_count(
+          range, transport::RemoteCharges::fixed(coordinator::Charge{0.6}, first_user), only_first),
+      ErrorCode::incomplete_query, "min_coverage");
 
   QueryOptions everyone;
   everyone.query_id = "";
   for (int query = 0; query < 3; ++query) {
-    auto adaptive = analyst.range_count(range, 0, everyone);
+    auto adaptive = analyst.range_count(range, transport::RemoteCharges::adaptive(), everyone);
     REQUIRE(adaptive.has_value());
     CHECK(adaptive->coverage.users == n);
     CHECK(adaptive->coverage.refused == 1);  // the halted device, not asked
@@ -178,12 +189,14 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   CHECK(swarm->spent(0) <= 1.0);
   // The halted device alone, adaptively: nobody is asked, and the query fails by name.
   auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0});
-  auto alone = lenient.range_count(range, 0, only_first);
+  auto alone =
+      lenient.range_count(range, transport::RemoteCharges::adaptive(first_user), only_first);
   REQUIRE(alone.has_value());
   CHECK(alone->coverage.users == 1);
   CHECK(alone->coverage.refused == 1);
-  CGP_REQUIRE_ERROR(analyst.range_count(range, 0, only_first), ErrorCode::incomplete_query,
-                    "min_coverage");
+  CGP_REQUIRE_ERROR(
+      analyst.range_count(range, transport::RemoteCharges::adaptive(first_user), only_first),
+      ErrorCode::incomplete_query, "min_coverage");
   swarm.reset();
 }
 
@@ -207,8 +220,9 @@ TEST_CASE("analyst: unanswered users and a reused id are an incomplete query and
   QueryOptions query;
   query.method = Method::BM1;
   query.query_id = "most-unanswered";
-  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.1, query), ErrorCode::incomplete_query,
-                    "min_coverage");
+  CGP_REQUIRE_ERROR(
+      analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.1}), query),
+      ErrorCode::incomplete_query, "min_coverage");
   auto kept = analyst.result("most-unanswered");
   REQUIRE(kept.has_value());
   CHECK(kept->coverage.unanswered == 9);
@@ -217,16 +231,16 @@ TEST_CASE("analyst: unanswered users and a reused id are an incomplete query and
   // A coordinator that lost its results (no state file) and an analyst who reuses an id the
   // device still holds in its ledger with other content: the device rejects it as a conflict.
   const std::vector<UserId> first{0};
-  query.users = first;
   query.query_id = "reused";
-  REQUIRE(analyst.range_count(range, 0.1, query).has_value());
+  const auto first_only = transport::RemoteCharges::fixed(coordinator::Charge{0.1}, first);
+  REQUIRE(analyst.range_count(range, first_only, query).has_value());
   service.reset();
   options.gateway.address = address;
   service = *transport::CoordinatorService::start(options);
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
   auto again = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
   double lo2[2] = {0, 0}, hi2[2] = {20, 20};
-  CGP_REQUIRE_ERROR(again.range_count(*geometry::Box::create(lo2, hi2), 0.1, query),
+  CGP_REQUIRE_ERROR(again.range_count(*geometry::Box::create(lo2, hi2), first_only, query),
                     ErrorCode::incomplete_query, "min_coverage");
   auto rejected = again.result("reused");
   REQUIRE(rejected.has_value());
@@ -248,25 +262,53 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
 
   auto intruder =
       *transport::AnalystClient::connect({live.address, "wrong", "", 30s, std::nullopt});
-  CGP_REQUIRE_ERROR(intruder.range_count(range, 0.01, options), ErrorCode::unauthenticated,
-                    "credential");
+  CGP_REQUIRE_ERROR(intruder.range_count(
+                        range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), options),
+                    ErrorCode::unauthenticated, "credential");
   auto anonymous = *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt});
   CGP_REQUIRE_ERROR(anonymous.status(), ErrorCode::unauthenticated, "credential");
 
   auto analyst = *transport::AnalystClient::connect({live.address, "right", "", 30s, std::nullopt});
   const double p3[3] = {1, 2, 3};
-  CGP_REQUIRE_ERROR(analyst.kde(p3, 10, 0.01, options), ErrorCode::dimension_mismatch, "p");
-  CGP_REQUIRE_ERROR(analyst.range_count(range, -1, options), ErrorCode::out_of_range, "rho");
+  CGP_REQUIRE_ERROR(
+      analyst.kde(p3, 10, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), options),
+      ErrorCode::dimension_mismatch, "p");
+  // A charge the wire would read as "adaptive" or as nonsense is refused before it is sent.
+  for (double bad : {-1.0, 0.0, std::nan("")})
+    CGP_REQUIRE_ERROR(
+        analyst.range_count(range, transport::RemoteCharges::fixed(Charge{bad}), options),
+        bad != bad ? ErrorCode::not_finite : ErrorCode::not_positive, "charge");
   options.beta = 2;
-  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.01, options), ErrorCode::out_of_range, "beta");
+  CGP_REQUIRE_ERROR(analyst.range_count(
+                        range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), options),
+                    ErrorCode::out_of_range, "beta");
   options.beta = 0.1;
   {
     auto strict = *transport::AnalystClient::connect({live.address, "right", "", 30s, 1.5});
-    CGP_REQUIRE_ERROR(strict.range_count(range, 0.01, options), ErrorCode::out_of_range,
-                      "min_coverage");
+    CGP_REQUIRE_ERROR(
+        strict.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}),
+                           options),
+        ErrorCode::out_of_range, "min_coverage");
   }
   options.rounds = 1000;
-  CGP_REQUIRE_ERROR(analyst.range_count(range, 0.01, options), ErrorCode::out_of_range, "rounds");
+  CGP_REQUIRE_ERROR(analyst.range_count(
+                        range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), options),
+                    ErrorCode::out_of_range, "rounds");
+  // A negative or NaN rho sent by hand is refused by the service by name.
+  for (double bad : {-1.0, std::nan("")}) {
+    auto channel = grpc::CreateChannel(live.address, grpc::InsecureChannelCredentials());
+    auto stub = v1::Analyst::NewStub(channel);
+    v1::RangeCountQuery query;
+    query.mutable_options()->set_rho(bad);
+    *query.mutable_range() = wire::region_to_wire(range);
+    grpc::ClientContext context;
+    context.AddMetadata("cgp-analyst-credential", "right");
+    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    v1::QueryResult result;
+    const grpc::Status status = stub->RangeCount(&context, query, &result);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(status.error_message().find("rho") != std::string::npos);
+  }
   // A polygon no client library would build, sent by hand (issue 9 item 7): on 51cfbc1 Boost
   // threw through the handler and gRPC answered UNKNOWN. Now a named out_of_range.
   {
@@ -314,13 +356,17 @@ TEST_CASE("analyst: a threshold query over a curator device", "[transport][analy
   query.query_id = "";
   // ρ = 10 per query, 2.5 per round (c = 4): noise σ = 1/√5 ≈ 0.45 against gaps of 80 and 30,
   // so a wrong answer needs a deviation of over 60σ (probability far below 1e-100).
-  auto below = analyst.threshold("curator", 0.5, 1000, 10, query);
+  auto below = analyst.threshold("curator", 0.5, 1000,
+                                 transport::RemoteCharges::fixed(coordinator::Charge{10}), query);
   REQUIRE(below.has_value());
   CHECK(below->below);
-  auto above = analyst.threshold("curator", 0.39, 1000, 10, query);
+  auto above = analyst.threshold("curator", 0.39, 1000,
+                                 transport::RemoteCharges::fixed(coordinator::Charge{10}), query);
   REQUIRE(above.has_value());
   CHECK_FALSE(above->below);
-  CGP_REQUIRE_ERROR(analyst.threshold("nobody", 0.5, 1000, 10, query), ErrorCode::invalid_argument,
-                    "device_id");
+  CGP_REQUIRE_ERROR(
+      analyst.threshold("nobody", 0.5, 1000,
+                        transport::RemoteCharges::fixed(coordinator::Charge{10}), query),
+      ErrorCode::invalid_argument, "device_id");
   swarm.reset();
 }

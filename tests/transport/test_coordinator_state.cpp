@@ -69,7 +69,8 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
     auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
     for (const char* id : {"q1", "q2", "q3", "q4"}) {
       query.query_id = id;
-      auto counted = analyst.range_count(range, 0.15, query);
+      auto counted = analyst.range_count(
+          range, transport::RemoteCharges::fixed(coordinator::Charge{0.15}), query);
       REQUIRE(counted.has_value());
       estimates.push_back(counted->estimate);
     }
@@ -85,11 +86,13 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
   CHECK(kept->coverage.answered == n);
   CHECK_FALSE(analyst.result("q1").has_value());  // past the retention bound (3)
   query.query_id = "q1";                          // pruned, but devices still hold it: never reused
-  auto evicted = analyst.range_count(range, 0.15, query);
+  auto evicted =
+      analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.15}), query);
   REQUIRE_FALSE(evicted.has_value());
   CHECK(evicted.error().code == ErrorCode::already_exists);
   query.query_id = "q3";
-  auto reused = analyst.range_count(range, 0.15, query);
+  auto reused =
+      analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.15}), query);
   REQUIRE_FALSE(reused.has_value());  // ids stay unique across the restart
   CHECK(reused.error().parameter == "query_id");
   auto status = analyst.status();
@@ -101,13 +104,15 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
   const auto before = service->gateway().counters().requests;
   auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0});
   query.query_id = "q5";
-  auto over = lenient.range_count(range, 0.5, query);
+  auto over =
+      lenient.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.5}), query);
   REQUIRE(over.has_value());
   CHECK(over->coverage.refused == n);
   CHECK(service->gateway().counters().requests == before);
   // 0.3 still fits, and is asked.
   query.query_id = "q6";
-  auto fits = analyst.range_count(range, 0.3, query);
+  auto fits =
+      analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.3}), query);
   REQUIRE(fits.has_value());
   CHECK(fits->coverage.answered == n);
   for (std::size_t i = 0; i < n; ++i) CHECK(swarm->spent(i) <= 1.0);

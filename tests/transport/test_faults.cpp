@@ -35,7 +35,7 @@ TEST_CASE("swarm: an async swarm gives the same seeded result as the in-process 
   const auto config = *DeviceConfig::cgp(1.0);
   double lo[2] = {500, 500}, hi[2] = {1500, 1500};
   const geometry::Region range = *geometry::Box::create(lo, hi);
-  auto rho = test::uniform_rho(n, 1e-3);
+  auto rho = test::charge_everyone(1e-3);
   QueryOptions options;
   options.method = Method::PM1;
   options.rounds = 4;
@@ -143,7 +143,7 @@ TEST_CASE("faults: a range query completes through drops and slow devices, the m
   auto& swarm = net.swarm;
   transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 0.05, 300ms);
   BudgetMirror mirror(n, fleet.initial_budget());
-  auto rho = test::uniform_rho(n, 0.05);  // the whole budget: a second charge could not fit
+  auto rho = test::charge_everyone(0.05);  // the whole budget: a second charge could not fit
   QueryOptions options;
   options.method = Method::PM1;
   options.rounds = 4;
@@ -193,7 +193,8 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   query.method = Method::BM1;
   query.query_id = "";  // the coordinator's id
   auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
-  auto first = analyst.range_count(range, 0.4, query);
+  auto first =
+      analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.4}), query);
   REQUIRE(first.has_value());
   CHECK(first->coverage.answered == n);
   std::vector<double> spent_before(n);
@@ -216,7 +217,8 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   // came back as an estimate of 0).
   auto again = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
   double lo2[2] = {100, 100}, hi2[2] = {900, 900};
-  auto second = again.range_count(*geometry::Box::create(lo2, hi2), 0.4, query);
+  auto second = again.range_count(*geometry::Box::create(lo2, hi2),
+                                  transport::RemoteCharges::fixed(coordinator::Charge{0.4}), query);
   REQUIRE(second.has_value());
   CHECK(second->query_id != first->query_id);
   CHECK(second->report.refused.empty());
@@ -225,7 +227,8 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   // Refused by every device: not an estimate but a named error (issue 10 item 2); the result
   // with its coverage can still be read.
   query.query_id = "after-2";
-  auto third = again.range_count(range, 0.4, query);
+  auto third =
+      again.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.4}), query);
   REQUIRE_FALSE(third.has_value());
   CHECK(third.error().code == ErrorCode::incomplete_query);
   CHECK(third.error().parameter == "min_coverage");
@@ -237,7 +240,8 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   // An analyst who accepts any coverage gets the result, and sees it.
   auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0});
   query.query_id = "after-3";
-  auto fourth = lenient.range_count(range, 0.4, query);
+  auto fourth =
+      lenient.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.4}), query);
   REQUIRE(fourth.has_value());
   CHECK(fourth->coverage.refused == n);
   CHECK(fourth->coverage.min_coverage == 0.0);

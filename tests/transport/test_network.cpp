@@ -44,7 +44,7 @@ TEST_CASE("network: the same seeded query gives the same result as in-process",
   const auto config = *DeviceConfig::cgp(1.0);
   double lo[2] = {500, 500}, hi[2] = {1500, 1500};
   const geometry::Region range = *geometry::Box::create(lo, hi);
-  auto rho = test::uniform_rho(n, 1e-3);
+  auto rho = test::charge_everyone(1e-3);
   QueryOptions options;
   options.method = Method::PM1;
   options.rounds = 4;
@@ -90,7 +90,7 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
     REQUIRE(gateway->wait_for_devices(online, 20s));
     transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 2s);
     BudgetMirror mirror(n, fleet.initial_budget());
-    auto rho = test::uniform_rho(n, 1e-3);
+    auto rho = test::charge_everyone(1e-3);
     QueryOptions options;
     options.method = Method::BM1;
     options.query_id = "partial";
@@ -206,7 +206,7 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
     REQUIRE(gateway->wait_for_devices(n, 20s));
     transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1e4, 10s);
     BudgetMirror mirror(n, fleet.initial_budget());
-    auto rho = test::uniform_rho(n, 1e3);  // exact answers
+    auto rho = test::charge_everyone(1e3);  // exact answers
     QueryOptions query;
     query.method = Method::BM0;
     query.query_id = "tls";

@@ -177,7 +177,10 @@ TEST_CASE("operations: health checks and reflection need no credential and /metr
   double lo[2] = {0, 0}, hi[2] = {10, 10};
   coordinator::QueryOptions query;
   query.query_id = "";
-  REQUIRE(analyst.range_count(*geometry::Box::create(lo, hi), 0.5, query).has_value());
+  REQUIRE(analyst
+              .range_count(*geometry::Box::create(lo, hi),
+                           transport::RemoteCharges::fixed(coordinator::Charge{0.5}), query)
+              .has_value());
 
   const std::string metrics = http_get(service->metrics_port(), "/metrics");
   INFO(metrics);
@@ -367,7 +370,8 @@ TEST_CASE("operations: a coordinator that cannot be reached is unavailable and n
   double lo[2] = {0, 0}, hi[2] = {1, 1};
   coordinator::QueryOptions query;
   query.beta = 2;
-  auto bad = right.range_count(*geometry::Box::create(lo, hi), 0.1, query);
+  auto bad = right.range_count(*geometry::Box::create(lo, hi),
+                               transport::RemoteCharges::fixed(coordinator::Charge{0.1}), query);
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.error().code == ErrorCode::out_of_range);
   CHECK(bad.error().parameter == "beta");

@@ -275,7 +275,9 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
     double lo[2] = {-5, -5}, hi[2] = {100, 100};
     coordinator::QueryOptions query;
     query.query_id = "";
-    auto counted = analyst.range_count(*geometry::Box::create(lo, hi), 0.5, query);
+    auto counted =
+        analyst.range_count(*geometry::Box::create(lo, hi),
+                            transport::RemoteCharges::fixed(coordinator::Charge{0.5}), query);
     REQUIRE(counted.has_value());
     CHECK(counted->coverage.users == 2);  // device-1 is no longer part of queries
     CHECK(counted->coverage.answered == 2);

@@ -29,8 +29,11 @@ Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
   return detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
 }
 
-void options_to_wire(const coordinator::QueryOptions& in, double rho,
-                     const std::optional<double>& min_coverage, v1::QueryOptions& out) {
+// Checked here, before anything is sent: the wire's 0 means "adaptive", so a cap of 0 (or one
+// not finite) must not reach it.
+Status options_to_wire(const coordinator::QueryOptions& in, const RemoteCharges& charges,
+                       const std::optional<double>& min_coverage, v1::QueryOptions& out) {
+  if (charges.cap) CGP_RETURN_IF_ERROR(require_finite_positive("charge", charges.cap->rho()));
   if (min_coverage) out.set_min_coverage(*min_coverage);
   out.set_method(std::string(coordinator::method_name(in.method)));
   out.set_rounds(static_cast<std::uint32_t>(in.rounds));
@@ -38,8 +41,9 @@ void options_to_wire(const coordinator::QueryOptions& in, double rho,
   out.set_beta(in.beta);
   out.set_no_shift(!in.shift);
   out.set_query_id(in.query_id);
-  out.set_rho(rho);
-  out.mutable_users()->Assign(in.users.begin(), in.users.end());
+  out.set_rho(charges.cap ? charges.cap->rho() : 0.0);
+  out.mutable_users()->Assign(charges.users.begin(), charges.users.end());
+  return {};
 }
 
 RemoteResult result_from_wire(const v1::QueryResult& in) {
@@ -103,10 +107,12 @@ Expected<AnalystClient> AnalystClient::connect(const AnalystConnection& connecti
   return AnalystClient(std::move(impl));
 }
 
-Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range, double rho,
+Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range,
+                                                  const RemoteCharges& charges,
                                                   const coordinator::QueryOptions& options) {
   v1::RangeCountQuery request;
-  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
+  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
+                                      *request.mutable_options()));
   *request.mutable_range() = wire::region_to_wire(range);
   return call(*impl_, request, [&](auto* c, const auto& r, auto* out) {
     return impl_->stub->RangeCount(c, r, out);
@@ -114,19 +120,23 @@ Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range,
 }
 
 Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double bandwidth,
-                                          double rho, const coordinator::QueryOptions& options) {
+                                          const RemoteCharges& charges,
+                                          const coordinator::QueryOptions& options) {
   v1::KdeQuery request;
-  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
+  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
+                                      *request.mutable_options()));
   request.mutable_point()->Assign(point.begin(), point.end());
   request.set_bandwidth(bandwidth);
   return call(*impl_, request,
               [&](auto* c, const auto& r, auto* out) { return impl_->stub->Kde(c, r, out); });
 }
 
-Expected<RemoteResult> AnalystClient::knn(std::span<const double> point, std::size_t k, double rho,
+Expected<RemoteResult> AnalystClient::knn(std::span<const double> point, std::size_t k,
+                                          const RemoteCharges& charges,
                                           const coordinator::QueryOptions& options) {
   v1::KnnQuery request;
-  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
+  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
+                                      *request.mutable_options()));
   request.mutable_point()->Assign(point.begin(), point.end());
   if (k > std::numeric_limits<std::uint32_t>::max())
     return make_error(ErrorCode::out_of_range, "k", "k does not fit the wire");
@@ -136,10 +146,14 @@ Expected<RemoteResult> AnalystClient::knn(std::span<const double> point, std::si
 }
 
 Expected<RemoteResult> AnalystClient::threshold(const std::string& device_id, double q,
-                                                double population, double rho,
+                                                double population, const RemoteCharges& charges,
                                                 const coordinator::QueryOptions& options) {
+  if (!charges.users.empty())
+    return make_error(ErrorCode::invalid_argument, "users",
+                      "a threshold query is over its one device; users must be empty");
   v1::ThresholdQuery request;
-  options_to_wire(options, rho, impl_->connection.min_coverage, *request.mutable_options());
+  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
+                                      *request.mutable_options()));
   request.set_device_id(device_id);
   request.set_q(q);
   request.set_population(population);

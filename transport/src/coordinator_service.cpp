@@ -14,7 +14,6 @@
 #include <set>
 #include <span>
 
-#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
@@ -237,16 +236,16 @@ struct CoordinatorService::Impl {
                                                       *options.analyst_credential_sha256);
   }
 
-  // What prepare() makes of an analyst's options: the engine's options (their `users` point into
-  // `asked`), the per-user ρ, and the users left out because the mirror shows them spent.
+  // What prepare() makes of an analyst's options: the engine's options, whom the query asks and
+  // the most it charges each, and the users left out because the mirror shows them spent.
   struct Prepared {
     coordinator::QueryOptions query;
     std::vector<coordinator::UserId> subject;  // the users the analyst's query is over (empty: all)
-    std::vector<coordinator::UserId> asked, exhausted;
-    std::vector<double> rho;
+    coordinator::UserCharges charges;          // lists nobody when every user is spent
+    std::vector<coordinator::UserId> exhausted;
   };
 
-  // Checks the common options and turns them into the query's options and per-user ρ.
+  // Checks the common options and turns them into the query's options and per-user charges.
   // `subject`: the users a query is about by its nature (threshold: one device); else in.users.
   Expected<Prepared> prepare(const v1::QueryOptions& in,
                              std::vector<coordinator::UserId> subject = {}) {
@@ -300,16 +299,15 @@ struct CoordinatorService::Impl {
     if (!std::isfinite(in.rho()) || in.rho() < 0)
       return make_error(ErrorCode::out_of_range, "rho", "rho must be finite and ≥ 0");
     if (in.rho() > 0) {
-      out.rho.assign(n, privacy::rho_within_charge(in.rho()));
-      out.asked = out.subject;
+      const coordinator::Charge cap{in.rho()};
+      out.charges = out.subject.empty() ? coordinator::UserCharges::everyone(cap)
+                                        : coordinator::UserCharges::uniform(cap, out.subject);
     } else {
       // Alg. 3, open-ended, through the same path as the library's adaptive queries.
       auto ask = allocation.ask(adaptive_queries + 1, *mirror, out.subject);
-      out.asked = std::move(ask.users);
+      out.charges = std::move(ask.charges);
       out.exhausted = std::move(ask.exhausted);
-      out.rho = std::move(ask.rho);
     }
-    o.users = out.asked;
     return out;
   }
 
@@ -331,12 +329,12 @@ struct CoordinatorService::Impl {
     const auto start = std::chrono::steady_clock::now();
     out->set_query_id(query.query_id);
     out->set_kind(kind);
-    // Everyone spent: nothing is asked (an empty user list would mean "all" to the engine), and
-    // the coverage below reports the query as refused.
-    const bool anyone_asked = !prepared->asked.empty() || prepared->exhausted.empty();
+    // Everyone spent: nothing is asked, and the coverage below reports the query as refused.
+    const auto& charges = prepared->charges;
+    const bool anyone_asked = charges.is_everyone() || !charges.listed().empty();
     ++next_query;  // used up even if the query fails: devices may have seen it
     if (anyone_asked) {
-      auto ran = body(query, prepared->rho, *out);
+      auto ran = body(query, charges, *out);
       // A query that failed after its first round still charged devices: the mirror's view
       // of the charges is kept, whatever happens next.
       persist_mirror();
@@ -373,11 +371,11 @@ struct CoordinatorService::Impl {
   grpc::Status RangeCount(grpc::ServerContext* context, const v1::RangeCountQuery* request,
                           v1::QueryResult* out) {
     return run(context, request->options(), "range", out,
-               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+               [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
                    v1::QueryResult& result) -> cgp::Status {
                  auto range = wire::region_from_wire(request->range());
                  if (!range) return range.error();
-                 auto counted = coordinator::range_count(*fleet, *mirror, *range, rho, query);
+                 auto counted = coordinator::range_count(*fleet, *mirror, *range, charges, query);
                  if (!counted) return counted.error();
                  result.set_estimate(counted->estimate);
                  fill_report(counted->report, result);
@@ -388,11 +386,11 @@ struct CoordinatorService::Impl {
   grpc::Status Kde(grpc::ServerContext* context, const v1::KdeQuery* request,
                    v1::QueryResult* out) {
     return run(context, request->options(), "kde", out,
-               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+               [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
                    v1::QueryResult& result) -> cgp::Status {
                  const std::vector<double> p(request->point().begin(), request->point().end());
                  auto density =
-                     coordinator::kde(*fleet, *mirror, p, request->bandwidth(), rho, query);
+                     coordinator::kde(*fleet, *mirror, p, request->bandwidth(), charges, query);
                  if (!density) return density.error();
                  result.set_estimate(density->estimate);
                  fill_report(density->report, result);
@@ -403,10 +401,10 @@ struct CoordinatorService::Impl {
   grpc::Status Knn(grpc::ServerContext* context, const v1::KnnQuery* request,
                    v1::QueryResult* out) {
     return run(context, request->options(), "knn", out,
-               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+               [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
                    v1::QueryResult& result) -> cgp::Status {
                  const std::vector<double> p(request->point().begin(), request->point().end());
-                 auto found = coordinator::knn(*fleet, *mirror, p, request->k(), rho, query);
+                 auto found = coordinator::knn(*fleet, *mirror, p, request->k(), charges, query);
                  if (!found) return found.error();
                  for (auto u : found->neighbours) {
                    result.add_neighbour_users(u);
@@ -425,10 +423,10 @@ struct CoordinatorService::Impl {
       return to_status(context, make_error(ErrorCode::invalid_argument, "device_id",
                                            "device_id is not enrolled"));
     return run(context, request->options(), "threshold", out,
-               [&](const coordinator::QueryOptions& query, const std::vector<double>& rho,
+               [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
                    v1::QueryResult& result) -> cgp::Status {
                  auto answer = coordinator::threshold(*fleet, *mirror, user->second, request->q(),
-                                                      request->population(), rho, query);
+                                                      request->population(), charges.cap(0), query);
                  if (!answer) return answer.error();
                  result.set_below(answer->below);
                  fill_report(answer->report, result);

@@ -26,13 +26,12 @@ class AdaptiveBudget {
   // What each user may be charged for query l (1-based), from the mirror.
   std::vector<double> allocate(std::size_t query, const BudgetMirror& mirror) const;
 
-  // Query l as the engine runs it: the users it asks and the ρ each is asked (within its
-  // allocated charge). The one place that turns an allocation into a query, for the library and
-  // the service alike. `candidates`: the users the query is over (empty = all).
+  // Query l as the engine runs it: the users it asks, each with its allocation as the cap. The
+  // one place that turns an allocation into a query, for the library and the service alike.
+  // `candidates`: the users the query is over (empty = all).
   struct Ask {
-    std::vector<UserId> users;      // asked: an allocation that buys a positive ρ
+    UserCharges charges;            // users with a positive allocation (none: nobody to ask)
     std::vector<UserId> exhausted;  // nothing left to allocate: not asked, reported as refused
-    std::vector<double> rho;        // per user id; 1.0 where not asked (never sent)
   };
   Ask ask(std::size_t query, const BudgetMirror& mirror,
           std::span<const UserId> candidates = {}) const;
@@ -45,11 +44,12 @@ class AdaptiveBudget {
   bool open_ended_ = false;
 };
 
-// Alg. 3 over range counts: query l counts ranges[l−1] with the allocation of `budget`, each
-// user asked ρ = privacy::rho_within_charge(allocation); users with nothing left are not asked.
+// Alg. 3 over range counts: query l counts ranges[l−1] over `users` (empty = all), each user
+// charged at most its allocation from `budget`; users with nothing left are not asked.
 Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMirror& mirror,
                                                          const AdaptiveBudget& budget,
                                                          std::span<const geometry::Region> ranges,
-                                                         const QueryOptions& options);
+                                                         const QueryOptions& options,
+                                                         std::span<const UserId> users = {});
 
 }  // namespace cgp::coordinator

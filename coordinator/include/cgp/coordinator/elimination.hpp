@@ -1,8 +1,8 @@
 // Private iterative elimination (paper §5.2): PIE-NI (Alg. 4) and PIE-k (Alg. 5), with the valid
 // triples of Corollaries 6.1 (point privatization) and 6.2 (distance privatization).
 //
-// Each user's ρ_i is split into c parts; in round j the users still in G_{j−1} release with
-// r_{i,j}. Users decided early keep the rest of ρ_i: that is the privacy saving.
+// Each user's charge cap ρ_i is split into c parts; in round j the users still in G_{j−1} release
+// with r_{i,j}. Users decided early keep the rest of ρ_i: that is the privacy saving.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,7 @@
 #include "cgp/common/expected.hpp"
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/coordinator/charges.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
 namespace cgp::coordinator {
@@ -69,26 +70,22 @@ struct EliminationResult {
   QueryReport report;
 };
 
-// PIE-NI (Alg. 4) over `users` (G₀); rho[u] is user u's ρ for this query (indexed by id).
-// ν_low may be −∞ and ν_high +∞.
+// PIE-NI (Alg. 4) over the users of `charges` (G₀), each charged at most its cap over all
+// rounds. ν_low may be −∞ and ν_high +∞.
 Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror& mirror,
                                                      const EliminationSetup& setup,
-                                                     std::span<const UserId> users,
-                                                     std::span<const double> rho, double nu_low,
+                                                     const UserCharges& charges, double nu_low,
                                                      double nu_high);
 
 // PIE-k (Alg. 5): keeps every user whose confidence interval reaches below the k-th smallest
 // upper end; stops when k remain or after c rounds.
 Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
-                                        const EliminationSetup& setup,
-                                        std::span<const UserId> users, std::span<const double> rho,
+                                        const EliminationSetup& setup, const UserCharges& charges,
                                         std::size_t k);
 
-// The baselines' single release: every user in `users` releases the triple's statistic with
-// its whole ρ (one round, no elimination). remaining = the users that answered.
+// The baselines' single release: every user of `charges` releases the triple's statistic with
+// its whole cap (one round, no elimination). remaining = the users that answered.
 Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
-                                         const EliminationSetup& setup,
-                                         std::span<const UserId> users,
-                                         std::span<const double> rho);
+                                         const EliminationSetup& setup, const UserCharges& charges);
 
 }  // namespace cgp::coordinator

@@ -13,6 +13,7 @@
 #include "cgp/common/geometry/region.hpp"
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/coordinator/charges.hpp"
 #include "cgp/coordinator/elimination.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
@@ -37,7 +38,6 @@ struct QueryOptions {
   bool shift = true;  // BM1/PM1 on ranges: count ỹ < η(γ) of Appendix B instead of ỹ < 0
   std::string query_id = "query";
   std::string component_id = "location";
-  std::span<const UserId> users;  // the users the query is over; empty = all
 };
 
 struct CountResult {
@@ -57,18 +57,19 @@ struct ThresholdResult {
   QueryReport report;
 };
 
-// rho[u]: the ρ user u spends at most on this query (indexed by user id).
+// `charges`: the users the query is over and the most it charges each (over all its rounds),
+// e.g. UserCharges::everyone(Charge{1e-4}). What each was charged is in the result's report.
 Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geometry::Region& range,
-                                  std::span<const double> rho, const QueryOptions& options);
+                                  const UserCharges& charges, const QueryOptions& options);
 Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
-                        double bandwidth, std::span<const double> rho, const QueryOptions& options);
+                        double bandwidth, const UserCharges& charges, const QueryOptions& options);
 Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const double> p,
-                        std::size_t k, std::span<const double> rho, const QueryOptions& options);
+                        std::size_t k, const UserCharges& charges, const QueryOptions& options);
 // Alg. 9 (central model, n = 1): `user` holds a 1-D component with a count (sensitivity 1);
-// is it below q·N? BM1 releases it once; PM0/PM1 use PIE-NI with ν_low = ν_high = qN.
+// is it below q·N? BM1 releases it once; PM0/PM1 use PIE-NI with ν_low = ν_high = qN. The
+// user is charged at most `cap`.
 Expected<ThresholdResult> threshold(Fleet& fleet, BudgetMirror& mirror, UserId user, double q,
-                                    double population, std::span<const double> rho,
-                                    const QueryOptions& options);
+                                    double population, Charge cap, const QueryOptions& options);
 
 // η for BM1/PM1 on a range at noise scale γ: Appendix B for a 2-D box; for a disc or polygon
 // the same formula on its bounding box (a heuristic: the paper gives η for rectangles only);

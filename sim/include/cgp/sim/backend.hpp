@@ -23,12 +23,16 @@ class QueryBackend {
   // device answers ρ ≥ budget·2^-18 only), noise seeded from `seed`. A live coordinator's
   // devices keep what they spent and their own budgets: every repetition spends real budget.
   virtual void start_repetition(std::uint64_t seed, double budget) = 0;
-  // rho: what each user is charged at most for the query.
-  virtual Expected<coordinator::CountResult> range_count(const geometry::Region& range, double rho,
+  // `charges`: whom the query asks and the most it charges each. A live coordinator takes one
+  // cap for all (a per-user cap is an error there).
+  virtual Expected<coordinator::CountResult> range_count(const geometry::Region& range,
+                                                         const coordinator::UserCharges& charges,
                                                          const coordinator::QueryOptions& o) = 0;
   virtual Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth,
-                                               double rho, const coordinator::QueryOptions& o) = 0;
-  virtual Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k, double rho,
+                                               const coordinator::UserCharges& charges,
+                                               const coordinator::QueryOptions& o) = 0;
+  virtual Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k,
+                                               const coordinator::UserCharges& charges,
                                                const coordinator::QueryOptions& o) = 0;
 };
 

@@ -50,9 +50,22 @@ struct RemoteStatus {
                 late_replies = 0, refused_connections = 0;
 };
 
-// rho: each user's charge for the query; 0 = the coordinator's adaptive allocation.
-// options.users: the users the query is over (empty = all); options.component_id is the
-// coordinator's and is not sent.
+// Whom a remote query asks and the most it charges each (a charge, as in coordinator::Charge):
+// a fixed cap, or the coordinator's adaptive allocation (Alg. 3, open-ended, from its mirror).
+struct RemoteCharges {
+  std::optional<coordinator::Charge> cap;  // empty: the coordinator's adaptive allocation
+  std::vector<coordinator::UserId> users;  // enrolment indices; empty: every enrolled user
+
+  static RemoteCharges fixed(coordinator::Charge cap, std::vector<coordinator::UserId> users = {}) {
+    return {cap, std::move(users)};
+  }
+  static RemoteCharges adaptive(std::vector<coordinator::UserId> users = {}) {
+    return {std::nullopt, std::move(users)};
+  }
+};
+
+// options.component_id is the coordinator's and is not sent. A threshold query is over its one
+// device: its `charges.users` must be empty.
 class AnalystClient {
  public:
   static Expected<AnalystClient> connect(const AnalystConnection& connection);
@@ -60,14 +73,17 @@ class AnalystClient {
   AnalystClient(AnalystClient&&) noexcept;
   AnalystClient& operator=(AnalystClient&&) noexcept;
 
-  Expected<RemoteResult> range_count(const geometry::Region& range, double rho,
+  Expected<RemoteResult> range_count(const geometry::Region& range, const RemoteCharges& charges,
                                      const coordinator::QueryOptions& options);
-  Expected<RemoteResult> kde(std::span<const double> point, double bandwidth, double rho,
+  Expected<RemoteResult> kde(std::span<const double> point, double bandwidth,
+                             const RemoteCharges& charges,
                              const coordinator::QueryOptions& options);
-  Expected<RemoteResult> knn(std::span<const double> point, std::size_t k, double rho,
+  Expected<RemoteResult> knn(std::span<const double> point, std::size_t k,
+                             const RemoteCharges& charges,
                              const coordinator::QueryOptions& options);
   Expected<RemoteResult> threshold(const std::string& device_id, double q, double population,
-                                   double rho, const coordinator::QueryOptions& options);
+                                   const RemoteCharges& charges,
+                                   const coordinator::QueryOptions& options);
   Expected<RemoteResult> result(const std::string& query_id);
   Expected<RemoteStatus> status();
 

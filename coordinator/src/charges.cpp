@@ -1,0 +1,66 @@
+#include "cgp/coordinator/charges.hpp"
+
+#include <numeric>
+#include <string>
+
+#include "cgp/common/validate.hpp"
+
+namespace cgp::coordinator {
+
+UserCharges UserCharges::everyone(Charge cap) {
+  UserCharges c;
+  c.everyone_ = true;
+  c.caps_ = {cap};
+  return c;
+}
+
+UserCharges UserCharges::uniform(Charge cap, std::vector<UserId> users) {
+  UserCharges c;
+  c.users_ = std::move(users);
+  c.caps_ = {cap};
+  return c;
+}
+
+UserCharges UserCharges::per_user(std::vector<UserId> users, std::vector<Charge> caps) {
+  UserCharges c;
+  c.users_ = std::move(users);
+  c.caps_ = std::move(caps);
+  c.uniform_ = false;
+  return c;
+}
+
+Status UserCharges::validate(std::size_t fleet_size) const {
+  if (!everyone_ && users_.empty())
+    return make_error(ErrorCode::invalid_argument, "users",
+                      "users is empty: the query asks no user");
+  if (uniform_ ? caps_.size() != 1 : caps_.size() != users_.size())
+    return make_error(ErrorCode::dimension_mismatch, "charge",
+                      "charge must give one cap per user (" + std::to_string(users_.size()) +
+                          "), got " + std::to_string(caps_.size()));
+  if (uniform_) {
+    CGP_RETURN_IF_ERROR(require_finite_positive("charge", caps_[0].rho()));
+  } else {
+    for (std::size_t k = 0; k < caps_.size(); ++k)
+      CGP_RETURN_IF_ERROR(require_finite_positive(indexed_name("charge", k), caps_[k].rho()));
+  }
+  std::vector<char> listed(fleet_size, 0);
+  for (UserId u : users_) {
+    if (u >= fleet_size)
+      return make_error(ErrorCode::out_of_range, "users",
+                        "users holds id " + std::to_string(u) + ", not in the fleet of " +
+                            std::to_string(fleet_size));
+    if (listed[u]++)
+      return make_error(ErrorCode::invalid_argument, "users",
+                        "users lists id " + std::to_string(u) + " twice");
+  }
+  return {};
+}
+
+std::vector<UserId> UserCharges::users(std::size_t fleet_size) const {
+  if (!everyone_) return users_;
+  std::vector<UserId> all(fleet_size);
+  std::iota(all.begin(), all.end(), UserId{0});
+  return all;
+}
+
+}  // namespace cgp::coordinator
