@@ -4,6 +4,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sodium.h>
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
@@ -15,130 +16,95 @@
 namespace cgp::transport {
 namespace detail {
 
-void GatewayCore::attach(const std::shared_ptr<Session>& session) {
-  std::shared_ptr<Session> replaced;
-  {
-    std::lock_guard lock(mutex);
-    auto& slot = sessions[session->id()];
-    replaced = std::move(slot);  // a reconnecting device replaces its old stream
-    slot = session;
+GatewayCore::GatewayCore(const GatewayOptions& options)
+    : hellos({options.hello_timeout, options.limits.max_pending_streams,
+              options.limits.max_pending_streams_per_address},
+             [this](const std::shared_ptr<Session>& session) {
+               counters.update([](GatewayCounters& c) { ++c.refused_connections; });
+               log("event=refused reason=no-hello-in-time");
+               session->finish(
+                   {grpc::StatusCode::DEADLINE_EXCEEDED, "no Hello within the time allowed"});
+             }),
+      log_sink_(options.log) {}
+
+grpc::Status GatewayCore::admit(const v1::Hello& hello) {
+  const std::string& id = hello.device_id();
+  auto refuse = [&](grpc::Status status, const char* reason) {
+    counters.update([](GatewayCounters& c) { ++c.refused_connections; });
+    log(std::string("event=refused reason=") + reason + " device=" + log_value(id));
+    return status;
+  };
+  if (auto valid = require_id("device_id", id); !valid)
+    return refuse({grpc::StatusCode::INVALID_ARGUMENT, valid.error().message}, "device-id");
+  if (!hello.sdk_version().empty())
+    if (auto valid = require_id("sdk_version", hello.sdk_version()); !valid)
+      return refuse({grpc::StatusCode::INVALID_ARGUMENT, valid.error().message}, "sdk-version");
+  if (hello.protocol_version() != wire::kProtocolVersion)
+    return refuse({grpc::StatusCode::FAILED_PRECONDITION, "protocol_version must be 1"},
+                  "protocol-version");
+  if (sessions.is_revoked(id))
+    return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "revoked");
+  if (credential_digests.empty()) return grpc::Status::OK;
+  // Binding the stream to the id whose credential it presented: a device cannot answer for
+  // another id, since replies are taken as that id's only.
+  auto expected = credential_digests.find(id);
+  if (expected == credential_digests.end() ||
+      !credential_matches(hello.credential(), expected->second))
+    return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "credential");
+  return grpc::Status::OK;
+}
+
+bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
+  auto attached = sessions.attach(session);
+  if (attached.revoked) {
+    // Revoked between its admission and now.
+    counters.update([](GatewayCounters& c) { ++c.refused_connections; });
+    log("event=refused reason=revoked device=" + log_value(session->id()));
+    session->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
+    return false;
   }
-  if (replaced) replaced->finish(grpc::Status::CANCELLED);
-  {
-    // A Hello admitted just before a revoke() whose lookup found no session yet.
-    std::lock_guard lock(revoked_mutex);
-    if (revoked.count(session->id()) > 0)
-      session->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
-  }
-  changed.notify_all();
-  count([](GatewayCounters& c) { ++c.connects; });
+  if (attached.replaced) attached.replaced->finish(grpc::Status::CANCELLED);
+  counters.update([](GatewayCounters& c) { ++c.connects; });
   log("event=connect device=" + log_value(session->id()) +
       " sdk=" + log_value(session->sdk_version().empty() ? "unknown" : session->sdk_version()));
+  return true;
 }
 
 void GatewayCore::detach(const std::shared_ptr<Session>& session) {
-  {
-    std::lock_guard lock(mutex);
-    auto it = sessions.find(session->id());
-    if (it != sessions.end() && it->second == session) sessions.erase(it);
-  }
-  changed.notify_all();
+  sessions.detach(session);
   // A round waiting for this device stops waiting: its request went down with the stream.
-  std::vector<std::shared_ptr<PendingRound>> open;
-  {
-    std::lock_guard lock(rounds_mutex);
-    for (const auto& [key, round] : rounds) open.push_back(round);
-  }
-  for (const auto& round : open) {
-    std::lock_guard lock(round->mutex);
-    auto slot = round->slot_of_device.find(session->id());
-    if (!round->open || slot == round->slot_of_device.end() || round->settled_slot[slot->second])
-      continue;
-    round->settled_slot[slot->second] = true;
-    if (--round->awaited == 0) round->settled.notify_all();
-  }
-  count([](GatewayCounters& c) { ++c.disconnects; });
+  rounds.device_gone(session->id());
+  counters.update([](GatewayCounters& c) { ++c.disconnects; });
   log("event=disconnect device=" + log_value(session->id()));
 }
 
 void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& reply) {
-  std::shared_ptr<PendingRound> round;
-  {
-    std::lock_guard lock(rounds_mutex);
-    auto it = rounds.find(
-        std::pair<std::string_view, std::uint32_t>{reply.id().query_id(), reply.id().round()});
-    if (it != rounds.end()) round = it->second;
-  }
-  bool taken = false;
-  if (round) {
-    std::lock_guard lock(round->mutex);
-    auto slot = round->slot_of_device.find(device_id);
-    if (round->open && slot != round->slot_of_device.end() && !round->settled_slot[slot->second]) {
-      coordinator::record_reply(wire::reply_from_wire(reply), slot->second, *round->replies);
-      round->settled_slot[slot->second] = true;
-      taken = true;
-      if (--round->awaited == 0) round->settled.notify_all();
-    }
-  }
-  if (!taken) {
-    count([](GatewayCounters& c) { ++c.late_replies; });
-    log("event=late-reply device=" + log_value(device_id) + " query=" +
-        log_value(reply.id().query_id()) + " round=" + std::to_string(reply.id().round()));
-  }
+  if (rounds.deliver(device_id, reply)) return;
+  counters.update([](GatewayCounters& c) { ++c.late_replies; });
+  log("event=late-reply device=" + log_value(device_id) + " query=" +
+      log_value(reply.id().query_id()) + " round=" + std::to_string(reply.id().round()));
 }
 
-std::shared_ptr<Session> GatewayCore::session(const std::string& id) const {
-  std::lock_guard lock(mutex);
-  auto it = sessions.find(id);
-  return it == sessions.end() ? nullptr : it->second;
+bool GatewayCore::await_hello(const std::shared_ptr<Session>& session, const std::string& address) {
+  if (hellos.await(session, address)) return true;
+  counters.update([](GatewayCounters& c) {
+    ++c.refused_connections;
+    ++c.refused_pending_streams;
+  });
+  log("event=refused reason=pending-streams peer=" + log_value(address));
+  return false;
 }
 
-bool GatewayCore::open_round(const ReplyKey& key, const std::shared_ptr<PendingRound>& round) {
-  std::lock_guard lock(rounds_mutex);
-  return rounds.emplace(key, round).second;
+bool GatewayCore::revoke(const std::string& device_id) {
+  bool newly = false;
+  auto connected = sessions.revoke(device_id, newly);
+  if (newly) log("event=revoked device=" + log_value(device_id));
+  if (connected) connected->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
+  return newly;
 }
-
-void GatewayCore::close_round(const ReplyKey& key, PendingRound& round) {
-  {
-    std::lock_guard lock(rounds_mutex);
-    rounds.erase(key);
-  }
-  std::lock_guard lock(round.mutex);
-  round.open = false;
-}
-
-}  // namespace detail
-
-struct DeviceGateway::Impl : detail::GatewayCore {};
-
-namespace detail {
 
 void GatewayCore::serve() {
-  hello_sweeper = std::thread([this] {
-    std::unique_lock lock(hello_mutex);
-    while (!hello_stop) {
-      hello_changed.wait_for(lock, std::clamp(hello_timeout / 4, std::chrono::milliseconds(1),
-                                              std::chrono::milliseconds(1000)));
-      const auto now = std::chrono::steady_clock::now();
-      std::vector<std::shared_ptr<Session>> expired;
-      for (auto it = awaiting_hello.begin(); it != awaiting_hello.end();) {
-        if (it->second.deadline > now) {
-          ++it;
-          continue;
-        }
-        if (auto session = it->second.session.lock()) expired.push_back(std::move(session));
-        forget_pending(it++);
-      }
-      lock.unlock();
-      for (const auto& session : expired) {
-        count([](GatewayCounters& c) { ++c.refused_connections; });
-        log("event=refused reason=no-hello-in-time");
-        session->finish({grpc::StatusCode::DEADLINE_EXCEEDED, "no Hello within the time allowed"});
-      }
-      expired.clear();  // the last owner may be here: release outside the lock
-      lock.lock();
-    }
-  });
+  hellos.start();
   for (auto& queue : queues) {
     // A few listeners per queue, so that a crowd of devices connecting is accepted quickly.
     for (int i = 0; i < 4; ++i) std::make_shared<Session>(*this, *queue)->listen();
@@ -153,56 +119,12 @@ void GatewayCore::serve() {
   }
 }
 
-bool GatewayCore::await_hello(const std::shared_ptr<Session>& session, std::string address) {
-  {
-    std::lock_guard lock(hello_mutex);
-    auto& pending = pending_per_address[address];
-    if (awaiting_hello.size() < limits.max_pending_streams &&
-        pending < limits.max_pending_streams_per_address) {
-      ++pending;
-      awaiting_hello[session.get()] = {session, std::chrono::steady_clock::now() + hello_timeout,
-                                       std::move(address)};
-      return true;
-    }
-    if (pending == 0) pending_per_address.erase(address);
-  }
-  count([](GatewayCounters& c) {
-    ++c.refused_connections;
-    ++c.refused_pending_streams;
-  });
-  log("event=refused reason=pending-streams peer=" + log_value(address));
-  return false;
-}
-
-void GatewayCore::forget_pending(std::unordered_map<const Session*, AwaitingHello>::iterator it) {
-  auto pending = pending_per_address.find(it->second.address);
-  if (pending != pending_per_address.end() && --pending->second == 0)
-    pending_per_address.erase(pending);
-  awaiting_hello.erase(it);
-}
-
-void GatewayCore::hello_done(const Session* session) {
-  std::lock_guard lock(hello_mutex);
-  if (auto it = awaiting_hello.find(session); it != awaiting_hello.end()) forget_pending(it);
-}
-
 void GatewayCore::shutdown() {
   // Probes see NOT_SERVING while the streams are ended, so that a load balancer drains first.
   if (auto* health = server ? server->GetHealthCheckService() : nullptr) health->Shutdown();
   if (admission) admission->stop();  // no new connections while the streams are ended
-  {
-    std::lock_guard lock(hello_mutex);
-    hello_stop = true;
-  }
-  hello_changed.notify_all();
-  if (hello_sweeper.joinable()) hello_sweeper.join();
-  std::vector<std::shared_ptr<Session>> open;
-  {
-    std::lock_guard lock(mutex);
-    for (const auto& [id, session] : sessions) open.push_back(session);
-  }
-  for (const auto& session : open) session->finish(grpc::Status::OK);
-  open.clear();
+  hellos.stop();
+  for (const auto& session : sessions.all()) session->finish(grpc::Status::OK);
   // Calls still open after the grace period are cancelled; then the queues drain.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   for (auto& queue : queues) queue->Shutdown();
@@ -210,6 +132,10 @@ void GatewayCore::shutdown() {
 }
 
 }  // namespace detail
+
+struct DeviceGateway::Impl : detail::GatewayCore {
+  using GatewayCore::GatewayCore;
+};
 
 DeviceGateway::DeviceGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -226,11 +152,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const std::string&
 Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptions& options) {
   if (sodium_init() < 0)
     return make_error(ErrorCode::invalid_argument, "credentials", "libsodium cannot initialise");
-  auto impl = std::make_unique<Impl>();
-  impl->log_sink = options.log;
   if (options.hello_timeout <= std::chrono::milliseconds(0))
     return make_error(ErrorCode::not_positive, "hello_timeout", "hello_timeout must be > 0");
-  impl->hello_timeout = options.hello_timeout;
+  auto impl = std::make_unique<Impl>(options);
   for (const auto& [id, credential] : options.device_credentials)
     impl->credential_digests[id] = sha256_of(credential);
   for (const auto& [id, digest] : options.device_credential_digests)
@@ -247,13 +171,12 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     transport_credentials = grpc::SslServerCredentials(ssl);
   }
   const ConnectionLimits& limits = options.limits;  // checked by ConnectionAdmission::listen
-  impl->limits = limits;
   // The listening socket is ours, not gRPC's: caps per address and in all, and accept survives
   // running out of descriptors (connection_admission.hpp).
   auto* core = static_cast<detail::GatewayCore*>(impl.get());
   auto admission = detail::ConnectionAdmission::listen(
       options.address, limits, options.log, [core](detail::ConnectionRefusal why) {
-        core->count([why](GatewayCounters& c) {
+        core->counters.update([why](GatewayCounters& c) {
           ++c.refused_connections;
           switch (why) {
             case detail::ConnectionRefusal::total_cap:
@@ -335,10 +258,8 @@ int DeviceGateway::port() const noexcept {
 }
 
 GatewayCounters DeviceGateway::counters() const {
-  const std::size_t open = impl_->admission ? impl_->admission->open_connections() : 0;
-  std::lock_guard lock(impl_->counters_mutex);
-  GatewayCounters out = impl_->counts;
-  out.open_connections = open;
+  GatewayCounters out = impl_->counters.snapshot();
+  out.open_connections = impl_->admission ? impl_->admission->open_connections() : 0;
   return out;
 }
 
@@ -347,7 +268,6 @@ std::size_t DeviceGateway::max_connections() const noexcept {
 }
 
 std::size_t DeviceGateway::connected() const {
-  std::lock_guard lock(impl_->mutex);
   return impl_->sessions.size();
 }
 
@@ -357,19 +277,11 @@ void DeviceGateway::set_serving(const std::string& service, bool serving) {
 }
 
 bool DeviceGateway::revoke(const std::string& device_id) {
-  {
-    std::lock_guard lock(impl_->revoked_mutex);
-    if (!impl_->revoked.insert(device_id).second) return false;
-  }
-  impl_->log("event=revoked device=" + log_value(device_id));
-  if (auto session = impl_->session(device_id))
-    session->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
-  return true;
+  return impl_->revoke(device_id);
 }
 
 bool DeviceGateway::wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(impl_->mutex);
-  return impl_->changed.wait_for(lock, timeout, [&] { return impl_->sessions.size() >= count; });
+  return impl_->sessions.wait_for(count, timeout);
 }
 
 NetworkFleet::NetworkFleet(DeviceGateway& gateway, std::vector<std::string> device_ids,
@@ -389,29 +301,25 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   const std::size_t out_dim = request.statistic == StatisticKind::location ? dimension_ : 1;
   replies.resize(asked, out_dim);
   const auto began = std::chrono::steady_clock::now();
-  const detail::ReplyKey key{request.query_id, request.round};
-  auto round = std::make_shared<detail::PendingRound>();
-  round->output_dimension = out_dim;
-  round->replies = &replies;
-  round->settled_slot.assign(asked, false);
+  const detail::RoundTable::Key key{request.query_id, request.round};
+  auto round = std::make_shared<detail::PendingRound>(replies, asked);
 
   // Requests first, so that a fast reply finds its round open.
+  std::vector<std::shared_ptr<detail::Session>> sessions;
+  core.sessions.find_many(
+      asked,
+      [&](std::size_t k) -> const std::string* {
+        const auto user = request.users[k];
+        return user < device_ids_.size() ? &device_ids_[user] : nullptr;
+      },
+      sessions);
   std::vector<v1::CoordinatorToDevice> pushes(asked);
-  std::vector<std::shared_ptr<detail::Session>> sessions(asked);
-  {
-    std::lock_guard lock(core.mutex);
-    for (std::size_t k = 0; k < asked; ++k) {
-      const auto user = request.users[k];
-      if (user >= device_ids_.size()) {
-        replies.kind[k] = ReplyKind::rejected;
-        continue;
-      }
-      auto it = core.sessions.find(device_ids_[user]);
-      if (it != core.sessions.end()) sessions[k] = it->second;  // else: not connected
-    }
-  }
   for (std::size_t k = 0; k < asked; ++k) {
-    if (!sessions[k]) continue;
+    if (request.users[k] >= device_ids_.size()) {
+      replies.kind[k] = ReplyKind::rejected;
+      continue;
+    }
+    if (!sessions[k]) continue;  // not connected: no_answer
     auto built = coordinator::device_request_for(request, k);
     if (!built) {
       replies.kind[k] = ReplyKind::rejected;
@@ -419,42 +327,33 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       continue;
     }
     *pushes[k].mutable_request() = wire::request_to_wire(*built);
-    round->slot_of_device.emplace(device_ids_[request.users[k]], k);
-    ++round->awaited;
+    round->expect(device_ids_[request.users[k]], k);
   }
   std::uint64_t sent = 0;
-  if (!core.open_round(key, round)) {
+  if (!core.rounds.open(key, round)) {
     // The same round is already in flight (a duplicated query id): nothing is sent.
     for (auto& s : sessions) s.reset();
-    round->awaited = 0;
+    round->give_up_all();
   }
   for (std::size_t k = 0; k < asked; ++k) {
     if (!sessions[k]) continue;
     if (sessions[k]->push(std::move(pushes[k]))) {
       ++sent;
-      continue;
-    }
-    std::lock_guard lock(round->mutex);
-    if (!round->settled_slot[k]) {
-      round->settled_slot[k] = true;
-      --round->awaited;
+    } else {
+      round->give_up(k);
     }
   }
   // Collect until every asked device answered, went away, or the deadline passed: late or
   // missing devices are reported as no_answer.
-  {
-    std::unique_lock lock(round->mutex);
-    round->settled.wait_until(lock, std::chrono::steady_clock::now() + round_deadline_,
-                              [&] { return round->awaited == 0; });
-  }
-  core.close_round(key, *round);
+  round->wait_until(std::chrono::steady_clock::now() + round_deadline_);
+  core.rounds.close(key, *round);
 
   std::uint64_t answered = 0, unanswered = 0;
   for (auto kind : replies.kind) {
     answered += kind != ReplyKind::no_answer ? 1 : 0;
     unanswered += kind == ReplyKind::no_answer ? 1 : 0;
   }
-  core.count([&](GatewayCounters& c) {
+  core.counters.update([&](GatewayCounters& c) {
     ++c.rounds;
     c.requests += sent;
     c.replies += answered;

@@ -1,5 +1,5 @@
-// The coordinator's end of one device's stream (gRPC completion-queue API): Hello and its
-// credential first, then replies delivered to the rounds that asked for them.
+#include "device_session.hpp"
+
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "gateway_impl.hpp"
@@ -59,9 +59,9 @@ void Session::on_read(bool ok) {
   }
   if (!ok) return finish(grpc::Status::OK);  // the device half-closed or went away
   if (id_.empty()) {
-    core_.hello_done(this);
+    core_.hellos.done(this);
     if (!incoming_.has_hello()) {
-      core_.count([](GatewayCounters& c) { ++c.refused_connections; });
+      core_.counters.update([](GatewayCounters& c) { ++c.refused_connections; });
       core_.log("event=refused reason=no-hello");
       return finish({grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"});
     }
@@ -72,11 +72,12 @@ void Session::on_read(bool ok) {
     v1::CoordinatorToDevice welcome;
     welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
     push(std::move(welcome));
-    {
+    // Events of this stream come on this thread only, so release_if_idle cannot run between
+    // the attach and attached_.
+    if (core_.attach(shared_from_this())) {
       std::lock_guard lock(mutex_);
       attached_ = true;
     }
-    core_.attach(shared_from_this());
   } else if (incoming_.has_reply()) {
     core_.deliver(id_, incoming_.reply());
   } else if (incoming_.has_goodbye()) {
@@ -137,42 +138,12 @@ void Session::release_if_idle() {
     // flight.
     const bool done = !accepted_ || (finish_done_ && !reading_ && !writing_);
     if (!done || !self_) return;
-    if (accepted_ && id_.empty()) core_.hello_done(this);
+    if (accepted_ && id_.empty()) core_.hellos.done(this);
     detach = attached_;
     attached_ = false;
   }
   if (detach) core_.detach(shared_from_this());
   auto last = std::move(self_);  // may destroy this when the function returns
-}
-
-grpc::Status GatewayCore::admit(const v1::Hello& hello) const {
-  const std::string& id = hello.device_id();
-  auto refuse = [&](grpc::Status status, const char* reason) {
-    const_cast<GatewayCore*>(this)->count([](GatewayCounters& c) { ++c.refused_connections; });
-    log(std::string("event=refused reason=") + reason + " device=" + log_value(id));
-    return status;
-  };
-  if (auto valid = require_id("device_id", id); !valid)
-    return refuse({grpc::StatusCode::INVALID_ARGUMENT, valid.error().message}, "device-id");
-  if (!hello.sdk_version().empty())
-    if (auto valid = require_id("sdk_version", hello.sdk_version()); !valid)
-      return refuse({grpc::StatusCode::INVALID_ARGUMENT, valid.error().message}, "sdk-version");
-  if (hello.protocol_version() != wire::kProtocolVersion)
-    return refuse({grpc::StatusCode::FAILED_PRECONDITION, "protocol_version must be 1"},
-                  "protocol-version");
-  {
-    std::lock_guard lock(revoked_mutex);
-    if (revoked.count(id) > 0)
-      return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "revoked");
-  }
-  if (credential_digests.empty()) return grpc::Status::OK;
-  // Binding the stream to the id whose credential it presented: a device cannot answer for
-  // another id, since replies are taken as that id's only.
-  auto expected = credential_digests.find(id);
-  if (expected == credential_digests.end() ||
-      !credential_matches(hello.credential(), expected->second))
-    return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "credential");
-  return grpc::Status::OK;
 }
 
 }  // namespace cgp::transport::detail

@@ -1,0 +1,78 @@
+// The gateway's round table on its own (issue 11 item 5): replies go only to the round they
+// name, only for the device a stream authenticated as, once, and never after the round closed.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "cgp/common/wire/codec.hpp"
+#include "round_table.hpp"
+
+using namespace cgp;
+using namespace cgp::transport::detail;
+using coordinator::ReplyKind;
+
+namespace {
+
+v1::DeviceReply answer(const std::string& query, std::uint32_t round, double value) {
+  DeviceReply reply;
+  reply.id = {query, round};
+  reply.status = ReplyStatus::answered;
+  reply.values = {value};
+  reply.charged_rho = 0.1;
+  reply.remaining_budget = 0.9;
+  return wire::reply_to_wire(reply);
+}
+
+}  // namespace
+
+TEST_CASE("round table: a reply lands in its own round and slot once", "[transport][gateway]") {
+  RoundTable table;
+  coordinator::RoundReplies replies;
+  replies.resize(2, 1);
+  const std::string a = "device-a", b = "device-b";
+  auto round = std::make_shared<PendingRound>(replies, 2);
+  round->expect(a, 0);
+  round->expect(b, 1);
+  const RoundTable::Key key{"q", 1};
+  REQUIRE(table.open(key, round));
+  CHECK_FALSE(table.open(key, std::make_shared<PendingRound>(replies, 2)));  // in flight
+
+  CHECK_FALSE(table.deliver(a, answer("q", 2, 5)));           // another round of the query
+  CHECK_FALSE(table.deliver(a, answer("other", 1, 5)));       // another query
+  CHECK_FALSE(table.deliver("device-c", answer("q", 1, 5)));  // a device the round did not ask
+  CHECK(table.deliver(a, answer("q", 1, 5)));
+  CHECK_FALSE(table.deliver(a, answer("q", 1, 6)));  // a second answer from the same stream
+  CHECK(replies.kind[0] == ReplyKind::answered);
+  CHECK(replies.values[0] == 5);
+  CHECK(replies.kind[1] == ReplyKind::no_answer);
+
+  // b's stream goes away: the round stops waiting for it, and it stays unanswered.
+  std::thread gone([&] { table.device_gone(b); });
+  round->wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  gone.join();
+  table.close(key, *round);
+  CHECK(replies.kind[1] == ReplyKind::no_answer);
+  CHECK_FALSE(table.deliver(b, answer("q", 1, 7)));  // late
+  CHECK(std::isnan(replies.values[1]));
+  // Closed rounds free their key.
+  CHECK(table.open(key, std::make_shared<PendingRound>(replies, 2)));
+}
+
+TEST_CASE("round table: a round with nothing to wait for returns at once", "[transport][gateway]") {
+  coordinator::RoundReplies replies;
+  replies.resize(3, 1);
+  const std::string a = "device-a";
+  PendingRound round(replies, 3);
+  round.expect(a, 0);
+  round.give_up(0);
+  const auto start = std::chrono::steady_clock::now();
+  round.wait_until(start + std::chrono::seconds(30));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  PendingRound refused(replies, 3);
+  refused.expect(a, 0);
+  refused.give_up_all();
+  refused.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  CHECK_FALSE(refused.take(a, answer("q", 1, 1)));  // never opened: nothing is taken
+}

@@ -1,0 +1,94 @@
+#include "round_table.hpp"
+
+#include "cgp/common/wire/codec.hpp"
+
+namespace cgp::transport::detail {
+
+PendingRound::PendingRound(coordinator::RoundReplies& replies, std::size_t slots)
+    : settled_slot_(slots, false), replies_(replies) {}
+
+void PendingRound::expect(const std::string& id, std::size_t k) {
+  std::lock_guard lock(mutex_);
+  slot_of_device_.emplace(id, k);
+  ++awaited_;
+}
+
+void PendingRound::settle(std::size_t k) {
+  if (settled_slot_[k]) return;
+  settled_slot_[k] = true;
+  if (--awaited_ == 0) settled_.notify_all();
+}
+
+void PendingRound::give_up(std::size_t k) {
+  std::lock_guard lock(mutex_);
+  settle(k);
+}
+
+void PendingRound::give_up_all() {
+  std::lock_guard lock(mutex_);
+  awaited_ = 0;
+  open_ = false;
+}
+
+bool PendingRound::take(std::string_view device_id, const v1::DeviceReply& reply) {
+  std::lock_guard lock(mutex_);
+  if (!open_) return false;  // first: the ids the slots point to may be gone once closed
+  auto slot = slot_of_device_.find(device_id);
+  if (slot == slot_of_device_.end() || settled_slot_[slot->second]) return false;
+  coordinator::record_reply(wire::reply_from_wire(reply), slot->second, replies_);
+  settle(slot->second);
+  return true;
+}
+
+void PendingRound::device_gone(std::string_view device_id) {
+  std::lock_guard lock(mutex_);
+  if (!open_) return;
+  auto slot = slot_of_device_.find(device_id);
+  if (slot != slot_of_device_.end()) settle(slot->second);
+}
+
+void PendingRound::wait_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  settled_.wait_until(lock, deadline, [&] { return awaited_ == 0; });
+}
+
+void PendingRound::close() {
+  std::lock_guard lock(mutex_);
+  open_ = false;
+}
+
+bool RoundTable::open(const Key& key, const std::shared_ptr<PendingRound>& round) {
+  std::lock_guard lock(mutex_);
+  return rounds_.emplace(key, round).second;
+}
+
+void RoundTable::close(const Key& key, PendingRound& round) {
+  {
+    std::lock_guard lock(mutex_);
+    rounds_.erase(key);
+  }
+  round.close();
+}
+
+bool RoundTable::deliver(std::string_view device_id, const v1::DeviceReply& reply) {
+  std::shared_ptr<PendingRound> round;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = rounds_.find(
+        std::pair<std::string_view, std::uint32_t>{reply.id().query_id(), reply.id().round()});
+    if (it != rounds_.end()) round = it->second;
+  }
+  return round && round->take(device_id, reply);
+}
+
+void RoundTable::device_gone(std::string_view device_id) {
+  std::vector<std::shared_ptr<PendingRound>> open;
+  {
+    std::lock_guard lock(mutex_);
+    open.reserve(rounds_.size());
+    for (const auto& [key, round] : rounds_) open.push_back(round);
+  }
+  for (const auto& round : open) round->device_gone(device_id);
+}
+
+}  // namespace cgp::transport::detail

@@ -1,0 +1,79 @@
+// The rounds in flight and where their replies go. A reply is taken by the round of its
+// (query id, round) for the device id its stream authenticated as, never for anything the reply
+// itself claims; each round has its own lock, the table one for finding them.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cgp/coordinator/fleet.hpp"
+#include "cgp/v1/service.pb.h"
+
+namespace cgp::transport::detail {
+
+// One round: the slot of each device asked, which slots are settled, and the replies.
+class PendingRound {
+ public:
+  // `replies` outlives the round (NetworkFleet::ask's caller's), sized for `slots` users.
+  PendingRound(coordinator::RoundReplies& replies, std::size_t slots);
+
+  // Before the round opens: device `id` answers into slot k.
+  void expect(const std::string& id, std::size_t k);
+  // Nothing will come for slot k (its request could not be sent).
+  void give_up(std::size_t k);
+  // Nothing will come at all (the round could not open): waiting returns at once.
+  void give_up_all();
+  // A reply from the stream of `device_id`: false when the round does not wait for it.
+  bool take(std::string_view device_id, const v1::DeviceReply& reply);
+  // The device's stream went away: its slot stops being awaited.
+  void device_gone(std::string_view device_id);
+  // Until every slot is settled or the deadline passes.
+  void wait_until(std::chrono::steady_clock::time_point deadline);
+  // Late replies are no longer taken.
+  void close();
+
+ private:
+  void settle(std::size_t k);  // under mutex_
+
+  std::mutex mutex_;
+  std::condition_variable settled_;
+  bool open_ = true;
+  std::size_t awaited_ = 0;
+  std::unordered_map<std::string_view, std::size_t> slot_of_device_;  // ids owned by the caller
+  std::vector<bool> settled_slot_;
+  coordinator::RoundReplies& replies_;
+};
+
+class RoundTable {
+ public:
+  using Key = std::pair<std::string, std::uint32_t>;  // (query id, round)
+  // False when the same round is already in flight (a duplicated query id).
+  bool open(const Key& key, const std::shared_ptr<PendingRound>& round);
+  void close(const Key& key, PendingRound& round);
+  // A reply to the round it names, from `device_id`'s stream: false when no open round takes it.
+  bool deliver(std::string_view device_id, const v1::DeviceReply& reply);
+  // Every open round stops waiting for `device_id`.
+  void device_gone(std::string_view device_id);
+
+ private:
+  // Finds a reply's round by its (query id, round) without copying the id: a lookup per reply.
+  struct KeyLess {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return std::string_view(a.first) < std::string_view(b.first) ||
+             (std::string_view(a.first) == std::string_view(b.first) && a.second < b.second);
+    }
+  };
+  std::mutex mutex_;
+  std::map<Key, std::shared_ptr<PendingRound>, KeyLess> rounds_;
+};
+
+}  // namespace cgp::transport::detail
