@@ -38,7 +38,7 @@ struct Arguments {
   unsigned threads = 0;
   std::string projection = "local";
   bool no_shift = false;
-  std::string fleet, analyst_credential, tls_root;
+  std::string fleet, analyst_credential, tls_root, curator;
 };
 
 int fail(int code, const std::string& message) {
@@ -173,6 +173,200 @@ std::vector<double> synthetic_incomes(std::size_t n, std::uint64_t seed) {
   return values;
 }
 
+// What every experiment runs with, from the common flags.
+struct Context {
+  Common common;
+  geometry::ProjectionKind projection;
+  std::size_t fleet_users = 0;  // --fleet: the coordinator's enrolled devices
+  bool remote = false;
+};
+
+int report(const Arguments& a, const std::string& description,
+           const Expected<std::vector<Row>>& rows) {
+  if (!rows) return fail(kDataError, rows.error().message);
+  return finish(a, description, *rows);
+}
+
+int run_locations(const Arguments& a, Context& context, const char* param_name,
+                  const std::vector<double>& params, bool range) {
+  if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+  if (auto s = positive_list(param_name, params); !s) return fail(kUsageError, s.error().message);
+  auto data = locations(a, context.projection, context.fleet_users);
+  if (!data) return fail(kDataError, data.error().message);
+  if (auto s = load_centres(a, *data, context.projection, context.common); !s)
+    return fail(kDataError, s.error().message);
+  return report(a, data->description,
+                range ? run_range(*data, a.rho, params, context.common)
+                      : run_kde(*data, a.rho, params, context.common));
+}
+
+int run_range_experiment(const Arguments& a, Context& context) {
+  return run_locations(a, context, "w", a.w, true);
+}
+
+int run_kde_experiment(const Arguments& a, Context& context) {
+  return run_locations(a, context, "b", a.b, false);
+}
+
+int run_knn_experiment(const Arguments& a, Context& context) {
+  if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+  if (auto s = count_list("k", a.k); !s) return fail(kUsageError, s.error().message);
+  Dataset data, query_set;
+  const Dataset* queries = nullptr;
+  if (context.remote) {
+    // The devices hold locations: the same rows as cgp-device-swarm serves.
+    auto devices = locations(a, context.projection, context.fleet_users);
+    if (!devices) return fail(kDataError, devices.error().message);
+    data = std::move(*devices);
+  } else if (a.data.empty()) {
+    auto train = load_idx(kFashionMnistTrain);
+    if (!train)
+      return fail(kDataError, "knn without --data needs Debian's dataset-fashion-mnist (" +
+                                  train.error().message + ")");
+    data = std::move(*train);
+    auto test = load_idx(kFashionMnistTest);
+    if (!test) return fail(kDataError, test.error().message);
+    query_set = std::move(*test);
+    queries = &query_set;
+  } else {
+    auto loaded = load_vectors(a.data);
+    if (!loaded) return fail(kDataError, loaded.error().message);
+    data = std::move(*loaded);
+  }
+  if (a.n) data = resample(data, a.n, a.seed);
+  for (std::size_t k : a.k)
+    if (k + 1 >= data.size())
+      return fail(kUsageError, "--k must be below the number of candidates (" +
+                                   std::to_string(data.size() - 1) + "), got " + std::to_string(k));
+  return report(a, data.description, run_knn(data, queries, a.rho, a.k, context.common));
+}
+
+int run_multi_range_experiment(const Arguments& a, Context& context) {
+  if (!(std::isfinite(a.budget) && a.budget > 0))
+    return fail(kUsageError,
+                "--budget must be finite and positive, got " + format_number(a.budget));
+  if (auto s = count_list("m", a.m); !s) return fail(kUsageError, s.error().message);
+  if (auto s = positive_list("w", a.w); !s) return fail(kUsageError, s.error().message);
+  if (a.w.size() != 1) return fail(kUsageError, "--w takes one value for multi-range");
+  auto data = locations(a, context.projection, context.fleet_users);
+  if (!data) return fail(kDataError, data.error().message);
+  if (auto s = load_centres(a, *data, context.projection, context.common); !s)
+    return fail(kDataError, s.error().message);
+  std::string description = data->description;
+  if (context.remote)
+    description += "; the coordinator's adaptive allocation over its devices' budgets";
+  return report(a, description, run_multi_range(*data, a.budget, a.m, a.w[0], context.common));
+}
+
+int run_threshold_experiment(const Arguments& a, Context& context) {
+  if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+  for (double q : a.q)
+    if (!(q > 0 && q < 1))
+      return fail(kUsageError, "--q values must be in (0, 1), got " + format_number(q));
+  if (context.remote && a.curator.empty())
+    return fail(kUsageError,
+                "--curator: threshold over --fleet needs the device holding the count");
+  std::vector<double> values;
+  std::string description;
+  double below = a.below;
+  if (a.data.empty()) {
+    values = synthetic_incomes(a.n ? a.n : 10000, a.seed);
+    description = "built-in households: " + std::to_string(values.size()) + " lognormal incomes";
+    if (std::isnan(below)) below = 10000;
+  } else {
+    auto column = load_column(a.data, a.column);
+    if (!column) return fail(kDataError, column.error().message);
+    values = std::move(*column);
+    description = a.data + ": column " + a.column + ", " + std::to_string(values.size()) + " rows";
+  }
+  if (std::isnan(below)) {  // count nonzero rows: turn them into "≤ 0" after negation
+    for (double& v : values) v = v != 0 ? 0.0 : 1.0;
+    below = 0;
+  }
+  if (context.remote) description += "; curator " + a.curator + " over --fleet";
+  return report(a, description, run_threshold(values, below, a.q, a.rho, context.common));
+}
+
+// The subcommands: each adds its own flags (besides the common ones) and runs.
+struct Experiment {
+  const char* name;
+  const char* description;
+  void (*flags)(CLI::App&, Arguments&);
+  int (*run)(const Arguments&, Context&);
+};
+
+const Experiment kExperiments[] = {
+    {"range", "private range counting (Alg. 6)",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--rho", a.rho, "each user's charge per query (list)")
+           ->delimiter(',')
+           ->required();
+       sub.add_option("--w", a.w, "square side in metres (list)")->delimiter(',')->required();
+     },
+     run_range_experiment},
+    {"kde", "private Gaussian KDE (Alg. 7)",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--rho", a.rho, "each user's charge per query (list)")
+           ->delimiter(',')
+           ->required();
+       sub.add_option("--b", a.b, "bandwidth in metres (list)")->delimiter(',')->required();
+     },
+     run_kde_experiment},
+    {"knn", "private k nearest neighbours (Alg. 8)",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--rho", a.rho, "each user's charge per query (list)")
+           ->delimiter(',')
+           ->required();
+       sub.add_option("--k", a.k, "neighbours (list)")->delimiter(',')->required();
+     },
+     run_knn_experiment},
+    {"multi-range", "m range counts with adaptive budgeting (Alg. 3)",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--budget", a.budget, "each user's total budget B")->required();
+       sub.add_option("--m", a.m, "number of queries (list), each 1..1000000")
+           ->delimiter(',')
+           ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
+           ->required();
+       sub.add_option("--w", a.w, "square side in metres")->required();
+     },
+     run_multi_range_experiment},
+    {"threshold", "private threshold query, central model (Alg. 9)",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--column", a.column, "numeric column of --data")->required();
+       sub.add_option("--below", a.below, "count rows with value <= this (default: nonzero rows)");
+       sub.add_option("--q", a.q, "fractions q in (0, 1) (list)")->delimiter(',')->required();
+       sub.add_option("--rho", a.rho, "the curator's charge per query (list)")
+           ->delimiter(',')
+           ->required();
+       sub.add_option("--curator", a.curator,
+                      "with --fleet: the id of the device that holds the count");
+     },
+     run_threshold_experiment},
+};
+
+void add_common_options(CLI::App& sub, Arguments& a) {
+  sub.add_option("--data", a.data, "CSV (lon,lat | x,y | numeric columns) or IDX file");
+  sub.add_option("--methods", a.methods, "BM0,BM1,PM0,PM1")->delimiter(',');
+  sub.add_option("--c", a.c, "rounds of iterative elimination (list)")->delimiter(',');
+  sub.add_option("--split", a.split, "even|double (list)")->delimiter(',');
+  sub.add_option("--reps", a.reps, "repetitions per row");
+  sub.add_option("--beta", a.beta, "failure probability (beta0 = beta/4)");
+  sub.add_option("--seed", a.seed, "run seed");
+  sub.add_option("--threads", a.threads, "threads (0 = all cores)");
+  sub.add_option("--projection", a.projection, "local|mercator, for lon/lat data");
+  sub.add_option("--json", a.json, "write the rows as JSON");
+  sub.add_option("--plot", a.plot, "write OUT.png and OUT.svg");
+  sub.add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");
+  sub.add_option("--queries", a.queries, "CSV of query centres (x,y or lon,lat)");
+  sub.add_option("--n", a.n, "sample N users from the data, with replacement");
+  sub.add_option("--fleet", a.fleet,
+                 "HOST:PORT of a live coordinator: its devices hold rows 0..N-1 of the data, as "
+                 "cgp-device-swarm serves them");
+  sub.add_option("--analyst-credential", a.analyst_credential,
+                 "with --fleet: file holding the analyst credential");
+  sub.add_option("--tls-root", a.tls_root, "with --fleet: PEM root certificate");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,169 +376,48 @@ int main(int argc, char** argv) {
   tools::add_common_flags(app, /*config_file=*/false);
   app.require_subcommand(1);
   Arguments a;
-  auto add_common = [&](CLI::App* sub) {
-    sub->add_option("--data", a.data, "CSV (lon,lat | x,y | numeric columns) or IDX file");
-    sub->add_option("--methods", a.methods, "BM0,BM1,PM0,PM1")->delimiter(',');
-    sub->add_option("--c", a.c, "rounds of iterative elimination (list)")->delimiter(',');
-    sub->add_option("--split", a.split, "even|double (list)")->delimiter(',');
-    sub->add_option("--reps", a.reps, "repetitions per row");
-    sub->add_option("--beta", a.beta, "failure probability (beta0 = beta/4)");
-    sub->add_option("--seed", a.seed, "run seed");
-    sub->add_option("--threads", a.threads, "threads (0 = all cores)");
-    sub->add_option("--projection", a.projection, "local|mercator, for lon/lat data");
-    sub->add_option("--json", a.json, "write the rows as JSON");
-    sub->add_option("--plot", a.plot, "write OUT.png and OUT.svg");
-    sub->add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");
-    sub->add_option("--queries", a.queries, "CSV of query centres (x,y or lon,lat)");
-    sub->add_option("--n", a.n, "sample N users from the data, with replacement");
-    sub->add_option("--fleet", a.fleet,
-                    "HOST:PORT of a live coordinator (range, kde, knn): its devices hold rows "
-                    "0..N-1 of the data, as cgp-device-swarm serves them");
-    sub->add_option("--analyst-credential", a.analyst_credential,
-                    "with --fleet: file holding the analyst credential");
-    sub->add_option("--tls-root", a.tls_root, "with --fleet: PEM root certificate");
-  };
-  auto* range = app.add_subcommand("range", "private range counting (Alg. 6)");
-  range->add_option("--rho", a.rho, "privacy parameter per user (list)")
-      ->delimiter(',')
-      ->required();
-  range->add_option("--w", a.w, "square side in metres (list)")->delimiter(',')->required();
-  auto* kde = app.add_subcommand("kde", "private Gaussian KDE (Alg. 7)");
-  kde->add_option("--rho", a.rho, "privacy parameter per user (list)")->delimiter(',')->required();
-  kde->add_option("--b", a.b, "bandwidth in metres (list)")->delimiter(',')->required();
-  auto* knn = app.add_subcommand("knn", "private k nearest neighbours (Alg. 8)");
-  knn->add_option("--rho", a.rho, "privacy parameter per user (list)")->delimiter(',')->required();
-  knn->add_option("--k", a.k, "neighbours (list)")->delimiter(',')->required();
-  auto* multi =
-      app.add_subcommand("multi-range", "m range counts with adaptive budgeting (Alg. 3)");
-  multi->add_option("--budget", a.budget, "each user's total budget B")->required();
-  multi->add_option("--m", a.m, "number of queries (list), each 1..1000000")
-      ->delimiter(',')
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
-      ->required();
-  multi->add_option("--w", a.w, "square side in metres")->required();
-  auto* threshold =
-      app.add_subcommand("threshold", "private threshold query, central model (Alg. 9)");
-  threshold->add_option("--column", a.column, "numeric column of --data")->required();
-  threshold->add_option("--below", a.below,
-                        "count rows with value <= this (default: nonzero rows)");
-  threshold->add_option("--q", a.q, "fractions q in (0, 1) (list)")->delimiter(',')->required();
-  threshold->add_option("--rho", a.rho, "privacy parameter (list)")->delimiter(',')->required();
-  for (auto* sub : {range, kde, knn, multi, threshold}) add_common(sub);
+  std::vector<std::pair<CLI::App*, const Experiment*>> subcommands;
+  for (const auto& experiment : kExperiments) {
+    auto* sub = app.add_subcommand(experiment.name, experiment.description);
+    experiment.flags(*sub, a);
+    add_common_options(*sub, a);
+    subcommands.emplace_back(sub, &experiment);
+  }
   if (auto done = tools::parse_command_line(app, argc, argv, "cgp-sim")) return *done;
 
+  Context context;
   auto common = common_from(a);
   if (!common) return fail(kUsageError, common.error().message);
+  context.common = std::move(*common);
   auto projection = geometry::parse_projection_kind(a.projection);
   if (!projection)
     return fail(kUsageError, "--projection must be local or mercator, got '" + a.projection + "'");
+  context.projection = *projection;
 
   std::unique_ptr<RemoteBackend> remote;
-  std::size_t enrolled = 0;
   if (!a.fleet.empty()) {
-    if (multi->parsed() || threshold->parsed())
-      return fail(kUsageError, "--fleet runs range, kde and knn");
     if (a.n) return fail(kUsageError, "--n cannot be used with --fleet: the devices hold the data");
     auto client = connect_fleet(a);
     if (!client) return fail(kDataError, client.error().message);
     auto status = client->status();
     if (!status) return fail(kDataError, "--fleet: " + status.error().message);
-    enrolled = status->enrolled;
-    if (status->connected < enrolled)
+    if (status->connected < status->enrolled)
       std::fprintf(stderr,
                    "cgp-sim: %zu of %zu devices are connected; the others count as "
                    "unanswered\n",
-                   status->connected, enrolled);
-    remote = std::make_unique<RemoteBackend>(std::move(*client), enrolled);
-    common->fleet = remote.get();
+                   status->connected, status->enrolled);
+    remote = std::make_unique<RemoteBackend>(std::move(*client), status->enrolled, a.curator);
+    context.common.fleet = remote.get();
+    context.remote = true;
+    context.fleet_users = status->enrolled;
+  } else if (!a.curator.empty()) {
+    return fail(kUsageError, "--curator needs --fleet");
   }
 
   try {
-    if (range->parsed() || kde->parsed()) {
-      if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
-      if (auto s = positive_list(range->parsed() ? "w" : "b", range->parsed() ? a.w : a.b); !s)
-        return fail(kUsageError, s.error().message);
-      auto data = locations(a, *projection, enrolled);
-      if (!data) return fail(kDataError, data.error().message);
-      if (auto s = load_centres(a, *data, *projection, *common); !s)
-        return fail(kDataError, s.error().message);
-      auto rows = range->parsed() ? run_range(*data, a.rho, a.w, *common)
-                                  : run_kde(*data, a.rho, a.b, *common);
-      if (!rows) return fail(kDataError, rows.error().message);
-      return finish(a, data->description, *rows);
-    }
-    if (multi->parsed()) {
-      if (!(std::isfinite(a.budget) && a.budget > 0))
-        return fail(kUsageError,
-                    "--budget must be finite and positive, got " + format_number(a.budget));
-      if (auto s = count_list("m", a.m); !s) return fail(kUsageError, s.error().message);
-      if (auto s = positive_list("w", a.w); !s) return fail(kUsageError, s.error().message);
-      if (a.w.size() != 1) return fail(kUsageError, "--w takes one value for multi-range");
-      auto data = locations(a, *projection);
-      if (!data) return fail(kDataError, data.error().message);
-      if (auto s = load_centres(a, *data, *projection, *common); !s)
-        return fail(kDataError, s.error().message);
-      return finish(a, data->description, run_multi_range(*data, a.budget, a.m, a.w[0], *common));
-    }
-    if (knn->parsed()) {
-      if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
-      if (auto s = count_list("k", a.k); !s) return fail(kUsageError, s.error().message);
-      Dataset data, query_set;
-      const Dataset* queries = nullptr;
-      if (remote) {
-        // The devices hold locations: the same rows as cgp-device-swarm serves.
-        auto devices = locations(a, *projection, enrolled);
-        if (!devices) return fail(kDataError, devices.error().message);
-        data = std::move(*devices);
-      } else if (a.data.empty()) {
-        auto train = load_idx(kFashionMnistTrain);
-        if (!train)
-          return fail(kDataError, "knn without --data needs Debian's dataset-fashion-mnist (" +
-                                      train.error().message + ")");
-        data = std::move(*train);
-        auto test = load_idx(kFashionMnistTest);
-        if (!test) return fail(kDataError, test.error().message);
-        query_set = std::move(*test);
-        queries = &query_set;
-      } else {
-        auto loaded = load_vectors(a.data);
-        if (!loaded) return fail(kDataError, loaded.error().message);
-        data = std::move(*loaded);
-      }
-      if (a.n) data = resample(data, a.n, a.seed);
-      for (std::size_t k : a.k)
-        if (k + 1 >= data.size())
-          return fail(kUsageError, "--k must be below the number of candidates (" +
-                                       std::to_string(data.size() - 1) + "), got " +
-                                       std::to_string(k));
-      auto rows = run_knn(data, queries, a.rho, a.k, *common);
-      if (!rows) return fail(kDataError, rows.error().message);
-      return finish(a, data.description, *rows);
-    }
-    // threshold
-    if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
-    for (double q : a.q)
-      if (!(q > 0 && q < 1))
-        return fail(kUsageError, "--q values must be in (0, 1), got " + format_number(q));
-    std::vector<double> values;
-    std::string description;
-    double below = a.below;
-    if (a.data.empty()) {
-      values = synthetic_incomes(a.n ? a.n : 10000, a.seed);
-      description = "built-in households: " + std::to_string(values.size()) + " lognormal incomes";
-      if (std::isnan(below)) below = 10000;
-    } else {
-      auto column = load_column(a.data, a.column);
-      if (!column) return fail(kDataError, column.error().message);
-      values = std::move(*column);
-      description =
-          a.data + ": column " + a.column + ", " + std::to_string(values.size()) + " rows";
-    }
-    if (std::isnan(below)) {  // count nonzero rows: turn them into "≤ 0" after negation
-      for (double& v : values) v = v != 0 ? 0.0 : 1.0;
-      below = 0;
-    }
-    return finish(a, description, run_threshold(values, below, a.q, a.rho, *common));
+    for (const auto& [sub, experiment] : subcommands)
+      if (sub->parsed()) return experiment->run(a, context);
+    return fail(kUsageError, "no experiment given");
   } catch (const std::exception& e) {
     return fail(1, std::string("internal error: ") + e.what());
   }

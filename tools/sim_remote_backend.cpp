@@ -7,8 +7,9 @@
 
 namespace cgp::sim {
 
-RemoteBackend::RemoteBackend(transport::AnalystClient client, std::size_t users)
-    : client_(std::move(client)), users_(users) {
+RemoteBackend::RemoteBackend(transport::AnalystClient client, std::size_t users,
+                             std::string curator)
+    : client_(std::move(client)), users_(users), curator_(std::move(curator)) {
   std::random_device entropy;
   char tag[17];
   std::snprintf(tag, sizeof tag, "%08x%08x", entropy(), entropy());
@@ -59,6 +60,29 @@ Expected<coordinator::KnnResult> RemoteBackend::knn(std::span<const double> p, s
   auto remote = client_.knn(p, k, remote_cap, named(o));
   if (!remote) return remote.error();
   return coordinator::KnnResult{std::move(remote->neighbours), std::move(remote->report)};
+}
+
+Expected<std::vector<coordinator::CountResult>> RemoteBackend::adaptive_range_counts(
+    std::span<const geometry::Region> ranges, double, const coordinator::QueryOptions& o) {
+  std::vector<coordinator::CountResult> results;
+  results.reserve(ranges.size());
+  for (const auto& range : ranges) {
+    CGP_ASSIGN_OR_RETURN(
+        auto remote, client_.range_count(range, transport::RemoteCharges::adaptive(), named(o)));
+    results.push_back({remote.estimate, std::move(remote.report)});
+  }
+  return results;
+}
+
+Expected<coordinator::ThresholdResult> RemoteBackend::threshold(
+    double q, double population, coordinator::Charge cap, const coordinator::QueryOptions& o) {
+  if (curator_.empty())
+    return make_error(ErrorCode::missing_field, "curator",
+                      "threshold over --fleet needs --curator, the device that holds the count");
+  CGP_ASSIGN_OR_RETURN(
+      auto remote,
+      client_.threshold(curator_, q, population, transport::RemoteCharges::fixed(cap), named(o)));
+  return coordinator::ThresholdResult{remote.below, std::move(remote.report)};
 }
 
 }  // namespace cgp::sim

@@ -1,5 +1,6 @@
 #include "discrete_gaussian.hpp"
 
+#include <bit>
 #include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>
 #include <string>
@@ -38,7 +39,7 @@ bool bernoulli_exp_unit(u128 n, u128 d, RandomBits& bits) {
     u128 dk;
     if (__builtin_mul_overflow(d, k, &dk))
       return bernoulli_exp_unit_big(U512(n), U512(d), U512(k), bits);
-    if (bits.uniform_below(dk) >= n) break;
+    if (uniform_below(bits, dk) >= n) break;
     ++k;
   }
   return k & 1;
@@ -64,6 +65,18 @@ std::uint64_t floor_sqrt(std::uint64_t x) {
 }
 
 }  // namespace
+
+uint128 uniform_below(RandomBits& bits, uint128 bound) {
+  const auto high_bound = static_cast<std::uint64_t>(bound >> 64);
+  if (high_bound == 0) return bits.uniform_below(static_cast<std::uint64_t>(bound));
+  // bound > 2^64: draw 64 + bitlength(high) bits, reject values ≥ bound (accepts > 1/2).
+  const std::uint64_t high_mask =
+      ~std::uint64_t{0} >> std::countl_zero(static_cast<std::uint64_t>((bound - 1) >> 64));
+  for (;;) {
+    uint128 x = (static_cast<uint128>(bits.next() & high_mask) << 64) | bits.next();
+    if (x < bound) return x;
+  }
+}
 
 bool bernoulli_exp(u128 n, u128 d, RandomBits& bits) {
   // γ > 1: ⌊γ⌋ independent Bernoulli(e^−1) successes, then Bernoulli(exp(−(γ − ⌊γ⌋))).

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "cgp/client/int128.hpp"
 #include "cgp/client/random.hpp"
 #include "cgp/common/expected.hpp"
+#include "int128.hpp"
 
 namespace cgp::client {
 
@@ -32,6 +32,9 @@ class DiscreteGaussian {
   std::uint64_t t_;      // ⌊σ⌋ + 1, the scale of the discrete Laplace proposal
   uint128 denominator_;  // 2σ²t², of the acceptance exponent (|Y|t − σ²)²/(2σ²t²)
 };
+
+// Exactly uniform on [0, bound) for a bound beyond 64 bits (mask and reject), bound > 0.
+uint128 uniform_below(RandomBits& bits, uint128 bound);
 
 // Bernoulli(exp(−n/d)) exactly, n ≥ 0, d > 0 (CKS Algorithm 1). Exposed for tests.
 bool bernoulli_exp(uint128 n, uint128 d, RandomBits& bits);

@@ -106,16 +106,4 @@ std::uint64_t RandomBits::uniform_below(std::uint64_t bound) {
   }
 }
 
-uint128 RandomBits::uniform_below(uint128 bound) {
-  const auto high_bound = static_cast<std::uint64_t>(bound >> 64);
-  if (high_bound == 0) return uniform_below(static_cast<std::uint64_t>(bound));
-  // bound > 2^64: draw 64 + bitlength(high) bits, reject values ≥ bound (accepts > 1/2).
-  const std::uint64_t high_mask =
-      ~std::uint64_t{0} >> std::countl_zero(static_cast<std::uint64_t>((bound - 1) >> 64));
-  for (;;) {
-    uint128 x = (static_cast<uint128>(next() & high_mask) << 64) | next();
-    if (x < bound) return x;
-  }
-}
-
 }  // namespace cgp::client

@@ -115,45 +115,46 @@ std::uint64_t rep_seed(const Common& common, std::size_t rep) {
   return common.seed * 0x9e3779b97f4a7c15ULL + rep + 1;
 }
 
-// A query that failed: the row's run stops with its error (NaN for this repetition).
-std::pair<double, double> failed(const Error& error, std::optional<Error>& failure) {
-  if (!failure) failure = error;
-  return {std::nan(""), std::nan("")};
-}
-
-// One row: `reps` repetitions, each started by `start(seed)` (fresh budgets in-process);
-// `body(rep)` runs the query and returns (error, PrivSav).
-template <class Start, class Body>
-Row measure(Row row, const Common& common, Progress& progress, Start&& start, Body&& body) {
-  std::vector<double> errors, savings;
-  const auto began = std::chrono::steady_clock::now();
-  for (std::size_t rep = 0; rep < common.reps; ++rep) {
-    start(rep_seed(common, rep));
-    const auto [error, saving] = body(rep);
-    errors.push_back(error);
-    savings.push_back(saving);
-    progress.step();
+// The one sweep of every experiment: for each parameter value, each ρ (multi-range: the
+// budget B) and each method variant, one row of `reps` repetitions. Each repetition starts
+// from fresh budgets of ρ in-process (a live coordinator's devices keep what they spent);
+// `trial_for(param)` prepares what the repetitions of one parameter share (centres, truths)
+// and returns trial(rep, rho, options) → (error, PrivSav). A failed query stops the run.
+template <class TrialFor>
+Expected<std::vector<Row>> sweep(const char* query, std::span<const double> params,
+                                 std::span<const double> rhos, const Common& common,
+                                 QueryBackend& backend, TrialFor&& trial_for) {
+  const auto vs = variants(common);
+  Progress progress(params.size() * rhos.size() * vs.size() * common.reps);
+  std::vector<Row> rows;
+  for (double param : params) {
+    auto trial = trial_for(param);
+    for (double rho : rhos) {
+      for (const auto& v : vs) {
+        Row row = row_for(query, v, rho, param, common.reps);
+        const auto options = options_for(v, common, query);
+        std::vector<double> errors, savings;
+        const auto began = std::chrono::steady_clock::now();
+        for (std::size_t rep = 0; rep < common.reps; ++rep) {
+          backend.start_repetition(rep_seed(common, rep), rho);
+          CGP_ASSIGN_OR_RETURN(const auto outcome, trial(rep, rho, options));
+          errors.push_back(outcome.first);
+          savings.push_back(outcome.second);
+          progress.step();
+        }
+        row.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+        row.error = summarize(std::move(errors));
+        row.privsav = summarize(std::move(savings));
+        rows.push_back(std::move(row));
+      }
+    }
   }
-  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  row.error = summarize(errors);
-  row.privsav = summarize(savings);
-  return row;
+  progress.finish();
+  return rows;
 }
 
-// The same over a simulated fleet with a fresh mirror and a budget of `budget` per user for
-// every repetition: body(rep, mirror).
-template <class Body>
-Row measure(Row row, coordinator::SimulatedFleet& fleet, double budget, const Common& common,
-            Progress& progress, Body&& body) {
-  std::optional<coordinator::BudgetMirror> mirror;
-  return measure(
-      std::move(row), common, progress,
-      [&](std::uint64_t seed) {
-        fleet.reset(seed, *DeviceConfig::cgp(budget));
-        mirror.emplace(fleet.size(), fleet.initial_budget());
-      },
-      [&](std::size_t rep) { return body(rep, *mirror); });
-}
+using Outcome = Expected<std::pair<double, double>>;
 
 class InProcessBackend final : public QueryBackend {
  public:
@@ -183,25 +184,39 @@ class InProcessBackend final : public QueryBackend {
                                        const coordinator::QueryOptions& o) override {
     return coordinator::knn(fleet_, *mirror_, p, k, charges, o);
   }
+  Expected<std::vector<coordinator::CountResult>> adaptive_range_counts(
+      std::span<const geometry::Region> ranges, double budget,
+      const coordinator::QueryOptions& o) override {
+    CGP_ASSIGN_OR_RETURN(const auto plan,
+                         coordinator::AdaptiveBudget::fixed(budget, ranges.size()));
+    return coordinator::adaptive_range_counts(fleet_, *mirror_, plan, ranges, o);
+  }
+  Expected<coordinator::ThresholdResult> threshold(double q, double population,
+                                                   coordinator::Charge cap,
+                                                   const coordinator::QueryOptions& o) override {
+    return coordinator::threshold(fleet_, *mirror_, 0, q, population, cap, o);
+  }
 
  private:
   coordinator::SimulatedFleet fleet_;
   std::optional<coordinator::BudgetMirror> mirror_;
 };
 
-// The backend of range, kde and knn: --fleet, or the simulated fleet.
+// The backend of an experiment: --fleet, or the simulated fleet over `data` with room for
+// budgets up to `capacity`.
 struct Backend {
   std::unique_ptr<QueryBackend> owned;
   QueryBackend* use;
   Backend(const Dataset& data, double capacity, const Common& common)
       : owned(common.fleet ? nullptr : in_process_backend(data, capacity, common)),
         use(common.fleet ? common.fleet : owned.get()) {}
+  QueryBackend& operator*() const { return *use; }
   QueryBackend* operator->() const { return use; }
-  // Each row's users start with exactly the row's ρ.
-  auto starter(double budget) const {
-    return [b = use, budget](std::uint64_t seed) { b->start_repetition(seed, budget); };
-  }
 };
+
+double largest(std::span<const double> values) {
+  return *std::max_element(values.begin(), values.end());
+}
 
 }  // namespace
 
@@ -252,11 +267,8 @@ void Progress::finish() {
 
 Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double> rhos,
                                      std::span<const double> widths, const Common& common) {
-  const auto vs = variants(common);
-  Backend backend(data, *std::max_element(rhos.begin(), rhos.end()), common);
-  Progress progress(widths.size() * rhos.size() * vs.size() * common.reps);
-  std::vector<Row> rows;
-  for (double w : widths) {
+  Backend backend(data, largest(rhos), common);
+  return sweep("range", widths, rhos, common, *backend, [&](double w) {
     // CountErr divides by the true count: drawn ranges that hold no point are redrawn.
     const auto centres =
         centres_for(data, common.reps, common, [&](const std::array<double, 2>& c) {
@@ -268,56 +280,35 @@ Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double
       ranges.push_back(square_around(c, w));
       truth.push_back(static_cast<double>(coordinator::exact_count(data.points, 2, ranges.back())));
     }
-    for (double rho : rhos) {
-      for (const auto& v : vs) {
-        std::optional<Error> failure;
-        rows.push_back(
-            measure(row_for("range", v, rho, w, common.reps), common, progress,
-                    backend.starter(rho), [&](std::size_t rep) {
-                      auto result = backend->range_count(
-                          ranges[rep], coordinator::UserCharges::everyone(coordinator::Charge{rho}),
-                          options_for(v, common, "range"));
-                      if (!result) return failed(result.error(), failure);
-                      return std::pair{coordinator::count_error(result->estimate, truth[rep]),
-                                       coordinator::privacy_saving(result->report.charged, rho)};
-                    }));
-        if (failure) return *failure;
-      }
-    }
-  }
-  progress.finish();
-  return rows;
+    return [&backend, ranges = std::move(ranges), truth = std::move(truth)](
+               std::size_t rep, double rho, const coordinator::QueryOptions& o) -> Outcome {
+      CGP_ASSIGN_OR_RETURN(
+          const auto result,
+          backend->range_count(ranges[rep],
+                               coordinator::UserCharges::everyone(coordinator::Charge{rho}), o));
+      return std::pair{coordinator::count_error(result.estimate, truth[rep]),
+                       coordinator::privacy_saving(result.report.charged, rho)};
+    };
+  });
 }
 
 Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> rhos,
                                    std::span<const double> bandwidths, const Common& common) {
-  const auto vs = variants(common);
+  Backend backend(data, largest(rhos), common);
   const auto centres = centres_for(data, common.reps, common);
-  Backend backend(data, *std::max_element(rhos.begin(), rhos.end()), common);
-  Progress progress(bandwidths.size() * rhos.size() * vs.size() * common.reps);
-  std::vector<Row> rows;
-  for (double b : bandwidths) {
+  return sweep("kde", bandwidths, rhos, common, *backend, [&](double b) {
     std::vector<double> truth;
     for (const auto& c : centres) truth.push_back(coordinator::exact_kde(data.points, 2, c, b));
-    for (double rho : rhos) {
-      for (const auto& v : vs) {
-        std::optional<Error> failure;
-        rows.push_back(measure(
-            row_for("kde", v, rho, b, common.reps), common, progress, backend.starter(rho),
-            [&](std::size_t rep) {
-              auto result = backend->kde(
-                  centres[rep], b, coordinator::UserCharges::everyone(coordinator::Charge{rho}),
-                  options_for(v, common, "kde"));
-              if (!result) return failed(result.error(), failure);
-              return std::pair{coordinator::l1_error(result->estimate, truth[rep]),
-                               coordinator::privacy_saving(result->report.charged, rho)};
-            }));
-        if (failure) return *failure;
-      }
-    }
-  }
-  progress.finish();
-  return rows;
+    return [&backend, &centres, b, truth = std::move(truth)](
+               std::size_t rep, double rho, const coordinator::QueryOptions& o) -> Outcome {
+      CGP_ASSIGN_OR_RETURN(
+          const auto result,
+          backend->kde(centres[rep], b,
+                       coordinator::UserCharges::everyone(coordinator::Charge{rho}), o));
+      return std::pair{coordinator::l1_error(result.estimate, truth[rep]),
+                       coordinator::privacy_saving(result.report.charged, rho)};
+    };
+  });
 }
 
 Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
@@ -327,8 +318,7 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
     return make_error(ErrorCode::dimension_mismatch, "queries",
                       "query points have dimension " + std::to_string(queries->dimension) +
                           ", the data " + std::to_string(data.dimension));
-  const auto vs = variants(common);
-  Backend backend(data, *std::max_element(rhos.begin(), rhos.end()), common);
+  Backend backend(data, largest(rhos), common);
   coordinator::KnnOracle oracle(data.points, data.dimension);
   // Query points: from the query set, or users of the data excluded from the candidates.
   std::mt19937_64 rng(common.seed ^ 0x2545f4914f6cdd1dULL);
@@ -346,84 +336,66 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
         if (u != i) candidates[rep].push_back(static_cast<coordinator::UserId>(u));
     }
   }
-  Progress progress(ks.size() * rhos.size() * vs.size() * common.reps);
-  std::vector<Row> rows;
-  for (std::size_t k : ks) {
+  const std::vector<double> params(ks.begin(), ks.end());
+  return sweep("knn", params, rhos, common, *backend, [&](double param) {
+    const auto k = static_cast<std::size_t>(param);
     std::vector<double> truth;
     for (std::size_t rep = 0; rep < common.reps; ++rep) {
       auto ids = oracle.nearest(points[rep], k, candidates[rep]);
       truth.push_back(coordinator::sum_of_distances(data.points, data.dimension, points[rep], ids));
     }
-    for (double rho : rhos) {
-      for (const auto& v : vs) {
-        std::optional<Error> failure;
-        rows.push_back(measure(
-            row_for("knn", v, rho, static_cast<double>(k), common.reps), common, progress,
-            backend.starter(rho), [&](std::size_t rep) {
-              const coordinator::Charge cap{rho};
-              const auto charges = candidates[rep].empty()
-                                       ? coordinator::UserCharges::everyone(cap)
-                                       : coordinator::UserCharges::uniform(cap, candidates[rep]);
-              auto result = backend->knn(points[rep], k, charges, options_for(v, common, "knn"));
-              if (!result) return failed(result.error(), failure);
-              const double found = coordinator::sum_of_distances(data.points, data.dimension,
-                                                                 points[rep], result->neighbours);
-              return std::pair{
-                  coordinator::distance_error(found, truth[rep]),
-                  coordinator::privacy_saving(result->report.charged, rho, candidates[rep])};
-            }));
-        if (failure) return *failure;
-      }
-    }
-  }
-  progress.finish();
-  return rows;
+    return [&, k, truth = std::move(truth)](std::size_t rep, double rho,
+                                            const coordinator::QueryOptions& o) -> Outcome {
+      const coordinator::Charge cap{rho};
+      const auto charges = candidates[rep].empty()
+                               ? coordinator::UserCharges::everyone(cap)
+                               : coordinator::UserCharges::uniform(cap, candidates[rep]);
+      CGP_ASSIGN_OR_RETURN(const auto result, backend->knn(points[rep], k, charges, o));
+      const double found = coordinator::sum_of_distances(data.points, data.dimension, points[rep],
+                                                         result.neighbours);
+      return std::pair{coordinator::distance_error(found, truth[rep]),
+                       coordinator::privacy_saving(result.report.charged, rho, candidates[rep])};
+    };
+  });
 }
 
-std::vector<Row> run_multi_range(const Dataset& data, double budget,
-                                 std::span<const std::size_t> ms, double width,
-                                 const Common& common) {
-  const auto vs = variants(common);
-  auto fleet = fleet_for(data, budget, common);
-  Progress progress(ms.size() * vs.size() * common.reps);
-  std::vector<Row> rows;
-  for (std::size_t m : ms) {
-    const auto plan = *coordinator::AdaptiveBudget::fixed(budget, m);
+Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
+                                           std::span<const std::size_t> ms, double width,
+                                           const Common& common) {
+  Backend backend(data, budget, common);
+  const std::vector<double> params(ms.begin(), ms.end());
+  const double budgets[] = {budget};
+  return sweep("multi-range", params, budgets, common, *backend, [&](double param) {
+    const auto m = static_cast<std::size_t>(param);
     // m ranges per repetition.
     const auto centres =
         centres_for(data, m * common.reps, common, [&](const std::array<double, 2>& c) {
           return coordinator::exact_count(data.points, 2, square_around(c, width)) > 0;
         });
-    for (const auto& v : vs) {
-      rows.push_back(measure(
-          row_for("multi-range", v, budget, static_cast<double>(m), common.reps), fleet, budget,
-          common, progress, [&](std::size_t rep, coordinator::BudgetMirror& mirror) {
-            std::vector<geometry::Region> ranges;
-            for (std::size_t l = 0; l < m; ++l)
-              ranges.push_back(square_around(centres[rep * m + l], width));
-            auto results = coordinator::adaptive_range_counts(fleet, mirror, plan, ranges,
-                                                              options_for(v, common, "multi"));
-            double error = 0;
-            for (std::size_t l = 0; l < m; ++l)
-              error +=
-                  coordinator::count_error(
-                      (*results)[l].estimate,
-                      static_cast<double>(coordinator::exact_count(data.points, 2, ranges[l]))) /
-                  static_cast<double>(m);
-            double kept = 0;
-            for (coordinator::UserId u = 0; u < fleet.size(); ++u)
-              kept += (budget - fleet.spent(u)) / budget / static_cast<double>(fleet.size());
-            return std::pair{error, kept};
-          }));
-    }
-  }
-  progress.finish();
-  return rows;
+    return
+        [&, m, centres](std::size_t rep, double b, const coordinator::QueryOptions& o) -> Outcome {
+          std::vector<geometry::Region> ranges;
+          for (std::size_t l = 0; l < m; ++l)
+            ranges.push_back(square_around(centres[rep * m + l], width));
+          CGP_ASSIGN_OR_RETURN(const auto results, backend->adaptive_range_counts(ranges, b, o));
+          double error = 0, charged = 0;
+          for (std::size_t l = 0; l < m; ++l) {
+            error += coordinator::count_error(
+                         results[l].estimate,
+                         static_cast<double>(coordinator::exact_count(data.points, 2, ranges[l]))) /
+                     static_cast<double>(m);
+            for (double c : results[l].report.charged) charged += c;
+          }
+          // PrivSav over the m queries: the share of the users' budgets left.
+          const double users = static_cast<double>(backend->size());
+          return std::pair{error, 1 - charged / (b * users)};
+        };
+  });
 }
 
-std::vector<Row> run_threshold(std::span<const double> values, double below,
-                               std::span<const double> qs, std::span<const double> rhos,
-                               const Common& common) {
+Expected<std::vector<Row>> run_threshold(std::span<const double> values, double below,
+                                         std::span<const double> qs, std::span<const double> rhos,
+                                         const Common& common) {
   double count = 0;
   for (double v : values) count += v <= below ? 1 : 0;
   const double population = static_cast<double>(values.size());
@@ -435,28 +407,16 @@ std::vector<Row> run_threshold(std::span<const double> values, double below,
   only_distance.methods.clear();
   for (Method m : common.methods)
     if (m == Method::BM1 || m == Method::PM1) only_distance.methods.push_back(m);
-  const auto vs = variants(only_distance);
-  auto fleet = fleet_for(curator, *std::max_element(rhos.begin(), rhos.end()), common);
-  Progress progress(qs.size() * rhos.size() * vs.size() * common.reps);
-  std::vector<Row> rows;
-  for (double q : qs) {
+  Backend backend(curator, largest(rhos), common);
+  return sweep("threshold", qs, rhos, only_distance, *backend, [&](double q) {
     const bool truth = count < q * population;
-    for (double rho : rhos) {
-      for (const auto& v : vs) {
-        rows.push_back(measure(row_for("threshold", v, rho, q, common.reps), fleet, rho, common,
-                               progress, [&](std::size_t, coordinator::BudgetMirror& mirror) {
-                                 auto result = coordinator::threshold(
-                                     fleet, mirror, 0, q, population, coordinator::Charge{rho},
-                                     options_for(v, common, "threshold"));
-                                 return std::pair{
-                                     result->below == truth ? 0.0 : 1.0,
-                                     coordinator::privacy_saving(result->report.charged, rho)};
-                               }));
-      }
-    }
-  }
-  progress.finish();
-  return rows;
+    return [&, q, truth](std::size_t, double rho, const coordinator::QueryOptions& o) -> Outcome {
+      CGP_ASSIGN_OR_RETURN(const auto result,
+                           backend->threshold(q, population, coordinator::Charge{rho}, o));
+      return std::pair{result.below == truth ? 0.0 : 1.0,
+                       coordinator::privacy_saving(result.report.charged, rho)};
+    };
+  });
 }
 
 }  // namespace cgp::sim

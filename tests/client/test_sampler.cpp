@@ -288,5 +288,5 @@ TEST_CASE("simulation randomness is reproducible per (seed, stream), secure is n
   for (std::uint64_t bound : {1ULL, 2ULL, 3ULL, 1000ULL, (1ULL << 63) + 5})
     for (int i = 0; i < 100; ++i) CHECK(bits.uniform_below(bound) < bound);
   uint128 big = (static_cast<uint128>(1) << 100) + 12345;
-  for (int i = 0; i < 100; ++i) CHECK(bits.uniform_below(big) < big);
+  for (int i = 0; i < 100; ++i) CHECK(client::uniform_below(bits, big) < big);
 }

@@ -8,7 +8,6 @@
 #include <memory>
 #include <span>
 
-#include "cgp/client/int128.hpp"
 #include "cgp/common/expected.hpp"
 
 namespace cgp::client {
@@ -83,7 +82,6 @@ class RandomBits {
   }
   // Exactly uniform on [0, bound) (mask and reject), bound > 0.
   std::uint64_t uniform_below(std::uint64_t bound);
-  uint128 uniform_below(uint128 bound);
 
  private:
   // Small: a simulated user's release needs ~10 words, and every word drawn costs time.

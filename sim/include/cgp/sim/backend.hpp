@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "cgp/common/expected.hpp"
 #include "cgp/common/geometry/region.hpp"
@@ -34,6 +35,16 @@ class QueryBackend {
   virtual Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k,
                                                const coordinator::UserCharges& charges,
                                                const coordinator::QueryOptions& o) = 0;
+  // Alg. 3 over `ranges` with each user's `budget` spread over them. In-process:
+  // AdaptiveBudget::fixed(budget, m). A live coordinator uses its own open-ended plan over its
+  // devices' budgets (`budget` is not sent).
+  virtual Expected<std::vector<coordinator::CountResult>> adaptive_range_counts(
+      std::span<const geometry::Region> ranges, double budget,
+      const coordinator::QueryOptions& o) = 0;
+  // Alg. 9 over the curator: in-process user 0, a live coordinator's --curator device.
+  virtual Expected<coordinator::ThresholdResult> threshold(double q, double population,
+                                                           coordinator::Charge cap,
+                                                           const coordinator::QueryOptions& o) = 0;
 };
 
 // The simulated fleet over `data`, each device with a CGP filter of `capacity`.

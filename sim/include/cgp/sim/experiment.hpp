@@ -46,7 +46,7 @@ struct Common {
   unsigned threads = 0;
   bool shift = true;
   std::vector<std::array<double, 2>> centres;  // --queries, in the data's metres
-  // --fleet: run range, kde and knn over a live coordinator instead of in-process; not owned.
+  // --fleet: run the experiments over a live coordinator instead of in-process; not owned.
   QueryBackend* fleet = nullptr;
 };
 
@@ -74,12 +74,15 @@ Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> 
 Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
                                    std::span<const double> rhos, std::span<const std::size_t> ks,
                                    const Common& common);
-std::vector<Row> run_multi_range(const Dataset& data, double budget,
-                                 std::span<const std::size_t> ms, double width,
-                                 const Common& common);
-// values: one per row of the curator's table; a row counts when its value ≤ `below`.
-std::vector<Row> run_threshold(std::span<const double> values, double below,
-                               std::span<const double> qs, std::span<const double> rhos,
-                               const Common& common);
+// Alg. 3: m ranges per repetition with each user's budget B spread over them (in-process:
+// AdaptiveBudget::fixed(B, m); over --fleet: the coordinator's own plan and budgets).
+Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
+                                           std::span<const std::size_t> ms, double width,
+                                           const Common& common);
+// values: one per row of the curator's table; a row counts when its value ≤ `below`. Over
+// --fleet the curator is a device of the coordinator that holds that count.
+Expected<std::vector<Row>> run_threshold(std::span<const double> values, double below,
+                                         std::span<const double> qs, std::span<const double> rhos,
+                                         const Common& common);
 
 }  // namespace cgp::sim
