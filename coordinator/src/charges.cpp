@@ -43,6 +43,7 @@ Status UserCharges::validate(std::size_t fleet_size) const {
     for (std::size_t k = 0; k < caps_.size(); ++k)
       CGP_RETURN_IF_ERROR(require_finite_positive(indexed_name("charge", k), caps_[k].rho()));
   }
+  if (users_.empty()) return {};
   std::vector<char> listed(fleet_size, 0);
   for (UserId u : users_) {
     if (u >= fleet_size)

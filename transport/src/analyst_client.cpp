@@ -69,8 +69,9 @@ RemoteResult result_from_wire(const v1::QueryResult& in) {
   return out;
 }
 
-template <class Request, class Call>
-Expected<RemoteResult> call(const AnalystClient::Impl& impl, const Request& request, Call&& rpc) {
+// The client's state type is deduced: AnalystClient::Impl is private.
+template <class ClientState, class Request, class Call>
+Expected<RemoteResult> call(const ClientState& impl, const Request& request, Call&& rpc) {
   grpc::ClientContext context;
   impl.prepare(context);
   v1::QueryResult response;

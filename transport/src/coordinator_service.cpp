@@ -97,7 +97,8 @@ void fill_report(const Report& report, v1::QueryResult& out) {
 
 }  // namespace
 
-struct CoordinatorService::Impl {
+// The service's state and handlers; CoordinatorService::Impl is this under the header's name.
+struct ServiceCore {
   // The gateway serves analyst calls as soon as it listens, before start() has made the fleet
   // and the metrics: until then every call is UNAVAILABLE.
   std::atomic<bool> ready{false};
@@ -129,7 +130,7 @@ struct CoordinatorService::Impl {
   }
 
   // The server goes first: no handler may run while the members it uses are destroyed.
-  ~Impl() {
+  ~ServiceCore() {
     metrics.reset();
     gateway.reset();
   }
@@ -472,6 +473,8 @@ struct CoordinatorService::Impl {
   }
 };
 
+struct CoordinatorService::Impl : ServiceCore {};
+
 namespace {
 
 // No exception leaves a handler: gRPC would answer UNKNOWN with no name. An unexpected
@@ -499,7 +502,7 @@ grpc::Status starting(grpc::ServerContext* context) {
 // The Analyst gRPC service, forwarding to the coordinator (which outlives the server).
 class AnalystEndpoint final : public v1::Analyst::Service {
  public:
-  explicit AnalystEndpoint(CoordinatorService::Impl& impl) : impl_(impl) {}
+  explicit AnalystEndpoint(ServiceCore& impl) : impl_(impl) {}
   grpc::Status RangeCount(grpc::ServerContext* c, const v1::RangeCountQuery* q,
                           v1::QueryResult* r) override {
     return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.RangeCount(c, q, r); });
@@ -524,7 +527,7 @@ class AnalystEndpoint final : public v1::Analyst::Service {
   }
 
  private:
-  CoordinatorService::Impl& impl_;
+  ServiceCore& impl_;
 };
 
 }  // namespace

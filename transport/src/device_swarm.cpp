@@ -41,7 +41,8 @@ constexpr std::chrono::seconds kWelcomeTimeout{10};
 
 }  // namespace
 
-struct DeviceSwarm::Impl {
+// The swarm's state; DeviceSwarm::Impl is this under the header's name.
+struct SwarmCore {
   SwarmOptions options;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
@@ -73,6 +74,8 @@ struct DeviceSwarm::Impl {
   }
   void on_done(std::size_t i, bool was_welcomed, const grpc::Status& status);
 };
+
+struct DeviceSwarm::Impl : SwarmCore {};
 
 namespace {
 
@@ -122,7 +125,7 @@ class SwarmStream {
     Op op;
   };
 
-  SwarmStream(DeviceSwarm::Impl& swarm, std::size_t index) : swarm_(swarm), index_(index) {}
+  SwarmStream(SwarmCore& swarm, std::size_t index) : swarm_(swarm), index_(index) {}
 
   void start(grpc::GenericStub& stub, grpc::CompletionQueue& queue) {
     stream_ = stub.PrepareCall(&context_, "/cgp.v1.DeviceGateway/Connect", &queue);
@@ -217,7 +220,7 @@ class SwarmStream {
     }
   }
 
-  DeviceSwarm::Impl& swarm_;
+  SwarmCore& swarm_;
   const std::size_t index_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream_;
@@ -232,7 +235,7 @@ class SwarmStream {
 
 }  // namespace
 
-bool DeviceSwarm::Impl::dial(std::size_t i, bool wait) {
+bool SwarmCore::dial(std::size_t i, bool wait) {
   Member& member = *members[i];
   {
     std::unique_lock lock(mutex);
@@ -249,7 +252,7 @@ bool DeviceSwarm::Impl::dial(std::size_t i, bool wait) {
   return true;
 }
 
-void DeviceSwarm::Impl::on_done(std::size_t i, bool was_welcomed, const grpc::Status& status) {
+void SwarmCore::on_done(std::size_t i, bool was_welcomed, const grpc::Status& status) {
   const bool refused_credential = status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
   if (refused_credential)
     ++refused;
@@ -273,7 +276,7 @@ void DeviceSwarm::Impl::on_done(std::size_t i, bool was_welcomed, const grpc::St
   changed.notify_all();
 }
 
-void DeviceSwarm::Impl::redial_loop(std::stop_token stop) {
+void SwarmCore::redial_loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::vector<std::size_t> due;
     std::vector<SwarmStream*> stalled;

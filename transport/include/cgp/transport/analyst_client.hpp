@@ -87,9 +87,8 @@ class AnalystClient {
   Expected<RemoteResult> result(const std::string& query_id);
   Expected<RemoteStatus> status();
 
-  struct Impl;  // opaque
-
  private:
+  struct Impl;  // in the .cpp
   explicit AnalystClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -57,9 +57,8 @@ class CoordinatorService {
   // Returns false if it was revoked before.
   Expected<bool> revoke(const std::string& device_id);
 
-  struct Impl;  // opaque
-
  private:
+  struct Impl;  // in the .cpp
   explicit CoordinatorService(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

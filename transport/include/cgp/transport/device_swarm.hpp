@@ -59,9 +59,8 @@ class DeviceSwarm {
   // Device i's budget state (tests).
   double spent(std::size_t i) const;
 
-  struct Impl;  // opaque
-
  private:
+  struct Impl;  // in the .cpp
   explicit DeviceSwarm(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
