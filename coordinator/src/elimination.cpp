@@ -35,9 +35,7 @@ class Engine {
       return make_error(ErrorCode::missing_field, "region", "the query needs a region");
     const std::size_t n = fleet_.size();
     Estimates& e = result_.estimates;
-    e.dimension = setup_.triple == Triple::point ? fleet_.dimension() : 1;
-    e.sum.assign(n * e.dimension, 0.0);
-    e.rho_bar.assign(n, 0.0);
+    e.reset(n, setup_.triple == Triple::point ? fleet_.dimension() : 1);
     result_.report.charged.assign(n, 0.0);
     mean_.resize(e.dimension);
     group = charges.users(n);
@@ -92,11 +90,7 @@ class Engine {
       const UserId u = asked_[k];
       switch (replies_.kind[k]) {
         case ReplyKind::answered: {
-          const double r = asked_rho_[k];
-          const double* v = replies_.values.data() + k * d;
-          double* sum = e.sum.data() + static_cast<std::size_t>(u) * d;
-          for (std::size_t t = 0; t < d; ++t) sum[t] += r * v[t];
-          e.rho_bar[u] += r;
+          e.add(u, replies_.values.data() + k * d, asked_rho_[k]);
           report.charged[u] += replies_.charged[k];
           answered.push_back(u);
           break;
@@ -163,6 +157,12 @@ double Usefulness::evaluate(std::span<const double> x) const noexcept {
       return x[0];  // a 1-D value as it is (the threshold count)
   }
   return x[0];
+}
+
+void Estimates::reset(std::size_t users, std::size_t release_dimension) {
+  dimension = release_dimension;
+  sum.assign(users * dimension, 0.0);
+  rho_bar.assign(users, 0.0);
 }
 
 void Estimates::mean(UserId user, double* out) const noexcept {

@@ -5,6 +5,7 @@
 
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/common/privacy/confidence.hpp"
+#include "cgp/coordinator/elimination.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
@@ -12,20 +13,19 @@
 using namespace cgp;
 using namespace cgp::coordinator;
 
-TEST_CASE("ReleaseAverage is the rho-weighted mean of Fact 6.2", "[coordinator][triple]") {
-  ReleaseAverage average(2);
-  CHECK(average.mean().empty());
-  std::vector<double> a{0, 10}, b{4, 10};
-  REQUIRE(average.add(a, 1.0).ok());
-  REQUIRE(average.add(b, 3.0).ok());
-  CHECK(average.rounds() == 2);
-  CHECK(average.total_rho() == 4.0);
-  CHECK(average.mean() == std::vector<double>{3, 10});
-  std::vector<double> wrong{1, 2, 3}, bad{NAN, 1};
-  CHECK(average.add(wrong, 1).error().code == ErrorCode::dimension_mismatch);
-  CHECK(average.add(bad, 1).error().parameter == "values[0]");
-  CHECK(average.add(a, 0).error().code == ErrorCode::not_positive);
-  CHECK(average.rounds() == 2);  // failed adds change nothing
+TEST_CASE("Estimates is the rho-weighted mean of Fact 6.2", "[coordinator][triple]") {
+  Estimates average;
+  average.reset(3, 2);
+  const double a[2] = {0, 10}, b[2] = {4, 10};
+  average.add(1, a, 1.0);
+  average.add(1, b, 3.0);
+  CHECK(average.rho_bar[1] == 4.0);
+  double mean[2];
+  average.mean(1, mean);
+  CHECK(mean[0] == 3);
+  CHECK(mean[1] == 10);
+  CHECK(average.rho_bar[0] == 0);  // other users untouched
+  CHECK(average.rho_bar[2] == 0);
 }
 
 // Corollaries 6.1 and 6.2: after rounds 1..j of a doubling split, the estimate is within
@@ -45,16 +45,17 @@ TEST_CASE("valid triples: the confidence radius covers the truth with probabilit
     std::vector<int> misses(parts.size(), 0);
     for (int trial = 0; trial < trials; ++trial) {
       std::vector<double> truth(d, 0.0);  // location; misses depend only on the noise
-      ReleaseAverage average(d);
-      std::vector<double> release(d);
+      Estimates average;
+      average.reset(1, d);
+      std::vector<double> release(d), mean(d);
       for (std::size_t j = 0; j < parts.size(); ++j) {
         double sigma = 1 / std::sqrt(2 * parts[j]);
         for (auto& v : release) v = sigma * normal(rng);
-        REQUIRE(average.add(release, parts[j]).ok());
-        auto mean = average.mean();
+        average.add(0, release.data(), parts[j]);
+        average.mean(0, mean.data());
         double error = 0;
         for (double m : mean) error += m * m;
-        if (std::sqrt(error) > *confidence_radius(d, beta, average.total_rho())) ++misses[j];
+        if (std::sqrt(error) > *confidence_radius(d, beta, average.rho_bar[0])) ++misses[j];
       }
     }
     double limit = trials * beta + 5.73 * std::sqrt(trials * beta * (1 - beta));

@@ -59,7 +59,15 @@ struct Estimates {
   std::size_t dimension = 0;    // of one release
   std::vector<double> sum;      // users × dimension: Σ_s r_s·v_s
   std::vector<double> rho_bar;  // users: Σ_s r_s
-  // (1/ρ̄) Σ r_s v_s into out[0 .. dimension).
+  // Starts n users with no release.
+  void reset(std::size_t users, std::size_t release_dimension);
+  // A release v (dimension values) made with ρ = r > 0.
+  void add(UserId user, const double* v, double r) noexcept {
+    double* s = sum.data() + static_cast<std::size_t>(user) * dimension;
+    for (std::size_t t = 0; t < dimension; ++t) s[t] += r * v[t];
+    rho_bar[user] += r;
+  }
+  // (1/ρ̄) Σ r_s v_s into out[0 .. dimension); ρ̄ > 0.
   void mean(UserId user, double* out) const noexcept;
 };
 

@@ -4,35 +4,15 @@
 // After rounds 1..j a user has released v_s = φ(u) + N(0, I/(2ρ_s)) (or u + noise). The
 // ρ-weighted mean of the releases is distributed as N(·, I/(2ρ̄_j)) with ρ̄_j = Σ_{s≤j} ρ_s
 // (Fact 6.2), so the estimate is within h = λ(d, β)/√(2ρ̄_j) of the truth with probability 1 − β.
+// The running mean itself is `Estimates` (elimination.hpp).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
-#include <span>
-#include <vector>
 
 #include "cgp/common/expected.hpp"
 
 namespace cgp::coordinator {
-
-// The running ρ-weighted mean of one user's releases (Fact 6.2). Dimension fixed by the first.
-class ReleaseAverage {
- public:
-  explicit ReleaseAverage(std::size_t dimension) : weighted_sum_(dimension, 0.0) {}
-
-  // Adds release v_s made with parameter ρ_s (finite, > 0; values of the right dimension).
-  Status add(std::span<const double> values, double rho);
-
-  std::size_t rounds() const noexcept { return rounds_; }
-  double total_rho() const noexcept { return total_rho_; }  // ρ̄_j
-  // (1/ρ̄_j) Σ ρ_s v_s; empty before the first add.
-  std::vector<double> mean() const;
-
- private:
-  std::vector<double> weighted_sum_;
-  double total_rho_ = 0;
-  std::size_t rounds_ = 0;
-};
 
 // Every radius is widened by 2^-16: a device's noise is at least 1/√(2r) and at most 2^-48
 // above it, and rounding φ to its grid moves it by ≤ σ·2^-25 (client-sdk privatizer.md); the
