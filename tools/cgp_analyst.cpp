@@ -70,170 +70,250 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
   return out;
 }
 
-int run(int argc, char** argv) {
-  CLI::App app{"cgp-analyst: queries to a cgpkit coordinator"};
-  cgp::tools::add_common_flags(app, /*config_file=*/false);
-  app.require_subcommand(1);
+// Everything the command line can say; each command reads what it declared.
+struct Arguments {
   std::string coordinator, credential_file, tls_root_file;
   std::optional<double> min_coverage;
-  app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
-  app.add_option("--credential", credential_file, "file holding the analyst credential");
-  app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
-  app.add_option("--min-coverage", min_coverage,
-                 "share of a query's users that must answer, 0..1 (default: the coordinator's, "
-                 "0.9); below it the query fails and cgp-analyst exits 1")
-      ->check(CLI::Range(0.0, 1.0));
-
   double rho = 0, beta = 0.1, bandwidth = 0, q = 0, population = 0;
   std::string method = "PM1", split = "even", id, device;
   std::size_t rounds = 4, k = 0;
   bool no_shift = false, per_user = false;
   std::vector<double> box, disc, point;
-  auto add_query_options = [&](CLI::App* sub) {
-    sub->add_option("--rho", rho, "each user's charge (rho per m^2); 0 = adaptive")
-        ->check(CLI::Range(0.0, 1e300))
-        ->capture_default_str();
-    sub->add_option("--method", method, "BM0|BM1|PM0|PM1")->capture_default_str();
-    sub->add_option("--c", rounds, "rounds of iterative elimination")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
-        ->capture_default_str();
-    sub->add_option("--split", split, "even|double")->capture_default_str();
-    sub->add_option("--beta", beta, "failure probability, in (0, 1)")
-        ->check(CLI::Range(0.0, 1.0))
-        ->capture_default_str();
-    sub->add_flag("--no-shift", no_shift, "BM1/PM1 ranges without the Appendix B shift");
-    sub->add_option("--id", id, "query id (unique; default: the coordinator's)");
-    sub->add_flag("--per-user", per_user, "print every user's charge");
-  };
   std::size_t wait_connected = 0;
   double timeout = 60;
-  auto* status = app.add_subcommand("status", "the coordinator's counters");
-  status
-      ->add_option("--wait-connected", wait_connected,
-                   "first wait until this many devices are connected")
-      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
-  status->add_option("--timeout", timeout, "seconds to wait at most (exit 1 after)")
-      ->check(CLI::Range(0.0, 86400.0 * 365))
+};
+
+void add_query_options(CLI::App& sub, Arguments& a) {
+  sub.add_option("--rho", a.rho, "each user's charge (rho per m^2); 0 = adaptive")
+      ->check(CLI::Range(0.0, 1e300))
       ->capture_default_str();
-  auto* range = app.add_subcommand("range", "private range count");
-  range->add_option("--box", box, "X0,Y0,X1,Y1")->delimiter(',')->expected(4);
-  range->add_option("--disc", disc, "X,Y,R")->delimiter(',')->expected(3);
-  add_query_options(range);
-  auto* kde = app.add_subcommand("kde", "private Gaussian KDE");
-  kde->add_option("--point", point, "X,Y,...")->delimiter(',')->required();
-  kde->add_option("--b", bandwidth, "bandwidth, metres")->required();
-  add_query_options(kde);
-  auto* knn = app.add_subcommand("knn", "private k nearest neighbours");
-  knn->add_option("--point", point, "X,Y,...")->delimiter(',')->required();
-  knn->add_option("--k", k, "neighbours")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
-      ->required();
-  add_query_options(knn);
-  auto* threshold = app.add_subcommand("threshold", "is a curator's count below q·N?");
-  threshold->add_option("--device", device, "the curator's device id")->required();
-  threshold->add_option("--q", q, "fraction q")->required();
-  threshold->add_option("--population", population, "N")->required();
-  add_query_options(threshold);
-  auto* result = app.add_subcommand("result", "a finished query's result");
-  result->add_option("--id", id, "query id")->required();
-  result->add_flag("--per-user", per_user, "print every user's charge");
-  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-analyst")) return *done;
+  sub.add_option("--method", a.method, "BM0|BM1|PM0|PM1")->capture_default_str();
+  sub.add_option("--c", a.rounds, "rounds of iterative elimination")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
+      ->capture_default_str();
+  sub.add_option("--split", a.split, "even|double")->capture_default_str();
+  sub.add_option("--beta", a.beta, "failure probability, in (0, 1)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  sub.add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");
+  sub.add_option("--id", a.id, "query id (unique; default: the coordinator's)");
+  sub.add_flag("--per-user", a.per_user, "print every user's charge");
+}
 
-  cgp::transport::AnalystConnection connection;
-  connection.coordinator_address = coordinator;
-  connection.min_coverage = min_coverage;
-  if (auto unreadable = cgp::tools::read_client_files(
-          credential_file, tls_root_file, connection.credential, connection.tls_root_certificate))
-    return fail(3, unreadable->message);
-  auto client = cgp::transport::AnalystClient::connect(connection);
-  if (!client) return fail(2, client.error().message);
-
-  if (status->parsed()) {
-    // Waiting polls with short calls on fresh connections, so that a coordinator that is still
-    // starting (or a connection attempt that stalls) costs at most a second per poll.
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-    auto poll = [&] {
-      auto probe_connection = connection;
-      probe_connection.timeout = std::chrono::seconds(1);
-      auto probe = cgp::transport::AnalystClient::connect(probe_connection);
-      return probe ? probe->status() : cgp::Expected<cgp::transport::RemoteStatus>(probe.error());
-    };
-    auto s = wait_connected > 0 ? poll() : client->status();
-    // A refused credential is final; an unreachable coordinator is waited for.
-    while ((s ? s->connected < wait_connected : s.error().parameter == "coordinator") &&
-           wait_connected > 0 && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      s = poll();
-    }
-    if (!s) return fail(1, s.error().message);
-    if (s->connected < wait_connected)
-      return fail(1, "--wait-connected: " + std::to_string(s->connected) + " of " +
-                         std::to_string(wait_connected) + " devices connected after " +
-                         cgp::format_number(timeout) + " s");
-    nlohmann::json out{{"enrolled", s->enrolled},
-                       {"connected", s->connected},
-                       {"dimension", s->dimension},
-                       {"device_budget", s->device_budget},
-                       {"queries", s->queries},
-                       {"rounds", s->rounds},
-                       {"requests", s->requests},
-                       {"replies", s->replies},
-                       {"unanswered", s->unanswered},
-                       {"late_replies", s->late_replies},
-                       {"refused_connections", s->refused_connections}};
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
-  }
-
+// A query command's options as the client takes them; exit code 2 and a message when bad.
+struct Query {
   cgp::coordinator::QueryOptions options;
-  auto parsed_method = cgp::coordinator::parse_method(method);
-  if (!parsed_method) return fail(2, "--method: " + parsed_method.error().message);
-  options.method = *parsed_method;
-  auto parsed_split = cgp::privacy::parse_split_schedule(split);
-  if (!parsed_split) return fail(2, "--split: " + parsed_split.error().message);
-  options.split = *parsed_split;
-  options.rounds = rounds;
-  options.beta = beta;
-  options.shift = !no_shift;
-  options.query_id = id;
-  const auto charges = rho > 0 ? cgp::transport::RemoteCharges::fixed(cgp::coordinator::Charge{rho})
-                               : cgp::transport::RemoteCharges::adaptive();
-
-  cgp::Expected<cgp::transport::RemoteResult> answer =
-      cgp::Error{cgp::ErrorCode::invalid_argument, "command", "command: none given"};
-  std::string kind;
-  if (range->parsed()) {
-    kind = "range";
-    std::optional<cgp::geometry::Region> region;
-    if (!box.empty() == !disc.empty()) return fail(2, "range needs one of --box or --disc");
-    if (!box.empty()) {
-      const double lo[2] = {box[0], box[1]}, hi[2] = {box[2], box[3]};
-      auto made = cgp::geometry::Box::create(lo, hi);
-      if (!made) return fail(2, "--box: " + made.error().message);
-      region = *made;
-    } else {
-      const double centre[2] = {disc[0], disc[1]};
-      auto made = cgp::geometry::Ball::create(centre, disc[2]);
-      if (!made) return fail(2, "--disc: " + made.error().message);
-      region = *made;
-    }
-    answer = client->range_count(*region, charges, options);
-  } else if (kde->parsed()) {
-    kind = "kde";
-    answer = client->kde(point, bandwidth, charges, options);
-  } else if (knn->parsed()) {
-    kind = "knn";
-    answer = client->knn(point, k, charges, options);
-  } else if (threshold->parsed()) {
-    kind = "threshold";
-    answer = client->threshold(device, q, population, charges, options);
-  } else if (result->parsed()) {
-    answer = client->result(id);
-    kind = answer && !answer->neighbour_ids.empty() ? "knn" : "range";
+  cgp::transport::RemoteCharges charges;
+};
+std::optional<Query> query_from(const Arguments& a, int& failed) {
+  Query out;
+  auto method = cgp::coordinator::parse_method(a.method);
+  if (!method) {
+    failed = fail(2, "--method: " + method.error().message);
+    return std::nullopt;
   }
+  auto split = cgp::privacy::parse_split_schedule(a.split);
+  if (!split) {
+    failed = fail(2, "--split: " + split.error().message);
+    return std::nullopt;
+  }
+  out.options.method = *method;
+  out.options.split = *split;
+  out.options.rounds = a.rounds;
+  out.options.beta = a.beta;
+  out.options.shift = !a.no_shift;
+  out.options.query_id = a.id;
+  out.charges = a.rho > 0 ? cgp::transport::RemoteCharges::fixed(cgp::coordinator::Charge{a.rho})
+                          : cgp::transport::RemoteCharges::adaptive();
+  return out;
+}
+
+int print_result(const cgp::Expected<cgp::transport::RemoteResult>& answer, const std::string& kind,
+                 bool per_user) {
   if (!answer) return fail(1, answer.error().message);
   std::printf("%s\n", to_json(*answer, kind, per_user).dump(2).c_str());
   return 0;
+}
+
+// Runs a query command: `ask(client, query)` sends it.
+template <class Ask>
+int run_query(const Arguments& a, cgp::transport::AnalystClient& client, const char* kind,
+              Ask&& ask) {
+  int failed = 0;
+  auto query = query_from(a, failed);
+  if (!query) return failed;
+  return print_result(ask(client, *query), kind, a.per_user);
+}
+
+int run_status(const Arguments& a, const cgp::transport::AnalystConnection& connection,
+               cgp::transport::AnalystClient& client) {
+  // Waiting polls with short calls on fresh connections, so that a coordinator that is still
+  // starting (or a connection attempt that stalls) costs at most a second per poll.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.timeout);
+  auto poll = [&] {
+    auto probe_connection = connection;
+    probe_connection.timeout = std::chrono::seconds(1);
+    auto probe = cgp::transport::AnalystClient::connect(probe_connection);
+    return probe ? probe->status() : cgp::Expected<cgp::transport::RemoteStatus>(probe.error());
+  };
+  auto s = a.wait_connected > 0 ? poll() : client.status();
+  // A refused credential is final; an unreachable coordinator is waited for.
+  while ((s ? s->connected < a.wait_connected : s.error().parameter == "coordinator") &&
+         a.wait_connected > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s = poll();
+  }
+  if (!s) return fail(1, s.error().message);
+  if (s->connected < a.wait_connected)
+    return fail(1, "--wait-connected: " + std::to_string(s->connected) + " of " +
+                       std::to_string(a.wait_connected) + " devices connected after " +
+                       cgp::format_number(a.timeout) + " s");
+  nlohmann::json out{{"enrolled", s->enrolled},
+                     {"connected", s->connected},
+                     {"dimension", s->dimension},
+                     {"device_budget", s->device_budget},
+                     {"queries", s->queries},
+                     {"rounds", s->rounds},
+                     {"requests", s->requests},
+                     {"replies", s->replies},
+                     {"unanswered", s->unanswered},
+                     {"late_replies", s->late_replies},
+                     {"refused_connections", s->refused_connections}};
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+int run_range(const Arguments& a, cgp::transport::AnalystClient& client) {
+  std::optional<cgp::geometry::Region> region;
+  if (!a.box.empty() == !a.disc.empty()) return fail(2, "range needs one of --box or --disc");
+  if (!a.box.empty()) {
+    const double lo[2] = {a.box[0], a.box[1]}, hi[2] = {a.box[2], a.box[3]};
+    auto made = cgp::geometry::Box::create(lo, hi);
+    if (!made) return fail(2, "--box: " + made.error().message);
+    region = *made;
+  } else {
+    const double centre[2] = {a.disc[0], a.disc[1]};
+    auto made = cgp::geometry::Ball::create(centre, a.disc[2]);
+    if (!made) return fail(2, "--disc: " + made.error().message);
+    region = *made;
+  }
+  return run_query(a, client, "range", [&](auto& c, const Query& q) {
+    return c.range_count(*region, q.charges, q.options);
+  });
+}
+
+// The commands: each declares its flags and runs with a connected client.
+struct Command {
+  const char* name;
+  const char* description;
+  void (*flags)(CLI::App&, Arguments&);
+  int (*run)(const Arguments&, const cgp::transport::AnalystConnection&,
+             cgp::transport::AnalystClient&);
+};
+
+const Command kCommands[] = {
+    {"status", "the coordinator's counters",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--wait-connected", a.wait_connected,
+                      "first wait until this many devices are connected")
+           ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
+       sub.add_option("--timeout", a.timeout, "seconds to wait at most (exit 1 after)")
+           ->check(CLI::Range(0.0, 86400.0 * 365))
+           ->capture_default_str();
+     },
+     run_status},
+    {"range", "private range count",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--box", a.box, "X0,Y0,X1,Y1")->delimiter(',')->expected(4);
+       sub.add_option("--disc", a.disc, "X,Y,R")->delimiter(',')->expected(3);
+       add_query_options(sub, a);
+     },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) { return run_range(a, client); }},
+    {"kde", "private Gaussian KDE",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--point", a.point, "X,Y,...")->delimiter(',')->required();
+       sub.add_option("--b", a.bandwidth, "bandwidth, metres")->required();
+       add_query_options(sub, a);
+     },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) {
+       return run_query(a, client, "kde", [&](auto& c, const Query& q) {
+         return c.kde(a.point, a.bandwidth, q.charges, q.options);
+       });
+     }},
+    {"knn", "private k nearest neighbours",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--point", a.point, "X,Y,...")->delimiter(',')->required();
+       sub.add_option("--k", a.k, "neighbours")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24))
+           ->required();
+       add_query_options(sub, a);
+     },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) {
+       return run_query(a, client, "knn", [&](auto& c, const Query& q) {
+         return c.knn(a.point, a.k, q.charges, q.options);
+       });
+     }},
+    {"threshold", "is a curator's count below q·N?",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--device", a.device, "the curator's device id")->required();
+       sub.add_option("--q", a.q, "fraction q")->required();
+       sub.add_option("--population", a.population, "N")->required();
+       add_query_options(sub, a);
+     },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) {
+       return run_query(a, client, "threshold", [&](auto& c, const Query& q) {
+         return c.threshold(a.device, a.q, a.population, q.charges, q.options);
+       });
+     }},
+    {"result", "a finished query's result",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--id", a.id, "query id")->required();
+       sub.add_flag("--per-user", a.per_user, "print every user's charge");
+     },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) {
+       auto answer = client.result(a.id);
+       return print_result(answer, answer && !answer->neighbour_ids.empty() ? "knn" : "range",
+                           a.per_user);
+     }},
+};
+
+int run(int argc, char** argv) {
+  CLI::App app{"cgp-analyst: queries to a cgpkit coordinator"};
+  cgp::tools::add_common_flags(app, /*config_file=*/false);
+  app.require_subcommand(1);
+  Arguments a;
+  app.add_option("--coordinator", a.coordinator, "HOST:PORT")->required();
+  app.add_option("--credential", a.credential_file, "file holding the analyst credential");
+  app.add_option("--tls-root", a.tls_root_file, "PEM root certificate of the coordinator");
+  app.add_option("--min-coverage", a.min_coverage,
+                 "share of a query's users that must answer, 0..1 (default: the coordinator's, "
+                 "0.9); below it the query fails and cgp-analyst exits 1")
+      ->check(CLI::Range(0.0, 1.0));
+  std::vector<std::pair<CLI::App*, const Command*>> subcommands;
+  for (const auto& command : kCommands) {
+    auto* sub = app.add_subcommand(command.name, command.description);
+    command.flags(*sub, a);
+    subcommands.emplace_back(sub, &command);
+  }
+  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-analyst")) return *done;
+
+  cgp::transport::AnalystConnection connection;
+  connection.coordinator_address = a.coordinator;
+  connection.min_coverage = a.min_coverage;
+  if (auto unreadable =
+          cgp::tools::read_client_files(a.credential_file, a.tls_root_file, connection.credential,
+                                        connection.tls_root_certificate))
+    return fail(3, unreadable->message);
+  auto client = cgp::transport::AnalystClient::connect(connection);
+  if (!client) return fail(2, client.error().message);
+  for (const auto& [sub, command] : subcommands)
+    if (sub->parsed()) return command->run(a, connection, *client);
+  return fail(2, "no command given");
 }
 
 }  // namespace

@@ -158,163 +158,171 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
     log("event=enrolment-added devices=" + std::to_string(added) + " note=restart-to-serve-them");
 }
 
-int run(int argc, char** argv) {
-  CLI::App app{"cgp-coordinator: run a cgpkit coordinator service, enrol and revoke devices"};
-  // --config: every flag from a TOML file, serve's under [serve] ("listen = \"0.0.0.0:7070\"",
-  // names without the dashes); flags on the command line win. Unknown keys are errors.
-  cgp::tools::add_common_flags(app, /*config_file=*/true);
-  app.require_subcommand(1);
-
+// Everything the command line can say; each command reads what it declared.
+struct Arguments {
+  // serve
   std::string listen = "127.0.0.1:7070", devices_file, analyst_file, tls_cert, tls_key;
   double budget = 1.0;
   std::size_t dimension = 2, horizon = 20;
   long deadline_ms = 5000;
   bool quiet = false;
   std::size_t queues = 8;
-  auto* serve = app.add_subcommand("serve", "run the coordinator until SIGINT/SIGTERM");
-
-  serve->add_option("--listen", listen, "HOST:PORT for devices and analysts")
-      ->capture_default_str();
-  serve->add_option("--devices", devices_file, "enrolment file (id,sha256 lines)")->required();
-  serve->add_option("--analyst-credential", analyst_file, "file holding the analyst credential")
-      ->required();
-  serve->add_option("--tls-cert", tls_cert, "PEM certificate chain (TLS)");
-  serve->add_option("--tls-key", tls_key, "PEM private key (TLS)");
-  serve->add_option("--budget", budget, "each device's total rho (its CGP filter; rho per m^2)")
-      ->capture_default_str();
-  serve->add_option("--dimension", dimension, "dimension of the queried component")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  serve->add_option("--deadline-ms", deadline_ms, "per-round deadline, milliseconds")
-      ->check(CLI::Range(1L, 3600L * 1000))
-      ->capture_default_str();
-  serve->add_option("--horizon", horizon, "queries the adaptive allocation plans for")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  serve->add_flag("--quiet", quiet, "no event log on stderr");
   std::string metrics_listen, state_file;
   bool no_state = false;
   std::size_t keep_results = 10000;
   double keep_days = 30;
-  serve->add_option("--state", state_file,
-                    "SQLite file for finished results and the budget mirror "
-                    "(default: the --devices file with .state appended)");
-  serve->add_flag("--no-state", no_state, "keep results and the mirror in memory only");
-  serve->add_option("--keep-results", keep_results, "finished results kept, newest first")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}))
-      ->capture_default_str();
-  serve->add_option("--keep-results-days", keep_days, "finished results kept at most, days")
-      ->check(CLI::Range(0.001, 36500.0))
-      ->capture_default_str();
-  serve->add_option("--metrics-listen", metrics_listen,
-                    "HOST:PORT for Prometheus' GET /metrics (none by default)");
-  serve->add_option("--queues", queues, "gRPC completion queues for device streams (a thread each)")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
   cgp::transport::ConnectionLimits limits;
   long handshake_ms = limits.handshake_timeout.count(), idle_ms = limits.idle_timeout.count(),
        hello_ms = 10000, keepalive_ms = limits.keepalive_time.count();
+  // enrol
+  std::string enrol_file, id, credential_out, prefix = "device-", secrets_out;
+  std::size_t count = 0;
+  // revoke
+  std::string revoke_devices, revoke_id;
+  // credential
+  std::string credential_file;
+  bool force = false;
+};
+
+void serve_flags(CLI::App& sub, Arguments& a) {
+  auto* serve = &sub;
+  serve->add_option("--listen", a.listen, "HOST:PORT for devices and analysts")
+      ->capture_default_str();
+  serve->add_option("--devices", a.devices_file, "enrolment file (id,sha256 lines)")->required();
+  serve->add_option("--analyst-credential", a.analyst_file, "file holding the analyst credential")
+      ->required();
+  serve->add_option("--tls-cert", a.tls_cert, "PEM certificate chain (TLS)");
+  serve->add_option("--tls-key", a.tls_key, "PEM private key (TLS)");
+  serve->add_option("--budget", a.budget, "each device's total rho (its CGP filter; rho per m^2)")
+      ->capture_default_str();
+  serve->add_option("--dimension", a.dimension, "dimension of the queried component")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  serve->add_option("--deadline-ms", a.deadline_ms, "per-round deadline, milliseconds")
+      ->check(CLI::Range(1L, 3600L * 1000))
+      ->capture_default_str();
+  serve->add_option("--horizon", a.horizon, "queries the adaptive allocation plans for")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve->add_flag("--quiet", a.quiet, "no event log on stderr");
+  serve->add_option("--state", a.state_file,
+                    "SQLite file for finished results and the budget mirror "
+                    "(default: the --devices file with .state appended)");
+  serve->add_flag("--no-state", a.no_state, "keep results and the mirror in memory only");
+  serve->add_option("--keep-results", a.keep_results, "finished results kept, newest first")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}))
+      ->capture_default_str();
+  serve->add_option("--keep-results-days", a.keep_days, "finished results kept at most, days")
+      ->check(CLI::Range(0.001, 36500.0))
+      ->capture_default_str();
+  serve->add_option("--metrics-listen", a.metrics_listen,
+                    "HOST:PORT for Prometheus' GET /metrics (none by default)");
+  serve
+      ->add_option("--queues", a.queues,
+                   "gRPC completion queues for device streams (a thread each)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   const auto count_range = CLI::Range(std::size_t{1}, std::size_t{1} << 30);
   const auto ms_range = CLI::Range(1L, 365L * 24 * 3600 * 1000);
   serve
-      ->add_option("--max-connections", limits.max_connections,
+      ->add_option("--max-connections", a.limits.max_connections,
                    "open TCP connections in all (lowered to the descriptor budget)")
       ->check(count_range)
       ->capture_default_str();
   serve
-      ->add_option("--max-connections-per-address", limits.max_connections_per_address,
+      ->add_option("--max-connections-per-address", a.limits.max_connections_per_address,
                    "open TCP connections per peer IP address")
       ->check(count_range)
       ->capture_default_str();
   serve
-      ->add_option("--max-pending-streams", limits.max_pending_streams,
+      ->add_option("--max-pending-streams", a.limits.max_pending_streams,
                    "device streams not yet past Hello, in all")
       ->check(count_range)
       ->capture_default_str();
   serve
-      ->add_option("--max-pending-streams-per-address", limits.max_pending_streams_per_address,
+      ->add_option("--max-pending-streams-per-address", a.limits.max_pending_streams_per_address,
                    "device streams not yet past Hello, per peer IP address")
       ->check(count_range)
       ->capture_default_str();
-  serve->add_option("--handshake-timeout-ms", handshake_ms, "TCP accept to HTTP/2 settings, ms")
+  serve->add_option("--handshake-timeout-ms", a.handshake_ms, "TCP accept to HTTP/2 settings, ms")
       ->check(ms_range)
       ->capture_default_str();
-  serve->add_option("--hello-timeout-ms", hello_ms, "stream start to the device's Hello, ms")
+  serve->add_option("--hello-timeout-ms", a.hello_ms, "stream start to the device's Hello, ms")
       ->check(ms_range)
       ->capture_default_str();
-  serve->add_option("--idle-timeout-ms", idle_ms, "a connection with no call open is closed, ms")
+  serve->add_option("--idle-timeout-ms", a.idle_ms, "a connection with no call open is closed, ms")
       ->check(ms_range)
       ->capture_default_str();
-  serve->add_option("--keepalive-ms", keepalive_ms, "HTTP/2 keepalive ping interval, ms")
+  serve->add_option("--keepalive-ms", a.keepalive_ms, "HTTP/2 keepalive ping interval, ms")
       ->check(ms_range)
       ->capture_default_str();
+}
 
-  std::string enrol_file, id, credential_out, prefix = "device-", secrets_out;
-  std::size_t count = 0;
-  auto* enrol = app.add_subcommand("enrol", "enrol devices: new credentials, digests appended");
-  enrol->add_option("--devices", enrol_file, "enrolment file to add to")->required();
-  enrol->add_option("--id", id, "one device's id");
-  enrol->add_option("--credential-out", credential_out,
-                    "where the device's credential goes (must not exist)");
-  enrol->add_option("--count", count, "enrol N devices PREFIX0 .. PREFIX(N-1)")
+void enrol_flags(CLI::App& enrol, Arguments& a) {
+  enrol.add_option("--devices", a.enrol_file, "enrolment file to add to")->required();
+  enrol.add_option("--id", a.id, "one device's id");
+  enrol.add_option("--credential-out", a.credential_out,
+                   "where the device's credential goes (must not exist)");
+  enrol.add_option("--count", a.count, "enrol N devices PREFIX0 .. PREFIX(N-1)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
-  enrol->add_option("--prefix", prefix, "id prefix for --count")->capture_default_str();
-  enrol->add_option("--secrets-out", secrets_out,
-                    "CSV id,credential for --count (swarms; must not exist)");
+  enrol.add_option("--prefix", a.prefix, "id prefix for --count")->capture_default_str();
+  enrol.add_option("--secrets-out", a.secrets_out,
+                   "CSV id,credential for --count (swarms; must not exist)");
+}
 
-  std::string revoke_devices, revoke_id;
-  auto* revoke = app.add_subcommand(
-      "revoke", "take a device out of the enrolment file (a running coordinator follows)");
-  revoke->add_option("--devices", revoke_devices, "enrolment file")->required();
-  revoke->add_option("--id", revoke_id, "the device's id")->required();
-
-  std::string credential_file;
-  bool force = false;
-  auto* credential = app.add_subcommand("credential", "write a fresh analyst credential");
-  credential->add_option("--out", credential_file, "file to write (must not exist)")->required();
-  credential->add_flag("--force", force, "replace an existing file");
-
-  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-coordinator")) return *done;
-
-  if (credential->parsed()) {
-    if (auto written = cgp::transport::write_private_file(
-            credential_file, "--out", cgp::transport::new_credential() + "\n", force);
-        !written)
-      return fail(written.error().code == cgp::ErrorCode::already_exists ? 2 : 3,
-                  written.error().message);
-    return 0;
+int run_enrol(const Arguments& a) {
+  if (!a.id.empty() && a.count == 0 && !a.credential_out.empty())
+    return enrol_devices(a.enrol_file, {a.id}, a.credential_out, false);
+  if (a.id.empty() && a.count > 0 && !a.secrets_out.empty()) {
+    std::vector<std::string> ids;
+    ids.reserve(a.count);
+    for (std::size_t i = 0; i < a.count; ++i) ids.push_back(a.prefix + std::to_string(i));
+    return enrol_devices(a.enrol_file, ids, a.secrets_out, true);
   }
+  return fail(2, "enrol needs either --id and --credential-out, or --count and --secrets-out");
+}
 
-  if (enrol->parsed()) {
-    if (!id.empty() && count == 0 && !credential_out.empty())
-      return enrol_devices(enrol_file, {id}, credential_out, false);
-    if (id.empty() && count > 0 && !secrets_out.empty()) {
-      std::vector<std::string> ids;
-      ids.reserve(count);
-      for (std::size_t i = 0; i < count; ++i) ids.push_back(prefix + std::to_string(i));
-      return enrol_devices(enrol_file, ids, secrets_out, true);
-    }
-    return fail(2, "enrol needs either --id and --credential-out, or --count and --secrets-out");
-  }
+void revoke_flags(CLI::App& revoke, Arguments& a) {
+  revoke.add_option("--devices", a.revoke_devices, "enrolment file")->required();
+  revoke.add_option("--id", a.revoke_id, "the device's id")->required();
+}
 
-  if (revoke->parsed()) return revoke_device(revoke_devices, revoke_id);
+int run_revoke(const Arguments& a) {
+  return revoke_device(a.revoke_devices, a.revoke_id);
+}
 
-  // serve
+void credential_flags(CLI::App& credential, Arguments& a) {
+  credential.add_option("--out", a.credential_file, "file to write (must not exist)")->required();
+  credential.add_flag("--force", a.force, "replace an existing file");
+}
+
+int run_credential(const Arguments& a) {
+  if (auto written = cgp::transport::write_private_file(
+          a.credential_file, "--out", cgp::transport::new_credential() + "\n", a.force);
+      !written)
+    return fail(written.error().code == cgp::ErrorCode::already_exists ? 2 : 3,
+                written.error().message);
+  return 0;
+}
+
+int run_serve(const Arguments& a) {
+  cgp::transport::ConnectionLimits limits = a.limits;
   // The stamp before the read: a change made while the service starts is seen at the first tick.
-  FileStamp seen = stamp_of(devices_file);
-  auto enrolled = cgp::transport::read_enrolment(devices_file);
+  FileStamp seen = stamp_of(a.devices_file);
+  auto enrolled = cgp::transport::read_enrolment(a.devices_file);
   if (!enrolled) return fail_with(enrolled.error());
-  if (enrolled->empty()) return fail(3, "--devices: " + devices_file + " lists no device");
-  auto analyst_secret = cgp::transport::read_secret(analyst_file, "--analyst-credential");
+  if (enrolled->empty()) return fail(3, "--devices: " + a.devices_file + " lists no device");
+  auto analyst_secret = cgp::transport::read_secret(a.analyst_file, "--analyst-credential");
   if (!analyst_secret) return fail(3, analyst_secret.error().message);
   cgp::transport::CoordinatorOptions options;
-  options.gateway.address = listen;
-  options.gateway.completion_queues = queues;
-  if (tls_cert.empty() != tls_key.empty()) return fail(2, "--tls-cert and --tls-key go together");
-  if (!tls_cert.empty()) {
-    auto chain = cgp::transport::read_file(tls_cert, "--tls-cert");
+  options.gateway.address = a.listen;
+  options.gateway.completion_queues = a.queues;
+  if (a.tls_cert.empty() != a.tls_key.empty())
+    return fail(2, "--tls-cert and --tls-key go together");
+  if (!a.tls_cert.empty()) {
+    auto chain = cgp::transport::read_file(a.tls_cert, "--tls-cert");
     if (!chain) return fail(3, chain.error().message);
-    auto key = cgp::transport::read_file(tls_key, "--tls-key");
+    auto key = cgp::transport::read_file(a.tls_key, "--tls-key");
     if (!key) return fail(3, key.error().message);
     options.gateway.tls_certificate_chain = std::move(*chain);
     options.gateway.tls_private_key = std::move(*key);
@@ -324,28 +332,29 @@ int run(int argc, char** argv) {
     options.gateway.device_credential_digests[device] = digest;
   }
   options.analyst_credential_sha256 = cgp::transport::sha256_of(*analyst_secret);
-  options.device_budget = budget;
-  options.dimension = dimension;
-  options.horizon = horizon;
-  options.round_deadline = std::chrono::milliseconds(deadline_ms);
-  options.metrics_address = metrics_listen;
-  if (!no_state) options.state_path = state_file.empty() ? devices_file + ".state" : state_file;
-  options.retention.max_results = keep_results;
-  options.retention.max_age = std::chrono::seconds(static_cast<long>(keep_days * 86400));
-  limits.handshake_timeout = std::chrono::milliseconds(handshake_ms);
-  limits.idle_timeout = std::chrono::milliseconds(idle_ms);
-  limits.keepalive_time = std::chrono::milliseconds(keepalive_ms);
+  options.device_budget = a.budget;
+  options.dimension = a.dimension;
+  options.horizon = a.horizon;
+  options.round_deadline = std::chrono::milliseconds(a.deadline_ms);
+  options.metrics_address = a.metrics_listen;
+  if (!a.no_state)
+    options.state_path = a.state_file.empty() ? a.devices_file + ".state" : a.state_file;
+  options.retention.max_results = a.keep_results;
+  options.retention.max_age = std::chrono::seconds(static_cast<long>(a.keep_days * 86400));
+  limits.handshake_timeout = std::chrono::milliseconds(a.handshake_ms);
+  limits.idle_timeout = std::chrono::milliseconds(a.idle_ms);
+  limits.keepalive_time = std::chrono::milliseconds(a.keepalive_ms);
   options.gateway.limits = limits;
-  options.gateway.hello_timeout = std::chrono::milliseconds(hello_ms);
+  options.gateway.hello_timeout = std::chrono::milliseconds(a.hello_ms);
   static std::mutex log_mutex;
-  if (!quiet) {
+  if (!a.quiet) {
     options.gateway.log = [](const std::string& line) {
       std::lock_guard lock(log_mutex);
       std::fprintf(stderr, "ts=%s %s\n", utc_now().c_str(), line.c_str());
     };
   }
   // gRPC's own lines in the same structured form (or dropped with --quiet).
-  cgp::transport::route_grpc_logs(quiet ? [](const std::string&) {} : options.gateway.log);
+  cgp::transport::route_grpc_logs(a.quiet ? [](const std::string&) {} : options.gateway.log);
 
   // Signals are taken by sigwait below, not by a handler.
   sigset_t signals;
@@ -369,13 +378,13 @@ int run(int argc, char** argv) {
     std::lock_guard lock(log_mutex);
     std::fprintf(stderr, "ts=%s %s\n", utc_now().c_str(), line.c_str());
   };
-  say("event=listening address=" + cgp::transport::log_value(listen) + " port=" +
+  say("event=listening address=" + cgp::transport::log_value(a.listen) + " port=" +
       std::to_string((*service)->port()) + " devices=" + std::to_string(options.device_ids.size()) +
-      " tls=" + (tls_cert.empty() ? "off" : "on") +
+      " tls=" + (a.tls_cert.empty() ? "off" : "on") +
       " max_connections=" + std::to_string((*service)->gateway().max_connections()) +
       " metrics_port=" + std::to_string((*service)->metrics_port()) +
       " version=" + std::string(cgp::version_string()));
-  if (tls_cert.empty())
+  if (a.tls_cert.empty())
     say("event=warning message=\"plaintext: credentials cross the network in clear; use "
         "--tls-cert/--tls-key beyond loopback\"");
   int received = 0;
@@ -384,15 +393,50 @@ int run(int argc, char** argv) {
     siginfo_t info;
     received = sigtimedwait(&signals, &info, &tick);
     if (received == SIGINT || received == SIGTERM) break;
-    const FileStamp now = stamp_of(devices_file);
+    const FileStamp now = stamp_of(a.devices_file);
     if (received == SIGHUP || !(now == seen)) {
       seen = now;
-      follow_enrolment(devices_file, **service, *enrolled, options.gateway.log);
+      follow_enrolment(a.devices_file, **service, *enrolled, options.gateway.log);
     }
   }
   say("event=stopping signal=" + std::to_string(received));
   service->reset();
   return 0;
+}
+
+// The commands: each declares its flags and runs.
+struct Command {
+  const char* name;
+  const char* description;
+  void (*flags)(CLI::App&, Arguments&);
+  int (*run)(const Arguments&);
+};
+
+const Command kCommands[] = {
+    {"serve", "run the coordinator until SIGINT/SIGTERM", serve_flags, run_serve},
+    {"enrol", "enrol devices: new credentials, digests appended", enrol_flags, run_enrol},
+    {"revoke", "take a device out of the enrolment file (a running coordinator follows)",
+     revoke_flags, run_revoke},
+    {"credential", "write a fresh analyst credential", credential_flags, run_credential},
+};
+
+int run(int argc, char** argv) {
+  CLI::App app{"cgp-coordinator: run a cgpkit coordinator service, enrol and revoke devices"};
+  // --config: every flag from a TOML file, serve's under [serve] ("listen = \"0.0.0.0:7070\"",
+  // names without the dashes); flags on the command line win. Unknown keys are errors.
+  cgp::tools::add_common_flags(app, /*config_file=*/true);
+  app.require_subcommand(1);
+  Arguments a;
+  std::vector<std::pair<CLI::App*, const Command*>> subcommands;
+  for (const auto& command : kCommands) {
+    auto* sub = app.add_subcommand(command.name, command.description);
+    command.flags(*sub, a);
+    subcommands.emplace_back(sub, &command);
+  }
+  if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-coordinator")) return *done;
+  for (const auto& [sub, command] : subcommands)
+    if (sub->parsed()) return command->run(a);
+  return fail(2, "no command given");
 }
 
 }  // namespace
