@@ -112,9 +112,8 @@ Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind project
   if (a.data.empty()) {
     data = synthetic_locations(fleet_users ? fleet_users : a.n ? a.n : 100000, a.seed);
   } else {
-    auto loaded = load_locations(a.data, projection);
-    if (!loaded) return loaded.error();
-    data = std::move(*loaded);
+    CGP_ASSIGN_OR_RETURN(auto loaded, load_locations(a.data, projection));
+    data = std::move(loaded);
     if (a.n) data = resample(data, a.n, a.seed);
   }
   if (fleet_users) {
@@ -132,14 +131,13 @@ Expected<transport::AnalystClient> connect_fleet(const Arguments& a) {
   transport::AnalystConnection connection;
   connection.coordinator_address = a.fleet;
   if (!a.analyst_credential.empty()) {
-    auto secret = transport::read_secret(a.analyst_credential, "--analyst-credential");
-    if (!secret) return secret.error();
-    connection.credential = std::move(*secret);
+    CGP_ASSIGN_OR_RETURN(auto secret,
+                         transport::read_secret(a.analyst_credential, "--analyst-credential"));
+    connection.credential = std::move(secret);
   }
   if (!a.tls_root.empty()) {
-    auto root = transport::read_file(a.tls_root, "--tls-root");
-    if (!root) return root.error();
-    connection.tls_root_certificate = std::move(*root);
+    CGP_ASSIGN_OR_RETURN(auto root, transport::read_file(a.tls_root, "--tls-root"));
+    connection.tls_root_certificate = std::move(root);
   }
   return transport::AnalystClient::connect(connection);
 }
@@ -147,10 +145,9 @@ Expected<transport::AnalystClient> connect_fleet(const Arguments& a) {
 Status load_centres(const Arguments& a, const Dataset& data, geometry::ProjectionKind projection,
                     Common& common) {
   if (a.queries.empty()) return {};
-  auto centres = load_locations(a.queries, projection, &data.origin);
-  if (!centres) return centres.error();
-  for (std::size_t i = 0; i < centres->size(); ++i)
-    common.centres.push_back({centres->points[2 * i], centres->points[2 * i + 1]});
+  CGP_ASSIGN_OR_RETURN(auto centres, load_locations(a.queries, projection, &data.origin));
+  for (std::size_t i = 0; i < centres.size(); ++i)
+    common.centres.push_back({centres.points[2 * i], centres.points[2 * i + 1]});
   return {};
 }
 

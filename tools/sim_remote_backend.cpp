@@ -39,27 +39,24 @@ Expected<coordinator::CountResult> RemoteBackend::range_count(
     const geometry::Region& range, const coordinator::UserCharges& charges,
     const coordinator::QueryOptions& o) {
   CGP_ASSIGN_OR_RETURN(auto remote_cap, remote_charges(charges));
-  auto remote = client_.range_count(range, remote_cap, named(o));
-  if (!remote) return remote.error();
-  return coordinator::CountResult{remote->estimate, std::move(remote->report)};
+  CGP_ASSIGN_OR_RETURN(auto remote, client_.range_count(range, remote_cap, named(o)));
+  return coordinator::CountResult{remote.estimate, std::move(remote.report)};
 }
 
 Expected<coordinator::KdeResult> RemoteBackend::kde(std::span<const double> p, double bandwidth,
                                                     const coordinator::UserCharges& charges,
                                                     const coordinator::QueryOptions& o) {
   CGP_ASSIGN_OR_RETURN(auto remote_cap, remote_charges(charges));
-  auto remote = client_.kde(p, bandwidth, remote_cap, named(o));
-  if (!remote) return remote.error();
-  return coordinator::KdeResult{remote->estimate, std::move(remote->report)};
+  CGP_ASSIGN_OR_RETURN(auto remote, client_.kde(p, bandwidth, remote_cap, named(o)));
+  return coordinator::KdeResult{remote.estimate, std::move(remote.report)};
 }
 
 Expected<coordinator::KnnResult> RemoteBackend::knn(std::span<const double> p, std::size_t k,
                                                     const coordinator::UserCharges& charges,
                                                     const coordinator::QueryOptions& o) {
   CGP_ASSIGN_OR_RETURN(auto remote_cap, remote_charges(charges));
-  auto remote = client_.knn(p, k, remote_cap, named(o));
-  if (!remote) return remote.error();
-  return coordinator::KnnResult{std::move(remote->neighbours), std::move(remote->report)};
+  CGP_ASSIGN_OR_RETURN(auto remote, client_.knn(p, k, remote_cap, named(o)));
+  return coordinator::KnnResult{std::move(remote.neighbours), std::move(remote.report)};
 }
 
 Expected<std::vector<coordinator::CountResult>> RemoteBackend::adaptive_range_counts(

@@ -157,13 +157,12 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
 }
 
 Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double capacity) {
-  auto plan = plan_noise(lipschitz_constant(spec.kind), rho, capacity);
-  if (!plan) return plan.error();
-  if (spec.public_extent() > plan->coordinate_limit) {
+  CGP_ASSIGN_OR_RETURN(auto plan, plan_noise(lipschitz_constant(spec.kind), rho, capacity));
+  if (spec.public_extent() > plan.coordinate_limit) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) +
                           " is too large for the coordinates of this request (limit " +
-                          format_number(plan->coordinate_limit) +
+                          format_number(plan.coordinate_limit) +
                           "): use a smaller rho or coordinates centred near the origin");
   }
   return plan;
@@ -171,8 +170,7 @@ Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double c
 
 Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits& bits,
                  std::vector<double>& out) {
-  auto gaussian = DiscreteGaussian::create(plan.sigma2_grid);
-  if (!gaussian) return gaussian.error();
+  CGP_ASSIGN_OR_RETURN(auto gaussian, DiscreteGaussian::create(plan.sigma2_grid));
   const double phi_limit = std::ldexp(1.0, kPhiBits);
   out.resize(phi.size());
   for (std::size_t i = 0; i < phi.size(); ++i) {
@@ -181,7 +179,7 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
     const double in_grid_units =
         std::fmin(std::fmax(std::ldexp(phi[i], -plan.grid_exponent), -phi_limit), phi_limit);
     const auto rounded = static_cast<int128>(std::llround(in_grid_units));
-    const int128 noisy = rounded + gaussian->sample(bits);
+    const int128 noisy = rounded + gaussian.sample(bits);
     // Integer -> double rounds (beyond 2^53) deterministically: post-processing of the
     // integer release, so it cannot leak anything about φ.
     out[i] = std::ldexp(static_cast<double>(noisy), plan.grid_exponent);

@@ -37,15 +37,14 @@ Expected<DeviceConfig> DeviceConfig::cgp(double rho_budget, bool sticky_halt) {
 
 Expected<DeviceConfig> DeviceConfig::approximate_gp(double epsilon_budget, double delta,
                                                     double lambda, bool sticky_halt) {
-  auto capacity = privacy::approx_gp_capacity(epsilon_budget, delta, lambda);
-  if (!capacity) return capacity.error();
-  CGP_RETURN_IF_ERROR(require_capacity(*capacity));
+  CGP_ASSIGN_OR_RETURN(auto capacity, privacy::approx_gp_capacity(epsilon_budget, delta, lambda));
+  CGP_RETURN_IF_ERROR(require_capacity(capacity));
   DeviceConfig config;
   config.filter_ = FilterKind::approximate_gp;
   config.budget_ = epsilon_budget;
   config.delta_ = delta;
   config.lambda_ = lambda;
-  config.rho_capacity_ = *capacity;
+  config.rho_capacity_ = capacity;
   config.sticky_halt_ = sticky_halt;
   return config;
 }

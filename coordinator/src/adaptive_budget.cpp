@@ -92,9 +92,9 @@ Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMir
     if (ask.charges.listed().empty()) {
       result.report.charged.assign(fleet.size(), 0.0);
     } else {
-      auto counted = range_count(fleet, mirror, ranges[l - 1], ask.charges, query);
-      if (!counted) return counted.error();
-      result = std::move(*counted);
+      CGP_ASSIGN_OR_RETURN(auto counted,
+                           range_count(fleet, mirror, ranges[l - 1], ask.charges, query));
+      result = std::move(counted);
     }
     result.report.refused.insert(result.report.refused.end(), ask.exhausted.begin(),
                                  ask.exhausted.end());

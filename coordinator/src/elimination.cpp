@@ -27,9 +27,8 @@ class Engine {
     if (mirror_.size() != fleet_.size())
       return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");
     CGP_RETURN_IF_ERROR(require_open_interval("beta0", setup_.beta0, 0.0, 1.0));
-    auto fractions = privacy::split_budget(1.0, rounds, setup_.split);
-    if (!fractions) return fractions.error();
-    fractions_ = std::move(*fractions);
+    CGP_ASSIGN_OR_RETURN(auto fractions, privacy::split_budget(1.0, rounds, setup_.split));
+    fractions_ = std::move(fractions);
     if (setup_.triple == Triple::distance &&
         setup_.phi.statistic == StatisticKind::signed_distance_to_region && !setup_.phi.region)
       return make_error(ErrorCode::missing_field, "region", "the query needs a region");
@@ -185,12 +184,11 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
   EliminationResult& result = engine.result();
   for (std::size_t j = 0; j < engine.fractions().size() && !group.empty(); ++j) {
     engine.ask_round(group, j, engine.fractions()[j], answered);
-    auto lambda = engine.round_lambda(group.size());
-    if (!lambda) return lambda.error();
+    CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
     next.clear();
     for (UserId u : answered) {
       const double phi = engine.estimate(u);
-      const double h = engine.radius(u, *lambda);
+      const double h = engine.radius(u, lambda);
       if (phi < nu_low - h)
         result.s1.push_back(u);
       else if (phi > nu_high + h)
@@ -216,8 +214,7 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
   std::vector<double> lower, upper, scratch;
   for (std::size_t j = 0; j < engine.fractions().size() && group.size() > k; ++j) {
     engine.ask_round(group, j, engine.fractions()[j], answered);
-    auto lambda = engine.round_lambda(group.size());
-    if (!lambda) return lambda.error();
+    CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
     next.clear();
     if (answered.size() <= k) {
       next = answered;
@@ -226,7 +223,7 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
       upper.resize(answered.size());
       for (std::size_t a = 0; a < answered.size(); ++a) {
         const double phi = engine.estimate(answered[a]);
-        const double h = engine.radius(answered[a], *lambda);
+        const double h = engine.radius(answered[a], lambda);
         lower[a] = phi - h;
         upper[a] = phi + h;
       }

@@ -113,20 +113,19 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
   const Usefulness phi{StatisticKind::signed_distance_to_region, {}, &range};
   const EliminationSetup setup = setup_for(options, phi);
   // Alg. 6: ν_low = ν_high = 0.
-  auto result = run(fleet, mirror, setup, charges, options.method, 0.0, 0.0);
-  if (!result) return result.error();
+  CGP_ASSIGN_OR_RETURN(auto result, run(fleet, mirror, setup, charges, options.method, 0.0, 0.0));
   CountResult out;
-  double count = static_cast<double>(result->s1.size());
+  double count = static_cast<double>(result.s1.size());
   std::vector<double> buffer;
-  for (UserId u : result->remaining) {
-    const double estimate = final_estimate(*result, phi, setup.triple, u, buffer);
+  for (UserId u : result.remaining) {
+    const double estimate = final_estimate(result, phi, setup.triple, u, buffer);
     double eta = 0;
     if (setup.triple == Triple::distance && options.shift)
-      eta = range_threshold_shift(range, 1 / std::sqrt(2 * result->estimates.rho_bar[u]));
+      eta = range_threshold_shift(range, 1 / std::sqrt(2 * result.estimates.rho_bar[u]));
     count += estimate < eta ? 1 : 0;
   }
   out.estimate = count;
-  out.report = std::move(result->report);
+  out.report = std::move(result.report);
   return out;
 }
 
@@ -139,26 +138,26 @@ Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   const Usefulness phi{StatisticKind::distance_to_point, p, nullptr};
   const EliminationSetup setup = setup_for(options, phi);
   // Alg. 7: ν_low = −∞, ν_high = 6b: a user farther than 6b adds at most e^-18/n.
-  auto result = run(fleet, mirror, setup, charges, options.method, -kInfinity, 6 * bandwidth);
-  if (!result) return result.error();
+  CGP_ASSIGN_OR_RETURN(
+      auto result, run(fleet, mirror, setup, charges, options.method, -kInfinity, 6 * bandwidth));
   const double n =
       static_cast<double>(charges.is_everyone() ? fleet.size() : charges.listed().size());
   double kernel_sum = 0;
   std::vector<double> buffer;
-  for (UserId u : result->remaining) {
-    const double distance = final_estimate(*result, phi, setup.triple, u, buffer);
+  for (UserId u : result.remaining) {
+    const double distance = final_estimate(result, phi, setup.triple, u, buffer);
     kernel_sum += std::exp(-distance * distance / (2 * bandwidth * bandwidth));
   }
   KdeResult out;
-  if (eliminates(options.method) && result->remaining.empty()) {
+  if (eliminates(options.method) && result.remaining.empty()) {
     out.estimate = 0;  // every user is beyond 6b: the density is at most e^-18 (Cor. 6.4)
   } else {
     out.estimate = kernel_sum / n;
     // The eliminated users' bound e^-18 each; omitted when larger than the rest (§6.3.2).
-    const double bias = static_cast<double>(result->s0.size()) * std::exp(-18.0) / n;
+    const double bias = static_cast<double>(result.s0.size()) * std::exp(-18.0) / n;
     if (bias <= out.estimate) out.estimate += bias;
   }
-  out.report = std::move(result->report);
+  out.report = std::move(result.report);
   return out;
 }
 
@@ -211,21 +210,21 @@ Expected<ThresholdResult> threshold(Fleet& fleet, BudgetMirror& mirror, UserId u
   as_point.method = eliminates(options.method) ? Method::PM0 : Method::BM0;
   EliminationSetup setup = setup_for(as_point, phi);
   const double level = q * population;
-  auto result = run(fleet, mirror, setup, charges, as_point.method, level, level);
-  if (!result) return result.error();
+  CGP_ASSIGN_OR_RETURN(auto result,
+                       run(fleet, mirror, setup, charges, as_point.method, level, level));
   ThresholdResult out;
   // PIE-NI: s1 means count < qN, s0 means count > qN (Lemma 5.2). (Alg. 9's text names them
   // the other way round; the semantics of Alg. 4 are what is implemented.)
   std::vector<double> mean(1);
-  if (!result->s1.empty()) {
+  if (!result.s1.empty()) {
     out.below = true;
-  } else if (!result->s0.empty()) {
+  } else if (!result.s0.empty()) {
     out.below = false;
-  } else if (!result->remaining.empty()) {
-    result->estimates.mean(user, mean.data());
+  } else if (!result.remaining.empty()) {
+    result.estimates.mean(user, mean.data());
     out.below = mean[0] < level;
   }
-  out.report = std::move(result->report);
+  out.report = std::move(result.report);
   return out;
 }
 

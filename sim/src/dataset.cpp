@@ -100,86 +100,78 @@ Expected<std::vector<double>> numeric_column(const Csv& csv, int column, const s
 
 Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKind projection,
                                  const std::array<double, 2>* origin) {
-  auto csv = read_csv(path);
-  if (!csv) return csv.error();
-  const int lon = column_of(*csv, "lon"), lat = column_of(*csv, "lat");
-  const int x = column_of(*csv, "x"), y = column_of(*csv, "y");
+  CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
+  const int lon = column_of(csv, "lon"), lat = column_of(csv, "lat");
+  const int x = column_of(csv, "x"), y = column_of(csv, "y");
   Dataset data;
   data.dimension = 2;
   if (lon >= 0 && lat >= 0) {
-    auto lons = numeric_column(*csv, lon, path);
-    if (!lons) return lons.error();
-    auto lats = numeric_column(*csv, lat, path);
-    if (!lats) return lats.error();
-    auto centre = geometry::lonlat_centre(*lons, *lats);
+    CGP_ASSIGN_OR_RETURN(auto lons, numeric_column(csv, lon, path));
+    CGP_ASSIGN_OR_RETURN(auto lats, numeric_column(csv, lat, path));
+    auto centre = geometry::lonlat_centre(lons, lats);
     if (!centre) return data_error(path, centre.error().message);
     if (origin) *centre = *origin;
     data.origin = *centre;
     auto proj = geometry::LonLatProjection::create(projection, (*centre)[0], (*centre)[1]);
     if (!proj) return data_error(path, proj.error().message);
-    data.points.reserve(2 * lons->size());
-    for (std::size_t i = 0; i < lons->size(); ++i) {
-      auto xy = proj->forward((*lons)[i], (*lats)[i]);
+    data.points.reserve(2 * lons.size());
+    for (std::size_t i = 0; i < lons.size(); ++i) {
+      auto xy = proj->forward((lons)[i], (lats)[i]);
       if (!xy) return data_error(path, "row " + std::to_string(i + 2) + ": " + xy.error().message);
       data.points.push_back((*xy)[0]);
       data.points.push_back((*xy)[1]);
     }
-    data.description = path + ": " + std::to_string(lons->size()) + " lon/lat points, " +
+    data.description = path + ": " + std::to_string(lons.size()) + " lon/lat points, " +
                        std::string(geometry::projection_kind_name(projection)) + " projection";
     return data;
   }
   if (x >= 0 && y >= 0) {
-    auto xs = numeric_column(*csv, x, path);
-    if (!xs) return xs.error();
-    auto ys = numeric_column(*csv, y, path);
-    if (!ys) return ys.error();
-    for (std::size_t i = 0; i < xs->size(); ++i) {
-      data.points.push_back((*xs)[i]);
-      data.points.push_back((*ys)[i]);
+    CGP_ASSIGN_OR_RETURN(auto xs, numeric_column(csv, x, path));
+    CGP_ASSIGN_OR_RETURN(auto ys, numeric_column(csv, y, path));
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      data.points.push_back((xs)[i]);
+      data.points.push_back((ys)[i]);
     }
-    data.description = path + ": " + std::to_string(xs->size()) + " x/y points (metres)";
+    data.description = path + ": " + std::to_string(xs.size()) + " x/y points (metres)";
     return data;
   }
   return data_error(
       path, "needs columns lon,lat or x,y (header: " + [&] {
         std::string h;
-        for (const auto& c : csv->header) h += (h.empty() ? "" : ",") + c;
+        for (const auto& c : csv.header) h += (h.empty() ? "" : ",") + c;
         return h;
       }() + ")");
 }
 
 Expected<Dataset> load_vectors(const std::string& path) {
   if (path.ends_with(".gz") || path.find("idx") != std::string::npos) return load_idx(path);
-  auto csv = read_csv(path);
-  if (!csv) return csv.error();
+  CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
   // Every column whose first row parses as a number.
   std::vector<int> columns;
-  for (std::size_t c = 0; c < csv->header.size(); ++c) {
+  for (std::size_t c = 0; c < csv.header.size(); ++c) {
     double v;
-    if (parse_number(csv->rows[0][c], v)) columns.push_back(static_cast<int>(c));
+    if (parse_number(csv.rows[0][c], v)) columns.push_back(static_cast<int>(c));
   }
   if (columns.empty()) return data_error(path, "no numeric columns");
   Dataset data;
   data.dimension = columns.size();
   std::vector<std::vector<double>> values;
   for (int c : columns) {
-    auto column = numeric_column(*csv, c, path);
-    if (!column) return column.error();
-    values.push_back(std::move(*column));
+    CGP_ASSIGN_OR_RETURN(auto column, numeric_column(csv, c, path));
+    values.push_back(std::move(column));
   }
-  for (std::size_t r = 0; r < csv->rows.size(); ++r)
+  for (std::size_t r = 0; r < csv.rows.size(); ++r)
     for (const auto& column : values) data.points.push_back(column[r]);
-  data.description = path + ": " + std::to_string(csv->rows.size()) + " vectors of dimension " +
+  data.description = path + ": " + std::to_string(csv.rows.size()) + " vectors of dimension " +
                      std::to_string(data.dimension);
   return data;
 }
 
 Expected<std::vector<double>> load_column(const std::string& path, const std::string& column) {
-  auto csv = read_csv(path);
-  if (!csv) return csv.error();
-  const int index = column_of(*csv, column);
+  CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
+  const int index = column_of(csv, column);
   if (index < 0) return data_error(path, "no column named '" + column + "'");
-  return numeric_column(*csv, index, path);
+  return numeric_column(csv, index, path);
 }
 
 Expected<Dataset> load_idx(const std::string& path) {

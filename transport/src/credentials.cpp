@@ -46,9 +46,8 @@ std::string new_credential() {
 }
 
 Expected<Enrolment> read_enrolment(const std::string& path) {
-  auto text = read_file(path, "devices", kMaxEnrolmentFileBytes);
-  if (!text) return text.error();
-  std::istringstream in(std::move(*text));
+  CGP_ASSIGN_OR_RETURN(auto text, read_file(path, "devices", kMaxEnrolmentFileBytes));
+  std::istringstream in(std::move(text));
   std::vector<std::pair<std::string, CredentialSha256>> out;
   std::set<std::string, std::less<>> seen;
   std::string line;

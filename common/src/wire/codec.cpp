@@ -90,16 +90,14 @@ Expected<geometry::Region> region_from_wire(const v1::Region& region) {
     case v1::Region::kBox: {
       const auto& box = region.box();
       CGP_RETURN_IF_ERROR(require_wire_dimension("box.lo", box.lo_size()));
-      auto made = geometry::Box::create(copy(box.lo()), copy(box.hi()));
-      if (!made) return made.error();
-      return geometry::Region(std::move(*made));
+      CGP_ASSIGN_OR_RETURN(auto made, geometry::Box::create(copy(box.lo()), copy(box.hi())));
+      return geometry::Region(std::move(made));
     }
     case v1::Region::kBall: {
       const auto& ball = region.ball();
       CGP_RETURN_IF_ERROR(require_wire_dimension("ball.center", ball.center_size()));
-      auto made = geometry::Ball::create(copy(ball.center()), ball.radius());
-      if (!made) return made.error();
-      return geometry::Region(std::move(*made));
+      CGP_ASSIGN_OR_RETURN(auto made, geometry::Ball::create(copy(ball.center()), ball.radius()));
+      return geometry::Region(std::move(made));
     }
     case v1::Region::kPolygon: {
       const auto& polygon = region.polygon();
@@ -118,8 +116,7 @@ Expected<geometry::Region> region_from_wire(const v1::Region& region) {
       }
       if (!polygon.has_outer())
         return make_error(ErrorCode::missing_field, "polygon.outer", "polygon.outer is missing");
-      auto outer = ring_from_wire(polygon.outer(), "polygon.outer");
-      if (!outer) return outer.error();
+      CGP_ASSIGN_OR_RETURN(auto outer, ring_from_wire(polygon.outer(), "polygon.outer"));
       std::vector<geometry::Ring> holes;
       holes.reserve(static_cast<std::size_t>(polygon.holes_size()));
       for (int h = 0; h < polygon.holes_size(); ++h) {
@@ -128,9 +125,9 @@ Expected<geometry::Region> region_from_wire(const v1::Region& region) {
         if (!hole) return hole.error();
         holes.push_back(std::move(*hole));
       }
-      auto made = geometry::Polygon::create(std::move(*outer), std::move(holes));
-      if (!made) return made.error();
-      return geometry::Region(std::move(*made));
+      CGP_ASSIGN_OR_RETURN(auto made,
+                           geometry::Polygon::create(std::move(outer), std::move(holes)));
+      return geometry::Region(std::move(made));
     }
     case v1::Region::SHAPE_NOT_SET:
       break;
@@ -174,10 +171,10 @@ Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request) {
     case v1::DeviceRequest::kSignedDistanceToRegion: {
       if (!request.signed_distance_to_region().has_region())
         return make_error(ErrorCode::missing_field, "region", "region is missing");
-      auto region = region_from_wire(request.signed_distance_to_region().region());
-      if (!region) return region.error();
+      CGP_ASSIGN_OR_RETURN(auto region,
+                           region_from_wire(request.signed_distance_to_region().region()));
       return DeviceRequest::signed_distance_to_region(std::move(id), request.component_id(),
-                                                      std::move(*region), request.rho());
+                                                      std::move(region), request.rho());
     }
     case v1::DeviceRequest::STATISTIC_NOT_SET:
       break;
