@@ -28,12 +28,13 @@
 #include "cgp/common/geometry/projection.hpp"
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/queries.hpp"
-#include "cgp/coordinator/simulated_fleet.hpp"
-#include "cgp/coordinator/synthetic_city.hpp"
+#include "cgp/simulation/simulated_fleet.hpp"
+#include "cgp/simulation/synthetic_city.hpp"
 #include "discrete_gaussian.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 
 namespace {
 

@@ -1,8 +1,8 @@
 # Installs the libraries, the CMake package cgpkit (targets cgpkit::common, cgpkit::client,
-# cgpkit::coordinator) and the pkg-config file cgpkit-client.pc for C users of the device ABI.
+# cgpkit::coordinator, cgpkit::simulation) and the pkg-config file cgpkit-client.pc for C users of the device ABI.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS cgp_common cgp_client cgp_coordinator
+install(TARGETS cgp_common cgp_client cgp_coordinator cgp_simulation
         EXPORT cgpkitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

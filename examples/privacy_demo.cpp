@@ -24,11 +24,11 @@
 #include "cgp/common/privacy/conversions.hpp"
 #include "cgp/common/privacy/gaussian_profile.hpp"
 #include "cgp/common/version.hpp"
-#include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
-#include "cgp/coordinator/simulated_fleet.hpp"
-#include "cgp/coordinator/synthetic_city.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
+#include "cgp/simulation/ground_truth.hpp"
+#include "cgp/simulation/simulated_fleet.hpp"
+#include "cgp/simulation/synthetic_city.hpp"
 
 namespace {
 
@@ -210,6 +210,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 int simulation_demo(const Options& options) {
   using namespace cgp;
   using namespace cgp::coordinator;
+  using namespace cgp::simulation;
   const std::size_t n = 100000;
   const std::uint64_t seed = 2026;
   const auto points = synthetic_city(n, seed);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Layers point down only (issue 11 item 3): common <- client-sdk <- coordinator <- transport,
-# sim <- tools. Fails on an #include of a higher layer's header or a link to a higher layer's
+# Layers point down only (issue 11 item 3): common <- client-sdk, coordinator; client-sdk +
+# coordinator <- simulation, transport; simulation <- sim; everything <- tools. The coordinator
+# does not depend on the device SDK, and the transport (the coordinator service) not on the
+# simulation. Fails on an #include of a higher layer's header or a link to a higher layer's
 # library, naming the file and line.
 #   tests/layering_check.sh [ROOT]
 set -euo pipefail
@@ -9,11 +11,12 @@ cd "$root"
 status=0
 # directory | header folders it may include (cgp/<folder>/) | library targets it must not link
 layers=(
-  "common|common|cgp_client cgp_coordinator cgp_transport cgp_swarm cgp_sim"
-  "client-sdk|common client|cgp_coordinator cgp_transport cgp_swarm cgp_sim"
-  "coordinator|common client coordinator|cgp_transport cgp_swarm cgp_sim"
-  "transport|common client coordinator transport|cgp_sim"
-  "sim|common client coordinator sim|cgp_transport cgp_swarm"
+  "common|common|cgp_client cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "client-sdk|common client|cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "coordinator|common coordinator|cgp_client cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "simulation|common client coordinator simulation|cgp_transport cgp_swarm cgp_sim"
+  "transport|common client coordinator transport|cgp_simulation cgp_sim"
+  "sim|common client coordinator simulation sim|cgp_transport cgp_swarm"
 )
 for layer in "${layers[@]}"; do
   IFS='|' read -r dir allowed forbidden <<< "$layer"

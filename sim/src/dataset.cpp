@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "cgp/common/validate.hpp"
-#include "cgp/coordinator/synthetic_city.hpp"
+#include "cgp/simulation/synthetic_city.hpp"
 
 namespace cgp::sim {
 namespace {
@@ -207,7 +207,7 @@ Expected<Dataset> load_idx(const std::string& path) {
 Dataset synthetic_locations(std::size_t users, std::uint64_t seed) {
   Dataset data;
   data.dimension = 2;
-  data.points = coordinator::synthetic_city(users, seed);
+  data.points = simulation::synthetic_city(users, seed);
   data.description = "built-in synthetic city: " + std::to_string(users) +
                      " users, 20 km x 20 km, six hotspots (seed " + std::to_string(seed) + ")";
   return data;

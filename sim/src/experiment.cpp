@@ -11,8 +11,8 @@
 
 #include "cgp/common/validate.hpp"
 #include "cgp/coordinator/adaptive_budget.hpp"
-#include "cgp/coordinator/ground_truth.hpp"
-#include "cgp/coordinator/simulated_fleet.hpp"
+#include "cgp/simulation/ground_truth.hpp"
+#include "cgp/simulation/simulated_fleet.hpp"
 
 namespace cgp::sim {
 namespace {
@@ -106,8 +106,8 @@ std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t 
   return centres_for(data, count, common, [](const std::array<double, 2>&) { return true; });
 }
 
-coordinator::SimulatedFleet fleet_for(const Dataset& data, double capacity, const Common& common) {
-  return std::move(*coordinator::SimulatedFleet::create(
+simulation::SimulatedFleet fleet_for(const Dataset& data, double capacity, const Common& common) {
+  return std::move(*simulation::SimulatedFleet::create(
       *DeviceConfig::cgp(capacity), data.points, data.dimension, common.seed, common.threads));
 }
 
@@ -198,7 +198,7 @@ class InProcessBackend final : public QueryBackend {
   }
 
  private:
-  coordinator::SimulatedFleet fleet_;
+  simulation::SimulatedFleet fleet_;
   std::optional<coordinator::BudgetMirror> mirror_;
 };
 
@@ -272,13 +272,13 @@ Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double
     // CountErr divides by the true count: drawn ranges that hold no point are redrawn.
     const auto centres =
         centres_for(data, common.reps, common, [&](const std::array<double, 2>& c) {
-          return coordinator::exact_count(data.points, 2, square_around(c, w)) > 0;
+          return simulation::exact_count(data.points, 2, square_around(c, w)) > 0;
         });
     std::vector<geometry::Region> ranges;
     std::vector<double> truth;
     for (const auto& c : centres) {
       ranges.push_back(square_around(c, w));
-      truth.push_back(static_cast<double>(coordinator::exact_count(data.points, 2, ranges.back())));
+      truth.push_back(static_cast<double>(simulation::exact_count(data.points, 2, ranges.back())));
     }
     return [&backend, ranges = std::move(ranges), truth = std::move(truth)](
                std::size_t rep, double rho, const coordinator::QueryOptions& o) -> Outcome {
@@ -286,8 +286,8 @@ Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double
           const auto result,
           backend->range_count(ranges[rep],
                                coordinator::UserCharges::everyone(coordinator::Charge{rho}), o));
-      return std::pair{coordinator::count_error(result.estimate, truth[rep]),
-                       coordinator::privacy_saving(result.report.charged, rho)};
+      return std::pair{simulation::count_error(result.estimate, truth[rep]),
+                       simulation::privacy_saving(result.report.charged, rho)};
     };
   });
 }
@@ -298,15 +298,15 @@ Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> 
   const auto centres = centres_for(data, common.reps, common);
   return sweep("kde", bandwidths, rhos, common, *backend, [&](double b) {
     std::vector<double> truth;
-    for (const auto& c : centres) truth.push_back(coordinator::exact_kde(data.points, 2, c, b));
+    for (const auto& c : centres) truth.push_back(simulation::exact_kde(data.points, 2, c, b));
     return [&backend, &centres, b, truth = std::move(truth)](
                std::size_t rep, double rho, const coordinator::QueryOptions& o) -> Outcome {
       CGP_ASSIGN_OR_RETURN(
           const auto result,
           backend->kde(centres[rep], b,
                        coordinator::UserCharges::everyone(coordinator::Charge{rho}), o));
-      return std::pair{coordinator::l1_error(result.estimate, truth[rep]),
-                       coordinator::privacy_saving(result.report.charged, rho)};
+      return std::pair{simulation::l1_error(result.estimate, truth[rep]),
+                       simulation::privacy_saving(result.report.charged, rho)};
     };
   });
 }
@@ -319,7 +319,7 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
                       "query points have dimension " + std::to_string(queries->dimension) +
                           ", the data " + std::to_string(data.dimension));
   Backend backend(data, largest(rhos), common);
-  coordinator::KnnOracle oracle(data.points, data.dimension);
+  simulation::KnnOracle oracle(data.points, data.dimension);
   // Query points: from the query set, or users of the data excluded from the candidates.
   std::mt19937_64 rng(common.seed ^ 0x2545f4914f6cdd1dULL);
   std::vector<std::vector<double>> points;
@@ -342,7 +342,7 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
     std::vector<double> truth;
     for (std::size_t rep = 0; rep < common.reps; ++rep) {
       auto ids = oracle.nearest(points[rep], k, candidates[rep]);
-      truth.push_back(coordinator::sum_of_distances(data.points, data.dimension, points[rep], ids));
+      truth.push_back(simulation::sum_of_distances(data.points, data.dimension, points[rep], ids));
     }
     return [&, k, truth = std::move(truth)](std::size_t rep, double rho,
                                             const coordinator::QueryOptions& o) -> Outcome {
@@ -351,10 +351,10 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
                                ? coordinator::UserCharges::everyone(cap)
                                : coordinator::UserCharges::uniform(cap, candidates[rep]);
       CGP_ASSIGN_OR_RETURN(const auto result, backend->knn(points[rep], k, charges, o));
-      const double found = coordinator::sum_of_distances(data.points, data.dimension, points[rep],
-                                                         result.neighbours);
-      return std::pair{coordinator::distance_error(found, truth[rep]),
-                       coordinator::privacy_saving(result.report.charged, rho, candidates[rep])};
+      const double found =
+          simulation::sum_of_distances(data.points, data.dimension, points[rep], result.neighbours);
+      return std::pair{simulation::distance_error(found, truth[rep]),
+                       simulation::privacy_saving(result.report.charged, rho, candidates[rep])};
     };
   });
 }
@@ -370,7 +370,7 @@ Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
     // m ranges per repetition.
     const auto centres =
         centres_for(data, m * common.reps, common, [&](const std::array<double, 2>& c) {
-          return coordinator::exact_count(data.points, 2, square_around(c, width)) > 0;
+          return simulation::exact_count(data.points, 2, square_around(c, width)) > 0;
         });
     return
         [&, m, centres](std::size_t rep, double b, const coordinator::QueryOptions& o) -> Outcome {
@@ -380,9 +380,9 @@ Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
           CGP_ASSIGN_OR_RETURN(const auto results, backend->adaptive_range_counts(ranges, b, o));
           double error = 0, charged = 0;
           for (std::size_t l = 0; l < m; ++l) {
-            error += coordinator::count_error(
+            error += simulation::count_error(
                          results[l].estimate,
-                         static_cast<double>(coordinator::exact_count(data.points, 2, ranges[l]))) /
+                         static_cast<double>(simulation::exact_count(data.points, 2, ranges[l]))) /
                      static_cast<double>(m);
             for (double c : results[l].report.charged) charged += c;
           }
@@ -414,7 +414,7 @@ Expected<std::vector<Row>> run_threshold(std::span<const double> values, double 
       CGP_ASSIGN_OR_RETURN(const auto result,
                            backend->threshold(q, population, coordinator::Charge{rho}, o));
       return std::pair{result.below == truth ? 0.0 : 1.0,
-                       coordinator::privacy_saving(result.report.charged, rho)};
+                       simulation::privacy_saving(result.report.charged, rho)};
     };
   });
 }

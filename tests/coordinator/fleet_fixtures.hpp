@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cgp/coordinator/charges.hpp"
-#include "cgp/coordinator/simulated_fleet.hpp"
+#include "cgp/simulation/simulated_fleet.hpp"
 
 namespace cgp::test {
 
@@ -20,11 +20,11 @@ inline std::vector<double> uniform_square(std::size_t n, double side, std::uint6
   return points;
 }
 
-inline coordinator::SimulatedFleet make_fleet(const std::vector<double>& points, std::size_t dim,
-                                              double budget, std::uint64_t seed,
-                                              unsigned threads = 2) {
+inline simulation::SimulatedFleet make_fleet(const std::vector<double>& points, std::size_t dim,
+                                             double budget, std::uint64_t seed,
+                                             unsigned threads = 2) {
   auto fleet =
-      coordinator::SimulatedFleet::create(*DeviceConfig::cgp(budget), points, dim, seed, threads);
+      simulation::SimulatedFleet::create(*DeviceConfig::cgp(budget), points, dim, seed, threads);
   REQUIRE(fleet.has_value());
   return std::move(*fleet);
 }

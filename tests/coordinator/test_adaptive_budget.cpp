@@ -3,12 +3,13 @@
 
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/coordinator/adaptive_budget.hpp"
-#include "cgp/coordinator/ground_truth.hpp"
+#include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 
 TEST_CASE("Alg. 3 schedule: B/m without savings, savings flow to later queries",
           "[coordinator][budgeting]") {

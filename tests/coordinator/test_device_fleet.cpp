@@ -3,14 +3,15 @@
 
 #include <cmath>
 
-#include "cgp/coordinator/device_fleet.hpp"
-#include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/simulation/device_fleet.hpp"
+#include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 
 TEST_CASE("the same queries run over real Devices", "[coordinator][device-fleet]") {
   CGP_SEEDED(8001);

@@ -4,12 +4,13 @@
 
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/coordinator/elimination.hpp"
-#include "cgp/coordinator/ground_truth.hpp"
+#include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 
 // Lemmas 5.2 and 5.3 promise failure probability ≤ β₀ per run. Over R independent runs the
 // failures are Binomial(R, p ≤ β₀); a correct implementation exceeds Rβ₀ + 5.73·√(Rβ₀(1−β₀))

@@ -2,11 +2,12 @@
 #include <cmath>
 #include <random>
 
-#include "cgp/coordinator/ground_truth.hpp"
+#include "cgp/simulation/ground_truth.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 
 TEST_CASE("kNN oracle: k-d tree, brute force and candidate subsets agree", "[coordinator][truth]") {
   CGP_SEEDED(6001);

@@ -3,14 +3,15 @@
 #include <cmath>
 #include <set>
 
-#include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 
 namespace {
 geometry::Region square(double x0, double y0, double side) {

@@ -10,8 +10,8 @@
 
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/common/wire/codec.hpp"
-#include "cgp/coordinator/device_fleet.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/simulation/device_fleet.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
@@ -22,6 +22,7 @@
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 using namespace std::chrono_literals;
 
 namespace {

@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "../coordinator/fleet_fixtures.hpp"
-#include "cgp/coordinator/device_fleet.hpp"
-#include "cgp/coordinator/ground_truth.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/simulation/device_fleet.hpp"
+#include "cgp/simulation/ground_truth.hpp"
 #include "cgp/transport/device_client.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "network_fixtures.hpp"
@@ -21,6 +21,7 @@
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using namespace cgp::simulation;
 using namespace std::chrono_literals;
 
 namespace {

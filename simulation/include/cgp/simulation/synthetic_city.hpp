@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
 
 inline constexpr double kSyntheticCitySide = 20000.0;  // metres
 
@@ -20,4 +20,4 @@ const std::vector<Hotspot>& synthetic_city_hotspots();
 // n users as row-major (x, y) pairs in metres, clipped to the city square.
 std::vector<double> synthetic_city(std::size_t users, std::uint64_t seed);
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

@@ -14,9 +14,11 @@
 #include "cgp/common/expected.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
 
-class DeviceFleet final : public Fleet {
+using coordinator::UserId;
+
+class DeviceFleet final : public coordinator::Fleet {
  public:
   // points: n × dimension values, row-major; each device gets component "location".
   static Expected<DeviceFleet> create(const DeviceConfig& config, std::span<const double> points,
@@ -29,7 +31,7 @@ class DeviceFleet final : public Fleet {
   std::size_t size() const noexcept override;
   std::size_t dimension() const noexcept override;
   double initial_budget() const noexcept override;
-  void ask(const RoundRequest& request, RoundReplies& replies) override;
+  void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
 
   client::Device& device(UserId user) noexcept;
 
@@ -39,4 +41,4 @@ class DeviceFleet final : public Fleet {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

@@ -1,4 +1,4 @@
-#include "cgp/coordinator/ground_truth.hpp"
+#include "cgp/simulation/ground_truth.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -8,7 +8,9 @@
 
 #include "cgp/common/geometry/signed_distance.hpp"
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
+
+using namespace coordinator;
 namespace {
 
 template <class Visit>
@@ -146,4 +148,4 @@ double privacy_saving(std::span<const double> charged, double rho,
   return n ? kept / static_cast<double>(n) : 0.0;
 }
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

@@ -1,9 +1,9 @@
-#include "cgp/coordinator/synthetic_city.hpp"
+#include "cgp/simulation/synthetic_city.hpp"
 
 #include <algorithm>
 #include <random>
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
 
 const std::vector<Hotspot>& synthetic_city_hotspots() {
   static const std::vector<Hotspot> hotspots{
@@ -41,4 +41,4 @@ std::vector<double> synthetic_city(std::size_t users, std::uint64_t seed) {
   return points;
 }
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

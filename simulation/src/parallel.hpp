@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
 
 template <class Body>  // Body(std::size_t begin, std::size_t end, unsigned thread_index)
 void parallel_chunks(std::size_t n, unsigned threads, Body&& body) {
@@ -22,4 +22,4 @@ void parallel_chunks(std::size_t n, unsigned threads, Body&& body) {
   body(std::size_t{0}, n / threads, 0u);
 }
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

@@ -1,4 +1,4 @@
-#include "cgp/coordinator/simulated_fleet.hpp"
+#include "cgp/simulation/simulated_fleet.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,9 @@
 #include "cgp/common/validate.hpp"
 #include "parallel.hpp"
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
+
+using namespace coordinator;
 namespace {
 
 std::uint64_t mix64(std::uint64_t z) {
@@ -149,4 +151,4 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   });
 }
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

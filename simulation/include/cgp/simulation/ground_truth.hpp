@@ -9,7 +9,9 @@
 #include "cgp/common/geometry/region.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
+
+using coordinator::UserId;
 
 // |{i : x_i ∈ Γ}| (Proj_Γ(x_i) < 0), over `users` (all when empty).
 std::size_t exact_count(std::span<const double> points, std::size_t dimension,
@@ -49,4 +51,4 @@ double distance_error(double found_distance, double true_distance) noexcept;
 double privacy_saving(std::span<const double> charged, double rho,
                       std::span<const UserId> users = {}) noexcept;
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

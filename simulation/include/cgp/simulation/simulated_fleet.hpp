@@ -18,9 +18,11 @@
 #include "cgp/common/expected.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
 
-class SimulatedFleet final : public Fleet {
+using coordinator::UserId;
+
+class SimulatedFleet final : public coordinator::Fleet {
  public:
   // points: n × dimension values, row-major (user i at [i·dimension, (i+1)·dimension)).
   // threads: 0 = hardware concurrency.
@@ -34,7 +36,7 @@ class SimulatedFleet final : public Fleet {
   std::size_t size() const noexcept override;
   std::size_t dimension() const noexcept override;
   double initial_budget() const noexcept override;
-  void ask(const RoundRequest& request, RoundReplies& replies) override;
+  void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
 
   // What device i has spent so far (its ledger, for tests and evaluation).
   double spent(UserId user) const noexcept;
@@ -53,4 +55,4 @@ class SimulatedFleet final : public Fleet {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation

@@ -1,4 +1,4 @@
-#include "cgp/coordinator/device_fleet.hpp"
+#include "cgp/simulation/device_fleet.hpp"
 
 #include <algorithm>
 #include <thread>
@@ -7,7 +7,9 @@
 #include "cgp/common/validate.hpp"
 #include "parallel.hpp"
 
-namespace cgp::coordinator {
+namespace cgp::simulation {
+
+using namespace coordinator;
 
 struct DeviceFleet::State {
   DeviceConfig config;
@@ -77,4 +79,4 @@ void DeviceFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   });
 }
 
-}  // namespace cgp::coordinator
+}  // namespace cgp::simulation
