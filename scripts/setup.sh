@@ -9,6 +9,7 @@ packages=(
   libnanoflann-dev                       # k-d trees for exact kNN
   libprotobuf-dev protobuf-compiler      # cgp.v1 wire protocol
   libeigen3-dev                          # dense linear algebra
+  librandom123-dev                       # simulations' fast noise (counter-based Philox)
   libsodium-dev                          # CSPRNG and hashing on the device
   libsqlite3-dev                         # the device ledger
   catch2                                 # tests (Catch2 v2)

@@ -37,6 +37,7 @@ struct Arguments {
   std::uint64_t seed = 1;
   unsigned threads = 0;
   std::string projection = "local";
+  std::string noise = "fast";
   bool no_shift = false;
   std::string fleet, analyst_credential, tls_root, curator;
 };
@@ -101,6 +102,9 @@ Expected<Common> common_from(const Arguments& a) {
   common.seed = a.seed;
   common.threads = a.threads;
   common.shift = !a.no_shift;
+  auto noise = simulation::parse_noise(a.noise);
+  if (!noise) return make_error(ErrorCode::invalid_argument, "noise", "--" + noise.error().message);
+  common.noise = *noise;
   return common;
 }
 
@@ -351,6 +355,10 @@ void add_common_options(CLI::App& sub, Arguments& a) {
   sub.add_option("--seed", a.seed, "run seed");
   sub.add_option("--threads", a.threads, "threads (0 = all cores)");
   sub.add_option("--projection", a.projection, "local|mercator, for lon/lat data");
+  sub.add_option("--noise", a.noise,
+                 "fast (counter-based normals on the device's grid) | exact (the device's own "
+                 "sampler); in-process only")
+      ->capture_default_str();
   sub.add_option("--json", a.json, "write the rows as JSON");
   sub.add_option("--plot", a.plot, "write OUT.png and OUT.svg");
   sub.add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");

@@ -168,17 +168,36 @@ Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double c
   return plan;
 }
 
+namespace {
+
+// φ on the grid: exact (u is a power of two); the clamp is part of the statistic (1-Lipschitz)
+// and fmax/fmin send a NaN to the bound instead of to undefined behaviour in llround.
+long long grid_units(double phi, const NoisePlan& plan) noexcept {
+  const double phi_limit = std::ldexp(1.0, kPhiBits);
+  return std::llround(
+      std::fmin(std::fmax(std::ldexp(phi, -plan.grid_exponent), -phi_limit), phi_limit));
+}
+
+}  // namespace
+
+void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
+                            std::span<const double> z, std::vector<double>& out) {
+  const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid));
+  const double u = plan.grid();  // a power of two: multiplying by it is exact, as ldexp is
+  out.resize(phi.size());
+  for (std::size_t i = 0; i < phi.size(); ++i) {
+    // |φ| ≤ 2^56 grid units and |σ·z| < 2^37 (σ ≤ 2^31, |z| < 40): the sum fits 64 bits.
+    const long long noisy = grid_units(phi[i], plan) + std::llround(sigma_grid * z[i]);
+    out[i] = static_cast<double>(noisy) * u;
+  }
+}
+
 Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits& bits,
                  std::vector<double>& out) {
   CGP_ASSIGN_OR_RETURN(auto gaussian, DiscreteGaussian::create(plan.sigma2_grid));
-  const double phi_limit = std::ldexp(1.0, kPhiBits);
   out.resize(phi.size());
   for (std::size_t i = 0; i < phi.size(); ++i) {
-    // Exact (u is a power of two); the clamp is part of the statistic (1-Lipschitz) and
-    // fmax/fmin send a NaN to the bound instead of to undefined behaviour in llround.
-    const double in_grid_units =
-        std::fmin(std::fmax(std::ldexp(phi[i], -plan.grid_exponent), -phi_limit), phi_limit);
-    const auto rounded = static_cast<int128>(std::llround(in_grid_units));
+    const auto rounded = static_cast<int128>(grid_units(phi[i], plan));
     const int128 noisy = rounded + gaussian.sample(bits);
     // Integer -> double rounds (beyond 2^53) deterministically: post-processing of the
     // integer release, so it cannot leak anything about φ.
@@ -187,9 +206,8 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
   return {};
 }
 
-Status release_statistic(const StatisticSpec& spec, std::span<const double> component,
-                         const NoisePlan& plan, RandomBits& bits, ReleaseScratch& scratch,
-                         std::vector<double>& out) {
+std::span<const double> release_input(const StatisticSpec& spec, std::span<const double> component,
+                                      const NoisePlan& plan, ReleaseScratch& scratch) {
   // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
   // floating-point error of φ far below the grid (privatizer.md).
   // Distances to public coordinates (|·| ≤ kMaxCoordinate) are also clamped to twice that box:
@@ -202,7 +220,13 @@ Status release_statistic(const StatisticSpec& spec, std::span<const double> comp
     scratch.clamped[k] = std::clamp(component[k], -limit, limit);
   scratch.phi.resize(spec.output_dimension(component.size()));
   evaluate_unchecked(spec, scratch.clamped, scratch.phi.data());
-  return privatize(scratch.phi, plan, bits, out);
+  return scratch.phi;
+}
+
+Status release_statistic(const StatisticSpec& spec, std::span<const double> component,
+                         const NoisePlan& plan, RandomBits& bits, ReleaseScratch& scratch,
+                         std::vector<double>& out) {
+  return privatize(release_input(spec, component, plan, scratch), plan, bits, out);
 }
 
 }  // namespace cgp::client

@@ -107,8 +107,9 @@ std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t 
 }
 
 simulation::SimulatedFleet fleet_for(const Dataset& data, double capacity, const Common& common) {
-  return std::move(*simulation::SimulatedFleet::create(
-      *DeviceConfig::cgp(capacity), data.points, data.dimension, common.seed, common.threads));
+  return std::move(*simulation::SimulatedFleet::create(*DeviceConfig::cgp(capacity), data.points,
+                                                       data.dimension, common.seed, common.threads,
+                                                       common.noise));
 }
 
 std::uint64_t rep_seed(const Common& common, std::size_t rep) {
@@ -132,6 +133,7 @@ Expected<std::vector<Row>> sweep(const char* query, std::span<const double> para
     for (double rho : rhos) {
       for (const auto& v : vs) {
         Row row = row_for(query, v, rho, param, common.reps);
+        row.noise = common.fleet ? "device" : std::string(simulation::noise_name(common.noise));
         const auto options = options_for(v, common, query);
         std::vector<double> errors, savings;
         const auto began = std::chrono::steady_clock::now();

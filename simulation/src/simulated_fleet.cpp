@@ -9,6 +9,7 @@
 #include "cgp/client/random.hpp"
 #include "cgp/client/statistic.hpp"
 #include "cgp/common/validate.hpp"
+#include "fast_normals.hpp"
 #include "parallel.hpp"
 
 namespace cgp::simulation {
@@ -29,7 +30,23 @@ std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {
   return mix64(h ^ (static_cast<std::uint64_t>(round) << 32 | round));
 }
 
+// User i's key: its noise in every round of a run derives from it.
+std::uint64_t user_key(std::uint64_t seed, UserId user) {
+  return mix64(seed ^ mix64(user + 0x9e3779b97f4a7c15ULL));
+}
+
 }  // namespace
+
+std::string_view noise_name(SimulationNoise noise) noexcept {
+  return noise == SimulationNoise::fast ? "fast" : "exact";
+}
+
+Expected<SimulationNoise> parse_noise(std::string_view name) {
+  if (name == "fast") return SimulationNoise::fast;
+  if (name == "exact") return SimulationNoise::exact;
+  return make_error(ErrorCode::invalid_argument, "noise",
+                    "noise must be fast or exact, got '" + std::string(name) + "'");
+}
 
 struct SimulatedFleet::State {
   DeviceConfig config;
@@ -38,6 +55,7 @@ struct SimulatedFleet::State {
   std::vector<client::PrivacyFilter> filters;
   std::uint64_t seed = 0;
   unsigned threads = 1;
+  SimulationNoise noise = SimulationNoise::fast;
 };
 
 SimulatedFleet::SimulatedFleet(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -48,9 +66,9 @@ SimulatedFleet::~SimulatedFleet() = default;
 Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::span<const double> points,
                                                 std::size_t dimension, std::uint64_t seed,
-                                                unsigned threads) {
+                                                unsigned threads, SimulationNoise noise) {
   CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
-  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1});
+  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1, noise});
   state->points.assign(points.begin(), points.end());
   state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));
   state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
@@ -71,6 +89,9 @@ double SimulatedFleet::spent(UserId user) const noexcept {
 }
 unsigned SimulatedFleet::threads() const noexcept {
   return state_->threads;
+}
+SimulationNoise SimulatedFleet::noise() const noexcept {
+  return state_->noise;
 }
 std::span<const double> SimulatedFleet::location(UserId user) const noexcept {
   return {state_->points.data() + static_cast<std::size_t>(user) * state_->dimension,
@@ -105,7 +126,7 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
 
   parallel_chunks(asked, s.threads, [&](std::size_t begin, std::size_t end, unsigned) {
     client::ReleaseScratch scratch;
-    std::vector<double> out;
+    std::vector<double> out, normals;
     double plan_rho = -1;
     Expected<client::NoisePlan> plan = Error{};
     for (std::size_t k = begin; k < end; ++k) {
@@ -132,14 +153,21 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
         replies.remaining[k] = filter.remaining();
         continue;
       }
-      client::SimulationRandom random(mix64(s.seed ^ mix64(user + 0x9e3779b97f4a7c15ULL)), stream);
-      client::RandomBits bits(random);
       const std::span<const double> x(
           s.points.data() + static_cast<std::size_t>(user) * s.dimension, s.dimension);
-      if (!client::release_statistic(spec, x, *plan, bits, scratch, out).ok()) {
-        replies.kind[k] = ReplyKind::rejected;
-        replies.remaining[k] = filter.remaining();
-        continue;
+      if (s.noise == SimulationNoise::fast) {
+        const auto phi = client::release_input(spec, x, *plan, scratch);
+        normals.resize(phi.size());
+        fast_normals(user_key(s.seed, user), stream, normals.data(), normals.size());
+        client::privatize_with_normals(phi, *plan, normals, out);
+      } else {
+        client::SimulationRandom random(user_key(s.seed, user), stream);
+        client::RandomBits bits(random);
+        if (!client::release_statistic(spec, x, *plan, bits, scratch, out).ok()) {
+          replies.kind[k] = ReplyKind::rejected;
+          replies.remaining[k] = filter.remaining();
+          continue;
+        }
       }
       filter.commit(charge);
       std::copy(out.begin(), out.end(),

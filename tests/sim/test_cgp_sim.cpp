@@ -75,7 +75,7 @@ void check_keys(const nlohmann::json& rows) {
   for (const auto& row : rows)
     for (const char* key :
          {"query", "method", "c", "split", "rho", "param", "reps", "error_mean", "error_p25",
-          "error_p75", "privsav_mean", "privsav_p25", "privsav_p75", "seconds"})
+          "error_p75", "privsav_mean", "privsav_p25", "privsav_p75", "seconds", "noise"})
       CHECK(row.contains(key));
 }
 
@@ -184,6 +184,7 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + points + " --rho 1e-4 --w 100 --beta 2", 2, "--beta"},
       {"range --data " + points + " --rho 1e-4 --w 100 --split triple", 2, "--split"},
       {"range --data " + points + " --rho 1e-4 --w 100 --projection utm", 2, "--projection"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --noise loud", 2, "--noise"},
       {"threshold --data " + points + " --column x --q 1.5 --rho 1", 2, "--q"},
       {"range --data " + points + " --w 100", 2, "--rho"},
       {"range --data " + points + " --rho abc --w 100", 2, "rho"},

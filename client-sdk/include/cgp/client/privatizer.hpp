@@ -56,6 +56,19 @@ struct ReleaseScratch {
   std::vector<double> clamped, phi;
 };
 
+// What a release adds noise to: the component clamped to the plan's box (and, for distances,
+// to ±2·kMaxCoordinate), then φ; a view into `scratch`. Same precondition as release_statistic.
+std::span<const double> release_input(const StatisticSpec& spec, std::span<const double> component,
+                                      const NoisePlan& plan, ReleaseScratch& scratch);
+
+// privatize with the noise supplied as standard normals z (one per coordinate): releases
+// round(φ'/u)·u + round(σ_grid·z)·u, the device's clamp and grid with a rounded continuous
+// Gaussian in place of the exact discrete one. For simulations only (cgpkit::simulation's fast
+// noise): the caller's z need no secrecy there, and at σ_grid ≥ 2^24 grid units the two laws
+// are indistinguishable in any experiment.
+void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
+                            std::span<const double> z, std::vector<double>& out);
+
 // One release without budget accounting (the caller admits and commits around it): clamp the
 // component to the plan's box (and, for distances, to ±2·kMaxCoordinate), evaluate φ, round
 // to the grid, add exact noise. Its outcome depends on public data only: once a request is

@@ -14,6 +14,7 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/sim/backend.hpp"
 #include "cgp/sim/dataset.hpp"
+#include "cgp/simulation/simulated_fleet.hpp"
 
 namespace cgp::sim {
 
@@ -33,6 +34,7 @@ struct Row {
   std::size_t reps = 0;
   Summary error, privsav;
   double seconds = 0;  // wall time of all repetitions
+  std::string noise;   // fast | exact (in-process, SimulationNoise) | device (--fleet)
 };
 
 struct Common {
@@ -45,6 +47,7 @@ struct Common {
   std::uint64_t seed = 1;
   unsigned threads = 0;
   bool shift = true;
+  simulation::SimulationNoise noise = simulation::SimulationNoise::fast;  // in-process fleets
   std::vector<std::array<double, 2>> centres;  // --queries, in the data's metres
   // --fleet: run the experiments over a live coordinator instead of in-process; not owned.
   QueryBackend* fleet = nullptr;

@@ -3,14 +3,20 @@
 // statistic and the exact grid privatizer (release_statistic) — on state kept as flat arrays
 // (48 bytes per 2-D user), in parallel over threads.
 //
-// Randomness: user i's noise in round (query, j) comes from SimulationRandom seeded by
-// (run seed, i) with a stream derived from (query, j): results depend on the seed only, never on
-// the thread count or the order of work.
+// Noise, a choice recorded with every result (SimulationNoise):
+//   fast (the default): the device's clamp, grid and σ, with standard normals from a
+//     counter-based generator (Philox) keyed by (run seed, user) and counted by (query, round,
+//     coordinate), rounded to the grid — the device's released law to within the grid;
+//   exact: the device's own exact discrete Gaussian sampler (CKS), fed by SimulationRandom
+//     seeded by (run seed, user) with a stream from (query, round) — for fidelity runs.
+// Either way results depend on the seed only, never on the thread count or the order of work,
+// and admission, charge, refusal and halting are the device's own code (PrivacyFilter).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "cgp/client/filter.hpp"
@@ -22,13 +28,18 @@ namespace cgp::simulation {
 
 using coordinator::UserId;
 
+enum class SimulationNoise { fast, exact };
+std::string_view noise_name(SimulationNoise noise) noexcept;   // "fast" | "exact"
+Expected<SimulationNoise> parse_noise(std::string_view name);  // error names "noise"
+
 class SimulatedFleet final : public coordinator::Fleet {
  public:
   // points: n × dimension values, row-major (user i at [i·dimension, (i+1)·dimension)).
   // threads: 0 = hardware concurrency.
   static Expected<SimulatedFleet> create(const DeviceConfig& config, std::span<const double> points,
                                          std::size_t dimension, std::uint64_t seed,
-                                         unsigned threads = 0);
+                                         unsigned threads = 0,
+                                         SimulationNoise noise = SimulationNoise::fast);
   SimulatedFleet(SimulatedFleet&&) noexcept;
   SimulatedFleet& operator=(SimulatedFleet&&) noexcept;
   ~SimulatedFleet() override;
@@ -42,6 +53,7 @@ class SimulatedFleet final : public coordinator::Fleet {
   double spent(UserId user) const noexcept;
   std::span<const double> location(UserId user) const noexcept;
   unsigned threads() const noexcept;
+  SimulationNoise noise() const noexcept;
   // Every device back to a full, fresh filter, and a new run seed: a new repetition of an
   // experiment without copying the points again.
   void reset(std::uint64_t seed);
