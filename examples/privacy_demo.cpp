@@ -245,7 +245,9 @@ int simulation_demo(const Options& options) {
   for (int query = 0; query < 3; ++query) {
     for (Method method : methods) {
       // A fresh fleet per row: every row starts from full budgets.
-      auto fleet = or_exit(SimulatedFleet::create(*DeviceConfig::cgp(1.0), points, 2, seed));
+      // The device's own exact sampler: this demo shows what devices release.
+      auto fleet = or_exit(SimulatedFleet::create(*DeviceConfig::cgp(1.0), points, 2, seed,
+                                                  /*threads=*/0, SimulationNoise::exact));
       BudgetMirror mirror(fleet.size(), fleet.initial_budget());
       const auto asked = UserCharges::everyone(Charge{rho});
       QueryOptions o;
