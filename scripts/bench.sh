@@ -5,6 +5,7 @@
 #   scripts/bench.sh network     10,000 devices over loopback (bench/network_load.sh)
 #   scripts/bench.sh timing      device timing by |noise| bucket and by inside/outside, unpaced
 #                                and paced (bench/bench_timing.cpp; optional: samples requests seed)
+#   scripts/bench.sh sim         the simulation suite against a numpy baseline (bench/sim_suite.sh)
 # The coordinator's kNN scenario needs Debian's dataset-fashion-mnist (installed here);
 # locations come from ../shared/data/nyc_collisions when present, else the synthetic city.
 set -euo pipefail
@@ -14,6 +15,14 @@ cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/
 if [ "${1:-}" = "network" ]; then
   cmake --build "$root/build-release" --target cgp-coordinator cgp-device-swarm cgp-analyst
   exec "$root/bench/network_load.sh" "$root/build-release" "${2:-10000}" "${3:-2}" "${4:-5}"
+fi
+if [ "${1:-}" = "sim" ]; then
+  if ! dpkg-query -W -f='${Status}' python3-numpy 2>/dev/null | grep -q "ok installed"; then
+    sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-numpy >/dev/null
+  fi
+  cmake --build "$root/build-release" --target cgp-sim
+  exec "$root/bench/sim_suite.sh" "$root/build-release" "${@:2}"
 fi
 if [ "${1:-}" = "timing" ]; then
   cmake --build "$root/build-release" --target cgp_bench_timing

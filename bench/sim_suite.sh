@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The simulation suite of issue 12, cgp-sim against the numpy baseline (bench/numpy_baseline.py)
+# on the same data files, settings and repetitions; whole processes, wall time.
+#   bench/sim_suite.sh BUILD_DIR [ROW...]      (scripts/bench.sh sim builds and calls it)
+# Columns: numpy s (one thread), cgp-sim s (--threads 1), speedup, cgp-sim s (all threads).
+set -euo pipefail
+build="$(cd "$1" && pwd)"; shift
+here="$(cd "$(dirname "$0")" && pwd)"
+sim="$build/bin/cgp-sim"
+python=/usr/bin/python3  # Debian's, with Debian's python3-numpy
+data="$build/sim-suite"
+mkdir -p "$data"
+[ -f "$data/vectors50.csv" ] || "$python" "$here/numpy_baseline.py" data "$data"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+declare -A args=(
+  [range-BM0]="range --data $data/city200k.csv --rho 1e-6 --w 4000 --methods BM0 --reps 20"
+  [range-PM0]="range --data $data/city200k.csv --rho 1e-6 --w 4000 --methods PM0 --c 4 --reps 20"
+  [range-PM1]="range --data $data/city200k.csv --rho 1e-6 --w 4000 --methods PM1 --c 4 --reps 20 --no-shift"
+  [kde-PM0]="kde --data $data/city200k.csv --rho 1e-6 --b 1000 --methods PM0 --c 64 --reps 10"
+  [kde-PM1]="kde --data $data/city200k.csv --rho 1e-6 --b 1000 --methods PM1 --c 64 --reps 10"
+  [knn2-BM1]="knn --data $data/city200k.csv --rho 1e-4 --k 10 --methods BM1 --reps 20"
+  [knn2-PM1]="knn --data $data/city200k.csv --rho 1e-4 --k 10 --methods PM1 --c 4 --reps 20"
+  [knn50-PM0]="knn --data $data/vectors50.csv --rho 1e3 --k 10 --methods PM0 --c 4 --reps 20"
+  [knn50-PM1]="knn --data $data/vectors50.csv --rho 1e3 --k 10 --methods PM1 --c 4 --reps 20"
+  [alg3-PM1]="multi-range --data $data/city20k.csv --budget 1e-4 --m 24 --w 4000 --methods PM1 --c 4 --reps 20 --no-shift"
+)
+numpy_file() {
+  case "$1" in knn50-*) echo "$data/vectors50.csv" ;; alg3-*) echo "$data/city20k.csv" ;;
+    *) echo "$data/city200k.csv" ;; esac
+}
+seconds() { /usr/bin/time -f %e "$@" 2>&1 >/dev/null | tail -1; }
+
+rows=("$@")
+[ ${#rows[@]} -gt 0 ] || rows=(range-BM0 range-PM0 range-PM1 kde-PM0 kde-PM1 knn2-BM1 knn2-PM1
+                                knn50-PM0 knn50-PM1 alg3-PM1)
+printf '%-10s %9s %12s %8s %12s\n' row "numpy s" "cgp-sim 1t" speedup "cgp-sim all"
+log_sum=0
+for row in "${rows[@]}"; do
+  numpy_s="$(seconds "$python" "$here/numpy_baseline.py" "$row" "$(numpy_file "$row")")"
+  # shellcheck disable=SC2086  # the arguments are words
+  one_s="$(seconds "$sim" ${args[$row]} --threads 1)"
+  # shellcheck disable=SC2086
+  all_s="$(seconds "$sim" ${args[$row]} --threads 0)"
+  speedup="$(awk -v a="$numpy_s" -v b="$one_s" 'BEGIN { printf "%.2f", a / b }')"
+  log_sum="$(awk -v s="$log_sum" -v x="$speedup" 'BEGIN { print s + log(x) }')"
+  printf '%-10s %9s %12s %7sx %12s\n' "$row" "$numpy_s" "$one_s" "$speedup" "$all_s"
+done
+awk -v s="$log_sum" -v n="${#rows[@]}" 'BEGIN { printf "geometric mean speedup (1 thread): %.2fx\n", exp(s / n) }'
