@@ -1,5 +1,6 @@
 #include "cgp/coordinator/charges.hpp"
 
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -41,7 +42,8 @@ Status UserCharges::validate(std::size_t fleet_size) const {
     CGP_RETURN_IF_ERROR(require_finite_positive("charge", caps_[0].rho()));
   } else {
     for (std::size_t k = 0; k < caps_.size(); ++k)
-      CGP_RETURN_IF_ERROR(require_finite_positive(indexed_name("charge", k), caps_[k].rho()));
+      if (!(std::isfinite(caps_[k].rho()) && caps_[k].rho() > 0))  // the name only on failure
+        return require_finite_positive(indexed_name("charge", k), caps_[k].rho());
   }
   if (users_.empty()) return {};
   std::vector<char> listed(fleet_size, 0);

@@ -1,8 +1,10 @@
 #include "cgp/coordinator/elimination.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/privacy/confidence.hpp"
@@ -15,6 +17,13 @@ namespace {
 
 // Each part of a user's split is shaved so that Σ_j ρ_i·f_j never exceeds ρ_i by rounding.
 constexpr double kShave = 1 - 0x1p-40;
+
+// Hashes a double by its bits (std::hash<double> goes through _Hash_bytes: slow per user).
+struct DoubleBitsHash {
+  std::size_t operator()(double v) const noexcept {
+    return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(v) * 0x9e3779b97f4a7c15ULL >> 17);
+  }
+};
 
 class Engine {
  public:
@@ -45,8 +54,15 @@ class Engine {
       uniform_rho_ = privacy::rho_within_charge(charges.cap(0).rho());
     } else {
       rho_by_user_.assign(n, 0.0);
-      for (std::size_t k = 0; k < group.size(); ++k)
-        rho_by_user_[group[k]] = privacy::rho_within_charge(charges.cap(k).rho());
+      // Users often share a cap (Alg. 3 gives equal histories equal allocations): convert each
+      // distinct cap once.
+      std::unordered_map<double, double, DoubleBitsHash> asked_for_cap;
+      for (std::size_t k = 0; k < group.size(); ++k) {
+        const double cap = charges.cap(k).rho();
+        auto [it, added] = asked_for_cap.try_emplace(cap, 0.0);
+        if (added) it->second = privacy::rho_within_charge(cap);
+        rho_by_user_[group[k]] = it->second;
+      }
     }
 
     request_.query_id = setup_.query_id;

@@ -1,9 +1,11 @@
 #include "cgp/simulation/simulated_fleet.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "cgp/client/privatizer.hpp"
 #include "cgp/client/random.hpp"
@@ -34,6 +36,13 @@ std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {
 std::uint64_t user_key(std::uint64_t seed, UserId user) {
   return mix64(seed ^ mix64(user + 0x9e3779b97f4a7c15ULL));
 }
+
+// Hashes a double by its bits (std::hash<double> goes through _Hash_bytes: slow per user).
+struct DoubleBitsHash {
+  std::size_t operator()(double v) const noexcept {
+    return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(v) * 0x9e3779b97f4a7c15ULL >> 17);
+  }
+};
 
 }  // namespace
 
@@ -127,8 +136,8 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   parallel_chunks(asked, s.threads, [&](std::size_t begin, std::size_t end, unsigned) {
     client::ReleaseScratch scratch;
     std::vector<double> out, normals;
-    double plan_rho = -1;
-    Expected<client::NoisePlan> plan = Error{};
+    // Plans by ρ: a round asks most users the same ρ, Alg. 3 a few distinct ones.
+    std::unordered_map<double, Expected<client::NoisePlan>, DoubleBitsHash> plans;
     for (std::size_t k = begin; k < end; ++k) {
       const UserId user = request.users[k];
       client::PrivacyFilter& filter = s.filters[user];
@@ -137,10 +146,11 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
         continue;
       }
       const double rho = request.rho[k];
-      if (rho != plan_rho) {  // rounds usually ask every user the same ρ: plan once
-        plan = client::plan_release(spec, rho, s.config.rho_capacity());
-        plan_rho = rho;
-      }
+      auto planned = plans.find(rho);
+      if (planned == plans.end())
+        planned =
+            plans.emplace(rho, client::plan_release(spec, rho, s.config.rho_capacity())).first;
+      const Expected<client::NoisePlan>& plan = planned->second;
       if (!plan) {
         replies.kind[k] = ReplyKind::rejected;
         replies.remaining[k] = filter.remaining();
