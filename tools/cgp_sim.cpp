@@ -179,6 +179,7 @@ struct Context {
   Common common;
   geometry::ProjectionKind projection;
   std::size_t fleet_users = 0;  // --fleet: the coordinator's enrolled devices
+  double fleet_budget = 0;      // --fleet: each device's budget
   bool remote = false;
 };
 
@@ -249,6 +250,11 @@ int run_multi_range_experiment(const Arguments& a, Context& context) {
   if (auto s = count_list("m", a.m); !s) return fail(kUsageError, s.error().message);
   if (auto s = positive_list("w", a.w); !s) return fail(kUsageError, s.error().message);
   if (a.w.size() != 1) return fail(kUsageError, "--w takes one value for multi-range");
+  // Over --fleet the devices' own budgets are spent, and PrivSav is a share of them.
+  if (context.remote && a.budget != context.fleet_budget)
+    return fail(kUsageError, "--budget must be the coordinator's device budget (" +
+                                 format_number(context.fleet_budget) + ") over --fleet, got " +
+                                 format_number(a.budget));
   auto data = locations(a, context.projection, context.fleet_users);
   if (!data) return fail(kDataError, data.error().message);
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
@@ -415,6 +421,7 @@ int main(int argc, char** argv) {
     context.common.fleet = remote.get();
     context.remote = true;
     context.fleet_users = status->enrolled;
+    context.fleet_budget = status->device_budget;
   } else if (!a.curator.empty()) {
     return fail(kUsageError, "--curator needs --fleet");
   }

@@ -31,6 +31,8 @@ UserCharges UserCharges::per_user(std::vector<UserId> users, std::vector<Charge>
 }
 
 Status UserCharges::validate(std::size_t fleet_size) const {
+  if (fleet_size == 0)
+    return make_error(ErrorCode::invalid_argument, "users", "users: the fleet is empty");
   if (!everyone_ && users_.empty())
     return make_error(ErrorCode::invalid_argument, "users",
                       "users is empty: the query asks no user");

@@ -139,9 +139,13 @@ Expected<std::vector<Row>> sweep(const char* query, std::span<const double> para
         const auto began = std::chrono::steady_clock::now();
         for (std::size_t rep = 0; rep < common.reps; ++rep) {
           backend.start_repetition(rep_seed(common, rep), rho);
-          CGP_ASSIGN_OR_RETURN(const auto outcome, trial(rep, rho, options));
-          errors.push_back(outcome.first);
-          savings.push_back(outcome.second);
+          const auto outcome = trial(rep, rho, options);
+          if (!outcome) {
+            progress.finish();
+            return outcome.error();
+          }
+          errors.push_back(outcome->first);
+          savings.push_back(outcome->second);
           progress.step();
         }
         row.seconds =

@@ -140,12 +140,17 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
     std::unordered_map<double, Expected<client::NoisePlan>, DoubleBitsHash> plans;
     for (std::size_t k = begin; k < end; ++k) {
       const UserId user = request.users[k];
-      client::PrivacyFilter& filter = s.filters[user];
       if (!fits || user >= s.filters.size()) {
         replies.kind[k] = ReplyKind::rejected;
         continue;
       }
+      client::PrivacyFilter& filter = s.filters[user];
       const double rho = request.rho[k];
+      if (!(rho > 0)) {  // plan_release refuses it too; kept out of the plan cache (NaN, ±0)
+        replies.kind[k] = ReplyKind::rejected;
+        replies.remaining[k] = filter.remaining();
+        continue;
+      }
       auto planned = plans.find(rho);
       if (planned == plans.end())
         planned =

@@ -266,3 +266,29 @@ TEST_CASE("network: a replayed round gets the identical answer and no new charge
     gateway.reset();
   }
 }
+
+TEST_CASE("network: a device listed twice in a round is asked once and the round does not wait",
+          "[transport][network]") {
+  // Review of issue 11 item 5: a second slot for the same device id used to be counted as
+  // awaited and never settled, so the round waited out its whole deadline.
+  CGP_SEEDED(9103);
+  auto points = test::uniform_square(2, 1000, seed);
+  const auto config = *DeviceConfig::cgp(1.0);
+  auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  RemoteDevices remote(config, points, seed, address, 2);
+  REQUIRE(gateway->wait_for_devices(2, 20s));
+  // Users 0 and 1 are both "device-0" to this fleet.
+  transport::NetworkFleet fleet(*gateway, {"device-0", "device-0"}, 2, 1.0, 5s);
+  const std::vector<UserId> users{0, 1};
+  const std::vector<double> rho(2, 1e-3);
+  RoundRequest request;
+  request.query_id = "twice";
+  request.users = users;
+  request.rho = rho;
+  RoundReplies replies;
+  fleet.ask(request, replies);
+  CHECK(replies.kind[0] == ReplyKind::answered);
+  CHECK(replies.kind[1] == ReplyKind::rejected);  // was no_answer, after the whole deadline
+  CHECK(gateway->counters().requests == 1);
+}

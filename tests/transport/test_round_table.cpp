@@ -32,12 +32,20 @@ TEST_CASE("round table: a reply lands in its own round and slot once", "[transpo
   coordinator::RoundReplies replies;
   replies.resize(2, 1);
   const std::string a = "device-a", b = "device-b";
+  int stream_a = 0, stream_b = 0, newer_b = 0;  // stand-ins for the sessions' addresses
   auto round = std::make_shared<PendingRound>(replies, 2);
-  round->expect(a, 0);
-  round->expect(b, 1);
+  CHECK(round->expect(a, 0, &stream_a));
+  CHECK(round->expect(b, 1, &stream_b));
+  CHECK_FALSE(round->expect(b, 1, &stream_b));  // a device is asked once per round
   const RoundTable::Key key{"q", 1};
   REQUIRE(table.open(key, round));
-  CHECK_FALSE(table.open(key, std::make_shared<PendingRound>(replies, 2)));  // in flight
+  // The same round id again (two queries sharing an id): refused, and closing the refused one
+  // leaves the round in flight alone.
+  coordinator::RoundReplies other_replies;
+  other_replies.resize(2, 1);
+  auto duplicate = std::make_shared<PendingRound>(other_replies, 2);
+  CHECK_FALSE(table.open(key, duplicate));
+  table.close(key, *duplicate);
 
   CHECK_FALSE(table.deliver(a, answer("q", 2, 5)));           // another round of the query
   CHECK_FALSE(table.deliver(a, answer("other", 1, 5)));       // another query
@@ -48,13 +56,26 @@ TEST_CASE("round table: a reply lands in its own round and slot once", "[transpo
   CHECK(replies.values[0] == 5);
   CHECK(replies.kind[1] == ReplyKind::no_answer);
 
-  // b's stream goes away: the round stops waiting for it, and it stays unanswered.
-  std::thread gone([&] { table.device_gone(b); });
-  round->wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  // An older stream of b, replaced before the round, goes away: the round keeps waiting.
+  table.device_gone(b, &newer_b);
+  CHECK(table.deliver(b, answer("q", 1, 8)) == true);  // b's answer still lands
+  CHECK(replies.values[1] == 8);
+  CHECK(replies.kind[1] == ReplyKind::answered);
+  // A round whose device's stream goes away stops waiting for it, and it stays unanswered.
+  auto second = std::make_shared<PendingRound>(replies, 2);
+  replies.resize(2, 1);
+  const RoundTable::Key second_key{"q", 2};
+  second->expect(a, 0, &stream_a);
+  second->expect(b, 1, &stream_b);
+  REQUIRE(table.open(second_key, second));
+  CHECK(table.deliver(a, answer("q", 2, 5)));
+  std::thread gone([&] { table.device_gone(b, &stream_b); });
+  second->wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
   gone.join();
+  table.close(second_key, *second);
   table.close(key, *round);
   CHECK(replies.kind[1] == ReplyKind::no_answer);
-  CHECK_FALSE(table.deliver(b, answer("q", 1, 7)));  // late
+  CHECK_FALSE(table.deliver(b, answer("q", 2, 7)));  // late
   CHECK(std::isnan(replies.values[1]));
   // Closed rounds free their key.
   CHECK(table.open(key, std::make_shared<PendingRound>(replies, 2)));
@@ -65,13 +86,13 @@ TEST_CASE("round table: a round with nothing to wait for returns at once", "[tra
   replies.resize(3, 1);
   const std::string a = "device-a";
   PendingRound round(replies, 3);
-  round.expect(a, 0);
+  round.expect(a, 0, nullptr);
   round.give_up(0);
   const auto start = std::chrono::steady_clock::now();
   round.wait_until(start + std::chrono::seconds(30));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
   PendingRound refused(replies, 3);
-  refused.expect(a, 0);
+  refused.expect(a, 0, nullptr);
   refused.give_up_all();
   refused.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
   CHECK_FALSE(refused.take(a, answer("q", 1, 1)));  // never opened: nothing is taken

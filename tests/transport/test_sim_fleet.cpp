@@ -93,8 +93,11 @@ TEST_CASE("cgp-sim --fleet runs range, kde, knn and multi-range over a live coor
     CHECK(service->gateway().counters().rounds > queries_before);
   }
 
-  // Threshold needs the curator's id; a wrong credential is refused by name.
+  // Threshold needs the curator's id; a multi-range budget that is not the devices' is refused
+  // (PrivSav would be a share of the wrong budget); a wrong credential is refused by name.
   const fs::path err = dir / "err.txt";
+  CHECK(run("multi-range --budget 0.5 --m 2 --w 4000 " + fleet, err) == 2);
+  CHECK(slurp(err).find("--budget") != std::string::npos);
   CHECK(run("threshold --column v --q 0.5 --rho 1 " + fleet, err) == 2);
   CHECK(slurp(err).find("--curator") != std::string::npos);
   std::ofstream(dir / "wrong.key") << "wrong\n";

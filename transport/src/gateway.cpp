@@ -73,7 +73,7 @@ bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
 void GatewayCore::detach(const std::shared_ptr<Session>& session) {
   sessions.detach(session);
   // A round waiting for this device stops waiting: its request went down with the stream.
-  rounds.device_gone(session->id());
+  rounds.device_gone(session->id(), session.get());
   counters.update([](GatewayCounters& c) { ++c.disconnects; });
   log("event=disconnect device=" + log_value(session->id()));
 }
@@ -326,12 +326,20 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       sessions[k].reset();
       continue;
     }
+    if (!round->expect(device_ids_[request.users[k]], k, sessions[k].get())) {
+      // The same device twice in one round (a user listed twice, or two users with one id):
+      // asked once; the other slot is rejected instead of waiting out the deadline.
+      replies.kind[k] = ReplyKind::rejected;
+      sessions[k].reset();
+      continue;
+    }
     *pushes[k].mutable_request() = wire::request_to_wire(*built);
-    round->expect(device_ids_[request.users[k]], k);
   }
   std::uint64_t sent = 0;
-  if (!core.rounds.open(key, round)) {
-    // The same round is already in flight (a duplicated query id): nothing is sent.
+  const bool opened = core.rounds.open(key, round);
+  if (!opened) {
+    // The same round is already in flight (a duplicated query id): nothing is sent, and the
+    // other query's round is left alone.
     for (auto& s : sessions) s.reset();
     round->give_up_all();
   }
@@ -346,7 +354,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   // Collect until every asked device answered, went away, or the deadline passed: late or
   // missing devices are reported as no_answer.
   round->wait_until(std::chrono::steady_clock::now() + round_deadline_);
-  core.rounds.close(key, *round);
+  if (opened) core.rounds.close(key, *round);
 
   std::uint64_t answered = 0, unanswered = 0;
   for (auto kind : replies.kind) {

@@ -7,10 +7,11 @@ namespace cgp::transport::detail {
 PendingRound::PendingRound(coordinator::RoundReplies& replies, std::size_t slots)
     : settled_slot_(slots, false), replies_(replies) {}
 
-void PendingRound::expect(const std::string& id, std::size_t k) {
+bool PendingRound::expect(const std::string& id, std::size_t k, const void* session) {
   std::lock_guard lock(mutex_);
-  slot_of_device_.emplace(id, k);
+  if (!slot_of_device_.emplace(id, Slot{k, session}).second) return false;
   ++awaited_;
+  return true;
 }
 
 void PendingRound::settle(std::size_t k) {
@@ -34,17 +35,17 @@ bool PendingRound::take(std::string_view device_id, const v1::DeviceReply& reply
   std::lock_guard lock(mutex_);
   if (!open_) return false;  // first: the ids the slots point to may be gone once closed
   auto slot = slot_of_device_.find(device_id);
-  if (slot == slot_of_device_.end() || settled_slot_[slot->second]) return false;
-  coordinator::record_reply(wire::reply_from_wire(reply), slot->second, replies_);
-  settle(slot->second);
+  if (slot == slot_of_device_.end() || settled_slot_[slot->second.k]) return false;
+  coordinator::record_reply(wire::reply_from_wire(reply), slot->second.k, replies_);
+  settle(slot->second.k);
   return true;
 }
 
-void PendingRound::device_gone(std::string_view device_id) {
+void PendingRound::device_gone(std::string_view device_id, const void* session) {
   std::lock_guard lock(mutex_);
   if (!open_) return;
   auto slot = slot_of_device_.find(device_id);
-  if (slot != slot_of_device_.end()) settle(slot->second);
+  if (slot != slot_of_device_.end() && slot->second.session == session) settle(slot->second.k);
 }
 
 void PendingRound::wait_until(std::chrono::steady_clock::time_point deadline) {
@@ -65,7 +66,8 @@ bool RoundTable::open(const Key& key, const std::shared_ptr<PendingRound>& round
 void RoundTable::close(const Key& key, PendingRound& round) {
   {
     std::lock_guard lock(mutex_);
-    rounds_.erase(key);
+    auto it = rounds_.find(key);
+    if (it != rounds_.end() && it->second.get() == &round) rounds_.erase(it);
   }
   round.close();
 }
@@ -81,14 +83,14 @@ bool RoundTable::deliver(std::string_view device_id, const v1::DeviceReply& repl
   return round && round->take(device_id, reply);
 }
 
-void RoundTable::device_gone(std::string_view device_id) {
+void RoundTable::device_gone(std::string_view device_id, const void* session) {
   std::vector<std::shared_ptr<PendingRound>> open;
   {
     std::lock_guard lock(mutex_);
     open.reserve(rounds_.size());
     for (const auto& [key, round] : rounds_) open.push_back(round);
   }
-  for (const auto& round : open) round->device_gone(device_id);
+  for (const auto& round : open) round->device_gone(device_id, session);
 }
 
 }  // namespace cgp::transport::detail

@@ -24,16 +24,18 @@ class PendingRound {
   // `replies` outlives the round (NetworkFleet::ask's caller's), sized for `slots` users.
   PendingRound(coordinator::RoundReplies& replies, std::size_t slots);
 
-  // Before the round opens: device `id` answers into slot k.
-  void expect(const std::string& id, std::size_t k);
+  // Before the round opens: device `id`, asked on the stream `session`, answers into slot k.
+  // False (nothing recorded) when the round already expects `id`: a device is asked once.
+  bool expect(const std::string& id, std::size_t k, const void* session);
   // Nothing will come for slot k (its request could not be sent).
   void give_up(std::size_t k);
   // Nothing will come at all (the round could not open): waiting returns at once.
   void give_up_all();
   // A reply from the stream of `device_id`: false when the round does not wait for it.
   bool take(std::string_view device_id, const v1::DeviceReply& reply);
-  // The device's stream went away: its slot stops being awaited.
-  void device_gone(std::string_view device_id);
+  // The stream `session` of `device_id` went away: if the request went to that stream, its slot
+  // stops being awaited (a stream replaced by a newer one does not cancel the newer's slot).
+  void device_gone(std::string_view device_id, const void* session);
   // Until every slot is settled or the deadline passes.
   void wait_until(std::chrono::steady_clock::time_point deadline);
   // Late replies are no longer taken.
@@ -46,7 +48,11 @@ class PendingRound {
   std::condition_variable settled_;
   bool open_ = true;
   std::size_t awaited_ = 0;
-  std::unordered_map<std::string_view, std::size_t> slot_of_device_;  // ids owned by the caller
+  struct Slot {
+    std::size_t k;
+    const void* session;  // the stream the request went to (compared, never used)
+  };
+  std::unordered_map<std::string_view, Slot> slot_of_device_;  // ids owned by the caller
   std::vector<bool> settled_slot_;
   coordinator::RoundReplies& replies_;
 };
@@ -56,11 +62,12 @@ class RoundTable {
   using Key = std::pair<std::string, std::uint32_t>;  // (query id, round)
   // False when the same round is already in flight (a duplicated query id).
   bool open(const Key& key, const std::shared_ptr<PendingRound>& round);
+  // Forgets the round under `key` if it is `round` (never another query's round).
   void close(const Key& key, PendingRound& round);
   // A reply to the round it names, from `device_id`'s stream: false when no open round takes it.
   bool deliver(std::string_view device_id, const v1::DeviceReply& reply);
-  // Every open round stops waiting for `device_id`.
-  void device_gone(std::string_view device_id);
+  // Every open round stops waiting for what it asked on `device_id`'s stream `session`.
+  void device_gone(std::string_view device_id, const void* session);
 
  private:
   // Finds a reply's round by its (query id, round) without copying the id: a lookup per reply.
