@@ -294,12 +294,7 @@ int run(int argc, char** argv) {
                  "share of a query's users that must answer, 0..1 (default: the coordinator's, "
                  "0.9); below it the query fails and cgp-analyst exits 1")
       ->check(CLI::Range(0.0, 1.0));
-  std::vector<std::pair<CLI::App*, const Command*>> subcommands;
-  for (const auto& command : kCommands) {
-    auto* sub = app.add_subcommand(command.name, command.description);
-    command.flags(*sub, a);
-    subcommands.emplace_back(sub, &command);
-  }
+  const auto commands = cgp::tools::add_commands(app, std::span<const Command>(kCommands), a);
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-analyst")) return *done;
 
   cgp::transport::AnalystConnection connection;
@@ -311,8 +306,8 @@ int run(int argc, char** argv) {
     return fail(3, unreadable->message);
   auto client = cgp::transport::AnalystClient::connect(connection);
   if (!client) return fail(2, client.error().message);
-  for (const auto& [sub, command] : subcommands)
-    if (sub->parsed()) return command->run(a, connection, *client);
+  if (const Command* command = cgp::tools::parsed_command(commands))
+    return command->run(a, connection, *client);
   return fail(2, "no command given");
 }
 

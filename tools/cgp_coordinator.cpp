@@ -427,15 +427,9 @@ int run(int argc, char** argv) {
   cgp::tools::add_common_flags(app, /*config_file=*/true);
   app.require_subcommand(1);
   Arguments a;
-  std::vector<std::pair<CLI::App*, const Command*>> subcommands;
-  for (const auto& command : kCommands) {
-    auto* sub = app.add_subcommand(command.name, command.description);
-    command.flags(*sub, a);
-    subcommands.emplace_back(sub, &command);
-  }
+  const auto commands = cgp::tools::add_commands(app, std::span<const Command>(kCommands), a);
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-coordinator")) return *done;
-  for (const auto& [sub, command] : subcommands)
-    if (sub->parsed()) return command->run(a);
+  if (const Command* command = cgp::tools::parsed_command(commands)) return command->run(a);
   return fail(2, "no command given");
 }
 

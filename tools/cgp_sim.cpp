@@ -180,7 +180,7 @@ struct Context {
   geometry::ProjectionKind projection;
   std::size_t fleet_users = 0;  // --fleet: the coordinator's enrolled devices
   double fleet_budget = 0;      // --fleet: each device's budget
-  bool remote = false;
+  bool remote() const noexcept { return common.fleet != nullptr; }
 };
 
 int report(const Arguments& a, const std::string& description,
@@ -215,7 +215,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
   if (auto s = count_list("k", a.k); !s) return fail(kUsageError, s.error().message);
   Dataset data, query_set;
   const Dataset* queries = nullptr;
-  if (context.remote) {
+  if (context.remote()) {
     // The devices hold locations: the same rows as cgp-device-swarm serves.
     auto devices = locations(a, context.projection, context.fleet_users);
     if (!devices) return fail(kDataError, devices.error().message);
@@ -251,7 +251,7 @@ int run_multi_range_experiment(const Arguments& a, Context& context) {
   if (auto s = positive_list("w", a.w); !s) return fail(kUsageError, s.error().message);
   if (a.w.size() != 1) return fail(kUsageError, "--w takes one value for multi-range");
   // Over --fleet the devices' own budgets are spent, and PrivSav is a share of them.
-  if (context.remote && a.budget != context.fleet_budget)
+  if (context.remote() && a.budget != context.fleet_budget)
     return fail(kUsageError, "--budget must be the coordinator's device budget (" +
                                  format_number(context.fleet_budget) + ") over --fleet, got " +
                                  format_number(a.budget));
@@ -260,7 +260,7 @@ int run_multi_range_experiment(const Arguments& a, Context& context) {
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
     return fail(kDataError, s.error().message);
   std::string description = data->description;
-  if (context.remote)
+  if (context.remote())
     description += "; the coordinator's adaptive allocation over its devices' budgets";
   return report(a, description, run_multi_range(*data, a.budget, a.m, a.w[0], context.common));
 }
@@ -270,7 +270,7 @@ int run_threshold_experiment(const Arguments& a, Context& context) {
   for (double q : a.q)
     if (!(q > 0 && q < 1))
       return fail(kUsageError, "--q values must be in (0, 1), got " + format_number(q));
-  if (context.remote && a.curator.empty())
+  if (context.remote() && a.curator.empty())
     return fail(kUsageError,
                 "--curator: threshold over --fleet needs the device holding the count");
   std::vector<double> values;
@@ -290,7 +290,7 @@ int run_threshold_experiment(const Arguments& a, Context& context) {
     for (double& v : values) v = v != 0 ? 0.0 : 1.0;
     below = 0;
   }
-  if (context.remote) description += "; curator " + a.curator + " over --fleet";
+  if (context.remote()) description += "; curator " + a.curator + " over --fleet";
   return report(a, description, run_threshold(values, below, a.q, a.rho, context.common));
 }
 
@@ -387,13 +387,8 @@ int main(int argc, char** argv) {
   tools::add_common_flags(app, /*config_file=*/false);
   app.require_subcommand(1);
   Arguments a;
-  std::vector<std::pair<CLI::App*, const Experiment*>> subcommands;
-  for (const auto& experiment : kExperiments) {
-    auto* sub = app.add_subcommand(experiment.name, experiment.description);
-    experiment.flags(*sub, a);
-    add_common_options(*sub, a);
-    subcommands.emplace_back(sub, &experiment);
-  }
+  const auto experiments = tools::add_commands(app, std::span<const Experiment>(kExperiments), a);
+  for (const auto& [sub, experiment] : experiments) add_common_options(*sub, a);
   if (auto done = tools::parse_command_line(app, argc, argv, "cgp-sim")) return *done;
 
   Context context;
@@ -419,7 +414,6 @@ int main(int argc, char** argv) {
                    status->connected, status->enrolled);
     remote = std::make_unique<RemoteBackend>(std::move(*client), status->enrolled, a.curator);
     context.common.fleet = remote.get();
-    context.remote = true;
     context.fleet_users = status->enrolled;
     context.fleet_budget = status->device_budget;
   } else if (!a.curator.empty()) {
@@ -427,8 +421,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (const auto& [sub, experiment] : subcommands)
-      if (sub->parsed()) return experiment->run(a, context);
+    if (const Experiment* experiment = tools::parsed_command(experiments))
+      return experiment->run(a, context);
     return fail(kUsageError, "no experiment given");
   } catch (const std::exception& e) {
     return fail(1, std::string("internal error: ") + e.what());

@@ -5,12 +5,36 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cgp/common/version.hpp"
 #include "cgp/transport/files.hpp"
 
 namespace cgp::tools {
+
+// A program's commands as a table: each row has a name, a description and flags(CLI::App&,
+// Arguments&). add_commands declares them all; parsed_command finds the one given.
+template <class Command, class Arguments>
+std::vector<std::pair<CLI::App*, const Command*>> add_commands(CLI::App& app,
+                                                               std::span<const Command> table,
+                                                               Arguments& arguments) {
+  std::vector<std::pair<CLI::App*, const Command*>> added;
+  for (const Command& command : table) {
+    auto* sub = app.add_subcommand(command.name, command.description);
+    command.flags(*sub, arguments);
+    added.emplace_back(sub, &command);
+  }
+  return added;
+}
+template <class Command>
+const Command* parsed_command(const std::vector<std::pair<CLI::App*, const Command*>>& added) {
+  for (const auto& [sub, command] : added)
+    if (sub->parsed()) return command;
+  return nullptr;
+}
 
 // --version always; with `config_file`, --config FILE: every option from a TOML file
 // (command-line flags win; unknown keys are errors).

@@ -138,6 +138,8 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
     std::vector<double> out, normals;
     // Plans by ρ: a round asks most users the same ρ, Alg. 3 a few distinct ones.
     std::unordered_map<double, Expected<client::NoisePlan>, DoubleBitsHash> plans;
+    double current_rho = -1;
+    const Expected<client::NoisePlan>* current_plan = nullptr;
     for (std::size_t k = begin; k < end; ++k) {
       const UserId user = request.users[k];
       if (!fits || user >= s.filters.size()) {
@@ -151,11 +153,15 @@ void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
         replies.remaining[k] = filter.remaining();
         continue;
       }
-      auto planned = plans.find(rho);
-      if (planned == plans.end())
-        planned =
-            plans.emplace(rho, client::plan_release(spec, rho, s.config.rho_capacity())).first;
-      const Expected<client::NoisePlan>& plan = planned->second;
+      if (rho != current_rho) {  // most rounds ask every user the same ρ: no lookup then
+        auto planned = plans.find(rho);
+        if (planned == plans.end())
+          planned =
+              plans.emplace(rho, client::plan_release(spec, rho, s.config.rho_capacity())).first;
+        current_plan = &planned->second;  // stable: unordered_map never moves its elements
+        current_rho = rho;
+      }
+      const Expected<client::NoisePlan>& plan = *current_plan;
       if (!plan) {
         replies.kind[k] = ReplyKind::rejected;
         replies.remaining[k] = filter.remaining();
