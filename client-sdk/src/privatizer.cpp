@@ -170,34 +170,61 @@ Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double c
 
 namespace {
 
-// φ on the grid: exact (u is a power of two); the clamp is part of the statistic (1-Lipschitz)
-// and fmax/fmin send a NaN to the bound instead of to undefined behaviour in llround.
-long long grid_units(double phi, const NoisePlan& plan) noexcept {
-  const double phi_limit = std::ldexp(1.0, kPhiBits);
-  return std::llround(
-      std::fmin(std::fmax(std::ldexp(phi, -plan.grid_exponent), -phi_limit), phi_limit));
+// x rounded to the nearest integer, halves away from zero — std::llround's rule — for
+// |x| < 2^62, inline (std::llround is a library call, and this runs once per released value).
+long long round_half_away(double x) noexcept {
+  const auto whole = static_cast<long long>(x);           // toward zero
+  const double fraction = x - static_cast<double>(whole);  // exact: both share x's exponent range
+  return whole + static_cast<long long>(fraction >= 0.5) - static_cast<long long>(fraction <= -0.5);
+}
+
+// φ on the grid: exact (scale = 2^-grid_exponent is a power of two, so φ·scale is ldexp(φ, −e));
+// the clamp is part of the statistic (1-Lipschitz) and sends a NaN to the lower bound (as
+// fmin(fmax(·)) would) instead of to undefined behaviour in the conversion.
+long long grid_units(double phi, double scale) noexcept {
+  constexpr double phi_limit = 0x1p56;
+  static_assert(phi_limit == static_cast<double>(1LL << kPhiBits));
+  double v = phi * scale;
+  v = v > -phi_limit ? v : -phi_limit;
+  v = v < phi_limit ? v : phi_limit;
+  return round_half_away(v);
+}
+
+double grid_scale(const NoisePlan& plan) noexcept {
+  return std::ldexp(1.0, -plan.grid_exponent);
 }
 
 }  // namespace
 
 void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
-                            std::span<const double> z, std::vector<double>& out) {
+                            std::span<const double> z, std::span<double> out) noexcept {
   const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid));
+  const double scale = grid_scale(plan);
   const double u = plan.grid();  // a power of two: multiplying by it is exact, as ldexp is
-  out.resize(phi.size());
   for (std::size_t i = 0; i < phi.size(); ++i) {
     // |φ| ≤ 2^56 grid units and |σ·z| < 2^37 (σ ≤ 2^31, |z| < 40): the sum fits 64 bits.
-    const long long noisy = grid_units(phi[i], plan) + std::llround(sigma_grid * z[i]);
+    const long long noisy = grid_units(phi[i], scale) + round_half_away(sigma_grid * z[i]);
     out[i] = static_cast<double>(noisy) * u;
   }
+}
+
+double input_limit(const StatisticSpec& spec, const NoisePlan& plan) noexcept {
+  // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
+  // floating-point error of φ far below the grid (privatizer.md).
+  // Distances to public coordinates (|·| ≤ kMaxCoordinate) are also clamped to twice that box:
+  // no square can overflow and the evaluation error stays within privatizer.md's bound.
+  return spec.kind == StatisticKind::location
+             ? plan.coordinate_limit
+             : std::min(plan.coordinate_limit, 2 * geometry::kMaxCoordinate);
 }
 
 Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits& bits,
                  std::vector<double>& out) {
   CGP_ASSIGN_OR_RETURN(auto gaussian, DiscreteGaussian::create(plan.sigma2_grid));
   out.resize(phi.size());
+  const double scale = grid_scale(plan);
   for (std::size_t i = 0; i < phi.size(); ++i) {
-    const auto rounded = static_cast<int128>(grid_units(phi[i], plan));
+    const auto rounded = static_cast<int128>(grid_units(phi[i], scale));
     const int128 noisy = rounded + gaussian.sample(bits);
     // Integer -> double rounds (beyond 2^53) deterministically: post-processing of the
     // integer release, so it cannot leak anything about φ.
@@ -208,13 +235,7 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
 
 std::span<const double> release_input(const StatisticSpec& spec, std::span<const double> component,
                                       const NoisePlan& plan, ReleaseScratch& scratch) {
-  // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
-  // floating-point error of φ far below the grid (privatizer.md).
-  // Distances to public coordinates (|·| ≤ kMaxCoordinate) are also clamped to twice that box:
-  // no square can overflow and the evaluation error stays within privatizer.md's bound.
-  const double limit = spec.kind == StatisticKind::location
-                           ? plan.coordinate_limit
-                           : std::min(plan.coordinate_limit, 2 * geometry::kMaxCoordinate);
+  const double limit = input_limit(spec, plan);
   scratch.clamped.resize(component.size());
   for (std::size_t k = 0; k < component.size(); ++k)
     scratch.clamped[k] = std::clamp(component[k], -limit, limit);

@@ -83,6 +83,21 @@ void evaluate_unchecked(const StatisticSpec& spec, std::span<const double> compo
   }
 }
 
+void evaluate_unchecked(const StatisticSpec& spec, const double* components, std::size_t count,
+                        std::size_t d, double* out) noexcept {
+  switch (spec.kind) {
+    case StatisticKind::location:
+      std::copy(components, components + count * d, out);
+      break;
+    case StatisticKind::distance_to_point:
+      geometry::euclidean_distances(spec.point, components, count, out);
+      break;
+    case StatisticKind::signed_distance_to_region:
+      geometry::signed_distances(*spec.region, components, count, out);
+      break;
+  }
+}
+
 Status evaluate_statistic(const DeviceRequest& request, std::span<const double> component,
                           std::vector<double>& out) {
   const StatisticSpec spec = StatisticSpec::of(request);

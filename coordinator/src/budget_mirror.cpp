@@ -17,10 +17,15 @@ bool BudgetMirror::can_ask(UserId user, double rho) const noexcept {
 
 void BudgetMirror::update(UserId user, ReplyKind kind, double asked_rho, double charged,
                           double reported_remaining) noexcept {
+  update_with_charge(user, kind, privacy::device_charge(asked_rho), charged, reported_remaining);
+}
+
+void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, double known_charge,
+                                      double charged, double reported_remaining) noexcept {
   double& left = remaining_[user];
   switch (kind) {
     case ReplyKind::answered: {
-      const double cost = std::max(charged, privacy::device_charge(asked_rho));
+      const double cost = std::max(charged, known_charge);
       left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
       if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
       break;
@@ -29,7 +34,7 @@ void BudgetMirror::update(UserId user, ReplyKind kind, double asked_rho, double 
       if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
       break;
     case ReplyKind::no_answer: {
-      const double cost = privacy::device_charge(asked_rho);
+      const double cost = known_charge;
       left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
       break;
     }
@@ -40,8 +45,16 @@ void BudgetMirror::update(UserId user, ReplyKind kind, double asked_rho, double 
 
 void BudgetMirror::update(std::span<const UserId> users, std::span<const double> asked_rho,
                           const RoundReplies& replies) noexcept {
-  for (std::size_t k = 0; k < users.size(); ++k)
-    update(users[k], replies.kind[k], asked_rho[k], replies.charged[k], replies.remaining[k]);
+  // Rounds ask most users the same ρ: its charge is computed once per run of equal ρ.
+  double last_rho = 0, last_charge = 0;
+  for (std::size_t k = 0; k < users.size(); ++k) {
+    if (k == 0 || asked_rho[k] != last_rho) {
+      last_rho = asked_rho[k];
+      last_charge = privacy::device_charge(last_rho);
+    }
+    update_with_charge(users[k], replies.kind[k], last_charge, replies.charged[k],
+                       replies.remaining[k]);
+  }
 }
 
 void BudgetMirror::restore(UserId user, double remaining) noexcept {

@@ -77,15 +77,23 @@ class Engine {
     return {};
   }
 
-  // Round j (0-based) for `group`, each user asked ρ_u·fraction; fills `answered`.
+  // Round j (0-based) for `group`, each user asked ρ_u·fraction. One pass over the replies
+  // updates the mirror, the estimates and the charges and hands each user that answered to
+  // on_answer(u) (its estimate now includes this round), in the order asked.
+  template <class OnAnswer>
   void ask_round(std::span<const UserId> group, std::size_t j, double fraction,
-                 std::vector<UserId>& answered) {
+                 OnAnswer&& on_answer) {
     QueryReport& report = result_.report;
     asked_.clear();
     asked_rho_.clear();
+    double last_r = 0, last_charge = 0;  // a round asks most users the same ρ: charge it once
     for (UserId u : group) {
       const double r = (rho_by_user_.empty() ? uniform_rho_ : rho_by_user_[u]) * fraction * kShave;
-      if (!(r > 0) || !mirror_.can_ask(u, r)) {
+      if (r > 0 && r != last_r) {
+        last_r = r;
+        last_charge = privacy::device_charge(r);
+      }
+      if (!(r > 0) || !mirror_.can_pay(u, last_charge)) {
         report.refused.push_back(u);  // the mirror says the user cannot pay: not asked
         continue;
       }
@@ -96,20 +104,25 @@ class Engine {
     request_.users = asked_;
     request_.rho = asked_rho_;
     fleet_.ask(request_, replies_);
-    mirror_.update(asked_, asked_rho_, replies_);
 
     Estimates& e = result_.estimates;
     const std::size_t d = e.dimension;
-    answered.clear();
+    last_r = 0;
     for (std::size_t k = 0; k < asked_.size(); ++k) {
       const UserId u = asked_[k];
+      const double r = asked_rho_[k];
+      if (k == 0 || r != last_r) {
+        last_r = r;
+        last_charge = privacy::device_charge(r);
+      }
+      mirror_.update_with_charge(u, replies_.kind[k], last_charge, replies_.charged[k],
+                                 replies_.remaining[k]);
       switch (replies_.kind[k]) {
-        case ReplyKind::answered: {
-          e.add(u, replies_.values.data() + k * d, asked_rho_[k]);
+        case ReplyKind::answered:
+          e.add(u, replies_.values.data() + k * d, r);
           report.charged[u] += replies_.charged[k];
-          answered.push_back(u);
+          on_answer(u);
           break;
-        }
         case ReplyKind::refused:
           report.refused.push_back(u);
           break;
@@ -135,11 +148,21 @@ class Engine {
 
   // φ̄_u and its radius h_u.
   double estimate(UserId u) {
-    result_.estimates.mean(u, mean_.data());
+    const Estimates& e = result_.estimates;
+    if (setup_.triple == Triple::distance)
+      return e.sum[u] / e.rho_bar[u];  // Estimates::mean, d = 1
+    e.mean(u, mean_.data());
     return setup_.triple == Triple::point ? setup_.phi.evaluate(mean_) : mean_[0];
   }
-  double radius(UserId u, double lambda) const {
-    return radius_from_lambda(lambda, result_.estimates.rho_bar[u]);
+  // Users asked the same ρ every round share ρ̄: the square root is taken once per value.
+  double radius(UserId u, double lambda) {
+    const double rho_bar = result_.estimates.rho_bar[u];
+    if (rho_bar != radius_rho_bar_ || lambda != radius_lambda_) {
+      radius_rho_bar_ = rho_bar;
+      radius_lambda_ = lambda;
+      radius_ = radius_from_lambda(lambda, rho_bar);
+    }
+    return radius_;
   }
 
   const std::vector<double>& fractions() const { return fractions_; }
@@ -158,6 +181,7 @@ class Engine {
   std::vector<UserId> asked_;
   std::vector<double> asked_rho_;
   std::vector<double> mean_;
+  double radius_rho_bar_ = -1, radius_lambda_ = -1, radius_ = 0;
 };
 
 }  // namespace
@@ -199,10 +223,10 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
   CGP_RETURN_IF_ERROR(engine.init(charges, setup.rounds, group));
   EliminationResult& result = engine.result();
   for (std::size_t j = 0; j < engine.fractions().size() && !group.empty(); ++j) {
-    engine.ask_round(group, j, engine.fractions()[j], answered);
+    // λ depends on |G_{j−1}| only, so every answer is decided as it is read.
     CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
     next.clear();
-    for (UserId u : answered) {
+    engine.ask_round(group, j, engine.fractions()[j], [&](UserId u) {
       const double phi = engine.estimate(u);
       const double h = engine.radius(u, lambda);
       if (phi < nu_low - h)
@@ -211,7 +235,7 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
         result.s0.push_back(u);
       else
         next.push_back(u);
-    }
+    });
     result.report.eliminated_per_round.push_back(group.size() - next.size());
     group.swap(next);
   }
@@ -229,20 +253,21 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
   EliminationResult& result = engine.result();
   std::vector<double> lower, upper, scratch;
   for (std::size_t j = 0; j < engine.fractions().size() && group.size() > k; ++j) {
-    engine.ask_round(group, j, engine.fractions()[j], answered);
     CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
+    answered.clear();
+    lower.clear();
+    upper.clear();
+    engine.ask_round(group, j, engine.fractions()[j], [&](UserId u) {
+      const double phi = engine.estimate(u);
+      const double h = engine.radius(u, lambda);
+      answered.push_back(u);
+      lower.push_back(phi - h);
+      upper.push_back(phi + h);
+    });
     next.clear();
     if (answered.size() <= k) {
       next = answered;
     } else {
-      lower.resize(answered.size());
-      upper.resize(answered.size());
-      for (std::size_t a = 0; a < answered.size(); ++a) {
-        const double phi = engine.estimate(answered[a]);
-        const double h = engine.radius(answered[a], lambda);
-        lower[a] = phi - h;
-        upper[a] = phi + h;
-      }
       // t₁..t_k: the k smallest upper ends; keep every user whose interval reaches below the
       // k-th of them (that includes t₁..t_k and every interval meeting I_{t_k}).
       scratch = upper;
@@ -266,7 +291,7 @@ Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
   std::vector<UserId> users, answered;
   CGP_RETURN_IF_ERROR(engine.init(charges, 1, users));
   EliminationResult& result = engine.result();
-  engine.ask_round(users, 0, 1.0, answered);
+  engine.ask_round(users, 0, 1.0, [&](UserId u) { answered.push_back(u); });
   result.report.eliminated_per_round.push_back(0);
   result.remaining = std::move(answered);
   return std::move(result);

@@ -37,11 +37,48 @@ std::uint64_t user_key(std::uint64_t seed, UserId user) {
   return mix64(seed ^ mix64(user + 0x9e3779b97f4a7c15ULL));
 }
 
+}  // namespace
+
+namespace {
+
 // Hashes a double by its bits (std::hash<double> goes through _Hash_bytes: slow per user).
 struct DoubleBitsHash {
   std::size_t operator()(double v) const noexcept {
     return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(v) * 0x9e3779b97f4a7c15ULL >> 17);
   }
+};
+
+// Plans by ρ: a round asks most users the same ρ (looked up once), Alg. 3 a few distinct ones.
+class PlanCache {
+ public:
+  // nullptr for a ρ plan_release refuses. Callers keep ρ ≤ 0 and NaN out (NaN ≠ NaN).
+  const client::NoisePlan* find(const client::StatisticSpec& spec, double rho, double capacity) {
+    if (rho == current_rho_) return current_;
+    auto planned = plans_.find(rho);
+    if (planned == plans_.end())
+      planned = plans_.emplace(rho, client::plan_release(spec, rho, capacity)).first;
+    current_rho_ = rho;
+    current_ = planned->second ? &*planned->second : nullptr;  // stable: nodes never move
+    return current_;
+  }
+
+ private:
+  std::unordered_map<double, Expected<client::NoisePlan>, DoubleBitsHash> plans_;
+  double current_rho_ = -1;
+  const client::NoisePlan* current_ = nullptr;
+};
+
+// Users a thread takes through the fast round at once: the buffers stay in L1/L2 and the
+// noise kernel runs over full vectors.
+constexpr std::size_t kBatch = 256;
+
+// One thread's buffers for the fast round, reused across batches (no allocation per user).
+struct FastBatch {
+  std::vector<std::uint32_t> slot;             // the admitted users' positions in the round
+  std::vector<const client::NoisePlan*> plan;  // and their plans
+  std::vector<std::uint64_t> keys, item_keys;  // noise keys: per user, per pair of normals
+  std::vector<std::uint32_t> item_blocks;      // the pair's block in the user's stream
+  std::vector<double> inputs, phi, pairs, normals, released;
 };
 
 }  // namespace
@@ -117,87 +154,166 @@ void SimulatedFleet::reset(std::uint64_t seed) {
   state_->seed = seed;
 }
 
-void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
-  State& s = *state_;
-  const std::size_t asked = request.users.size();
-  client::StatisticSpec spec;
-  spec.kind = request.statistic;
-  spec.point = request.point;
-  spec.region = request.region;
-  const std::size_t out_dim = spec.output_dimension(s.dimension);
-  replies.resize(asked, out_dim);
-  // Requests that no device of this fleet could evaluate are rejected as a whole.
-  const std::size_t required = spec.required_dimension();
-  const bool fits = (required == 0 || required == s.dimension) &&
-                    (spec.kind != StatisticKind::signed_distance_to_region || spec.region) &&
-                    request.rho.size() == asked;
-  const std::uint64_t stream = round_stream(request.query_id, request.round);
+// One round of SimulatedFleet::ask over slots [begin, end) of the request.
+class RoundRunner {
+ public:
+  RoundRunner(SimulatedFleet::State& state, const RoundRequest& round, RoundReplies& out)
+      : s(state), request(round), replies(out) {
+    spec.kind = request.statistic;
+    spec.point = request.point;
+    spec.region = request.region;
+    out_dim = spec.output_dimension(s.dimension);
+    replies.resize(request.users.size(), out_dim);
+    // Requests that no device of this fleet could evaluate are rejected as a whole.
+    const std::size_t required = spec.required_dimension();
+    fits = (required == 0 || required == s.dimension) &&
+           (spec.kind != StatisticKind::signed_distance_to_region || spec.region) &&
+           request.rho.size() == request.users.size();
+    stream = round_stream(request.query_id, request.round);
+  }
 
-  parallel_chunks(asked, s.threads, [&](std::size_t begin, std::size_t end, unsigned) {
-    client::ReleaseScratch scratch;
-    std::vector<double> out, normals;
-    // Plans by ρ: a round asks most users the same ρ, Alg. 3 a few distinct ones.
-    std::unordered_map<double, Expected<client::NoisePlan>, DoubleBitsHash> plans;
-    double current_rho = -1;
-    const Expected<client::NoisePlan>* current_plan = nullptr;
-    for (std::size_t k = begin; k < end; ++k) {
-      const UserId user = request.users[k];
-      if (!fits || user >= s.filters.size()) {
-        replies.kind[k] = ReplyKind::rejected;
-        continue;
-      }
-      client::PrivacyFilter& filter = s.filters[user];
-      const double rho = request.rho[k];
-      if (!(rho > 0)) {  // plan_release refuses it too; kept out of the plan cache (NaN, ±0)
-        replies.kind[k] = ReplyKind::rejected;
-        replies.remaining[k] = filter.remaining();
-        continue;
-      }
-      if (rho != current_rho) {  // most rounds ask every user the same ρ: no lookup then
-        auto planned = plans.find(rho);
-        if (planned == plans.end())
-          planned =
-              plans.emplace(rho, client::plan_release(spec, rho, s.config.rho_capacity())).first;
-        current_plan = &planned->second;  // stable: unordered_map never moves its elements
-        current_rho = rho;
-      }
-      const Expected<client::NoisePlan>& plan = *current_plan;
-      if (!plan) {
-        replies.kind[k] = ReplyKind::rejected;
-        replies.remaining[k] = filter.remaining();
-        continue;
-      }
-      const double charge = plan->charged_rho;
-      if (!filter.admits(charge)) {
-        filter.halt_if_sticky();
-        replies.kind[k] = ReplyKind::refused;
-        replies.remaining[k] = filter.remaining();
-        continue;
-      }
-      const std::span<const double> x(
-          s.points.data() + static_cast<std::size_t>(user) * s.dimension, s.dimension);
-      if (s.noise == SimulationNoise::fast) {
-        const auto phi = client::release_input(spec, x, *plan, scratch);
-        normals.resize(phi.size());
-        fast_normals(user_key(s.seed, user), stream, normals.data(), normals.size());
-        client::privatize_with_normals(phi, *plan, normals, out);
-      } else {
+  void run(std::size_t begin, std::size_t end) {
+    PlanCache plans;
+    if (s.noise == SimulationNoise::exact) {
+      client::ReleaseScratch scratch;
+      std::vector<double> out;
+      for (std::size_t k = begin; k < end; ++k) {
+        const client::NoisePlan* plan = admit(k, plans);
+        if (!plan) continue;
+        const UserId user = request.users[k];
         client::SimulationRandom random(user_key(s.seed, user), stream);
         client::RandomBits bits(random);
-        if (!client::release_statistic(spec, x, *plan, bits, scratch, out).ok()) {
-          replies.kind[k] = ReplyKind::rejected;
-          replies.remaining[k] = filter.remaining();
-          continue;
-        }
+        // Cannot fail: plan_release made the plan and the request fits the fleet's dimension.
+        (void)client::release_statistic(spec, location(user), *plan, bits, scratch, out);
+        std::copy(out.begin(), out.end(),
+                  replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
       }
-      filter.commit(charge);
-      std::copy(out.begin(), out.end(),
-                replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
-      replies.kind[k] = ReplyKind::answered;
-      replies.charged[k] = charge;
-      replies.remaining[k] = filter.remaining();
+      return;
     }
-  });
+    FastBatch b;
+    for (std::size_t first = begin; first < end; first += kBatch) {
+      const std::size_t last = std::min(end, first + kBatch);
+      b.slot.clear();
+      b.plan.clear();
+      b.keys.clear();
+      for (std::size_t k = first; k < last; ++k) {
+        const client::NoisePlan* plan = admit(k, plans);
+        if (!plan) continue;
+        b.slot.push_back(static_cast<std::uint32_t>(k));
+        b.plan.push_back(plan);
+        b.keys.push_back(user_key(s.seed, request.users[k]));
+      }
+      release_fast(b);
+    }
+  }
+
+ private:
+  std::span<const double> location(UserId user) const {
+    return {s.points.data() + static_cast<std::size_t>(user) * s.dimension, s.dimension};
+  }
+
+  // Admission and charge for slot k, the device's own rules (plan_release, PrivacyFilter): returns
+  // the plan when the release goes ahead (the charge is committed first), nullptr otherwise with
+  // the reply filled in.
+  const client::NoisePlan* admit(std::size_t k, PlanCache& plans) {
+    const UserId user = request.users[k];
+    if (!fits || user >= s.filters.size()) {
+      replies.kind[k] = ReplyKind::rejected;
+      return nullptr;
+    }
+    client::PrivacyFilter& filter = s.filters[user];
+    const double rho = request.rho[k];
+    if (!(rho > 0)) {  // ρ ≤ 0 or NaN: a device rejects the request itself and says nothing
+      replies.kind[k] = ReplyKind::rejected;  // about its budget (remaining stays 0)
+      return nullptr;
+    }
+    const client::NoisePlan* plan = plans.find(spec, rho, s.config.rho_capacity());
+    if (!plan) {  // a ρ plan_release refuses (below the device's minimum, say)
+      replies.kind[k] = ReplyKind::rejected;
+      replies.remaining[k] = filter.remaining();
+      return nullptr;
+    }
+    const double charge = plan->charged_rho;
+    if (!filter.admits(charge)) {
+      filter.halt_if_sticky();
+      replies.kind[k] = ReplyKind::refused;
+      replies.remaining[k] = filter.remaining();
+      return nullptr;
+    }
+    filter.commit(charge);  // charged before anything is released, as on the device
+    replies.kind[k] = ReplyKind::answered;
+    replies.charged[k] = charge;
+    replies.remaining[k] = filter.remaining();
+    return plan;
+  }
+
+  void release_fast(FastBatch& b) {
+    const std::size_t m = b.slot.size(), d = s.dimension;
+    if (m == 0) return;
+    // The device's input: its component clamped to the plan's box, then φ (release_input).
+    b.inputs.resize(m * d);
+    for (std::size_t j = 0; j < m; ++j) {
+      const double limit = client::input_limit(spec, *b.plan[j]);
+      const double* x = s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d;
+      double* in = b.inputs.data() + j * d;
+      for (std::size_t t = 0; t < d; ++t) in[t] = std::clamp(x[t], -limit, limit);
+    }
+    const double* phi = b.inputs.data();
+    if (spec.kind != StatisticKind::location) {
+      b.phi.resize(m * out_dim);
+      client::evaluate_unchecked(spec, b.inputs.data(), m, d, b.phi.data());
+      phi = b.phi.data();
+    }
+    // out_dim standard normals per user: pairs (block t) of the user's stream, the first one
+    // only when out_dim is 1.
+    b.normals.resize(m * out_dim);
+    if (out_dim == 1) {
+      normal_pairs(stream, b.keys.data(), nullptr, m, b.normals.data(), false);
+    } else {
+      const std::size_t blocks = (out_dim + 1) / 2;
+      b.item_keys.resize(m * blocks);
+      b.item_blocks.resize(m * blocks);
+      for (std::size_t j = 0; j < m; ++j)
+        for (std::size_t t = 0; t < blocks; ++t) {
+          b.item_keys[j * blocks + t] = b.keys[j];
+          b.item_blocks[j * blocks + t] = static_cast<std::uint32_t>(t);
+        }
+      const bool even = out_dim % 2 == 0;
+      double* pairs = even ? b.normals.data() : (b.pairs.resize(m * 2 * blocks), b.pairs.data());
+      normal_pairs(stream, b.item_keys.data(), b.item_blocks.data(), m * blocks, pairs, true);
+      if (!even)
+        for (std::size_t j = 0; j < m; ++j)
+          std::copy_n(pairs + j * 2 * blocks, out_dim, b.normals.data() + j * out_dim);
+    }
+    // The device's grid, per run of users sharing a plan, then each release to its slot.
+    b.released.resize(m * out_dim);
+    for (std::size_t j = 0; j < m;) {
+      std::size_t stop = j + 1;
+      while (stop < m && b.plan[stop] == b.plan[j]) ++stop;
+      const std::size_t from = j * out_dim, count = (stop - j) * out_dim;
+      client::privatize_with_normals({phi + from, count}, *b.plan[j],
+                                     {b.normals.data() + from, count},
+                                     {b.released.data() + from, count});
+      j = stop;
+    }
+    for (std::size_t j = 0; j < m; ++j)
+      std::copy_n(b.released.data() + j * out_dim, out_dim,
+                  replies.values.data() + static_cast<std::size_t>(b.slot[j]) * out_dim);
+  }
+
+  SimulatedFleet::State& s;
+  const RoundRequest& request;
+  RoundReplies& replies;
+  client::StatisticSpec spec;
+  std::size_t out_dim = 0;
+  bool fits = false;
+  std::uint64_t stream = 0;
+};
+
+void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
+  RoundRunner round(*state_, request, replies);
+  parallel_chunks(request.users.size(), state_->threads,
+                  [&](std::size_t begin, std::size_t end, unsigned) { round.run(begin, end); });
 }
 
 }  // namespace cgp::simulation

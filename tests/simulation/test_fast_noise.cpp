@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/client/privatizer.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/simulation/device_fleet.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
 #include "support/errors.hpp"
@@ -170,4 +172,49 @@ TEST_CASE("fast and exact noise give the same query results in distribution",
   INFO("critical " << critical);
   CHECK(ks_statistic(exact_estimates, fast_estimates) <= critical);
   CHECK(ks_statistic(exact_savings, fast_savings) <= critical);
+}
+
+// The device's decision rules are written once (plan_release, PrivacyFilter): a fleet of real
+// client::Device objects and the simulated fleet, in either noise mode, admit, refuse, reject,
+// halt and charge identically on the same sequence of rounds — ρ too small for the device, too
+// large for what is left, 0, NaN, and ordinary — with and without sticky halting.
+TEST_CASE("the simulated fleet refuses, halts and charges as devices do", "[simulation]") {
+  CGP_SEEDED(1204);
+  std::mt19937_64 rng(seed);
+  const auto points = test::uniform_square(300, 1000, seed);
+  const double p[2] = {500, 500};
+  const double asks[] = {0.05, 0.2, 0.31, 1e-7, 0.0, std::nan(""), 0.6, 0.011};
+  for (bool sticky : {false, true}) {
+    INFO("sticky " << sticky);
+    const auto config = *DeviceConfig::cgp(1.0, sticky);
+    auto devices = *DeviceFleet::create(config, points, 2, seed, 2);
+    auto fast = *SimulatedFleet::create(config, points, 2, seed, 2, SimulationNoise::fast);
+    auto exact = *SimulatedFleet::create(config, points, 2, seed, 2, SimulationNoise::exact);
+    std::vector<UserId> users(points.size() / 2);
+    for (UserId u = 0; u < users.size(); ++u) users[u] = u;
+    for (std::uint32_t round = 1; round <= 12; ++round) {
+      std::vector<double> rho(users.size());
+      for (double& r : rho) r = asks[rng() % std::size(asks)];
+      RoundRequest request;
+      request.query_id = "parity";
+      request.round = round;
+      request.statistic = round % 2 ? StatisticKind::distance_to_point : StatisticKind::location;
+      request.point = p;
+      request.users = users;
+      request.rho = rho;
+      RoundReplies from_devices, from_fast, from_exact;
+      devices.ask(request, from_devices);
+      fast.ask(request, from_fast);
+      exact.ask(request, from_exact);
+      for (const RoundReplies* simulated : {&from_fast, &from_exact}) {
+        CHECK(simulated->kind == from_devices.kind);
+        CHECK(simulated->charged == from_devices.charged);
+        CHECK(simulated->remaining == from_devices.remaining);
+      }
+    }
+    for (UserId u = 0; u < users.size(); ++u) {
+      CHECK(fast.spent(u) == exact.spent(u));
+      CHECK(fast.spent(u) <= 1.0);
+    }
+  }
 }

@@ -76,6 +76,33 @@ double euclidean_distance(std::span<const double> u, std::span<const double> p) 
   return std::sqrt(sum2);
 }
 
+void signed_distances(const Region& region, const double* points, std::size_t count,
+                      double* out) noexcept {
+  const std::size_t d = dimension(region);
+  std::visit(
+      [&](const auto& r) {
+        for (std::size_t i = 0; i < count; ++i) out[i] = signed_distance(r, {points + i * d, d});
+      },
+      region);
+}
+
+void euclidean_distances(std::span<const double> p, const double* points, std::size_t count,
+                         double* out) noexcept {
+  const std::size_t d = p.size();
+  if (d == 2) {  // the common case, unrolled: the same operations in the same order
+    const double p0 = p[0], p1 = p[1];
+    for (std::size_t i = 0; i < count; ++i) {
+      const double a = points[2 * i] - p0, b = points[2 * i + 1] - p1;
+      double sum2 = 0;
+      sum2 += a * a;
+      sum2 += b * b;
+      out[i] = std::sqrt(sum2);
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = euclidean_distance({points + i * d, d}, p);
+}
+
 Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p) {
   CGP_RETURN_IF_ERROR(require_dimension("point", u, p.size()));
   CGP_RETURN_IF_ERROR(require_all_finite("point", u));

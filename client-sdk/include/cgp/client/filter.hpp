@@ -1,9 +1,13 @@
 // The device's privacy filter (paper Alg. 1 with eq. (7), Theorem 4.4; eq. (10), Theorem 4.5).
 // Both filter kinds reduce to Σ charges ≤ capacity: the CGP budget itself, or the capacity R*
-// of eq. (10) computed once (common/src/privacy/approx_gp_filter.md).
+// of eq. (10) computed once (common/src/privacy/approx_gp_filter.md). The checks are inline:
+// simulated fleets run them once per user per round.
 #pragma once
 
+#include <cmath>
+
 #include "cgp/common/device_config.hpp"
+#include "cgp/common/privacy/rounding.hpp"
 
 namespace cgp::client {
 
@@ -14,11 +18,18 @@ class PrivacyFilter {
   // Whether a release charging `charge` may go out now. Refusal depends only on public charges
   // (Thm 4.3), so a later, smaller request may still be admitted, unless the filter is sticky
   // and has halted (Alg. 1's HALT).
-  bool admits(double charge) const noexcept;
+  bool admits(double charge) const noexcept {
+    if (halted_) return false;
+    if (!(charge > 0) || !std::isfinite(charge)) return false;
+    return spent_after(charge) <= capacity_;
+  }
   // The spent total after admitting `charge`, rounded up: what the ledger records.
-  double spent_after(double charge) const noexcept;
+  double spent_after(double charge) const noexcept {
+    // One rounded addition: next_up makes the recorded total ≥ the exact sum of charges.
+    return privacy::next_up(spent_ + charge);
+  }
   // Precondition: admits(charge) and the ledger recorded spent_after(charge).
-  void commit(double charge) noexcept;
+  void commit(double charge) noexcept { spent_ = spent_after(charge); }
   // Called on a refusal: with sticky_halt the filter stops for good (and the caller records it).
   // Returns whether this call changed the state.
   bool halt_if_sticky() noexcept;
@@ -27,11 +38,18 @@ class PrivacyFilter {
   bool halted() const noexcept { return halted_; }
   double capacity() const noexcept { return capacity_; }
   // capacity − spent, rounded down, never negative; 0 once halted.
-  double remaining() const noexcept;
+  double remaining() const noexcept {
+    if (halted_) return 0.0;
+    return at_least_zero(privacy::subtract_down(capacity_, spent_));
+  }
   // What remaining() will be after commit(charge).
-  double remaining_after(double charge) const noexcept;
+  double remaining_after(double charge) const noexcept {
+    if (halted_) return 0.0;
+    return at_least_zero(privacy::subtract_down(capacity_, spent_after(charge)));
+  }
 
  private:
+  static double at_least_zero(double x) noexcept { return x > 0 ? x : 0.0; }  // NaN → 0
   double capacity_;
   bool sticky_;
   double spent_;

@@ -61,13 +61,18 @@ struct ReleaseScratch {
 std::span<const double> release_input(const StatisticSpec& spec, std::span<const double> component,
                                       const NoisePlan& plan, ReleaseScratch& scratch);
 
-// privatize with the noise supplied as standard normals z (one per coordinate): releases
-// round(φ'/u)·u + round(σ_grid·z)·u, the device's clamp and grid with a rounded continuous
-// Gaussian in place of the exact discrete one. For simulations only (cgpkit::simulation's fast
-// noise): the caller's z need no secrecy there, and at σ_grid ≥ 2^24 grid units the two laws
-// are indistinguishable in any experiment.
+// The box a release clamps its component to (release_input): ±coordinate_limit for location,
+// and for distances also ±2·kMaxCoordinate.
+double input_limit(const StatisticSpec& spec, const NoisePlan& plan) noexcept;
+
+// privatize with the noise supplied as standard normals z (one per value): out[i] =
+// round(φ'_i/u)·u + round(σ_grid·z_i)·u, the device's clamp and grid with a rounded continuous
+// Gaussian in place of the exact discrete one. φ may hold the values of many releases made
+// under the same plan (phi, z and out of equal size). For simulations only (cgpkit::simulation's
+// fast noise): the caller's z need no secrecy there, and at σ_grid ≥ 2^24 grid units the two
+// laws are indistinguishable in any experiment.
 void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
-                            std::span<const double> z, std::vector<double>& out);
+                            std::span<const double> z, std::span<double> out) noexcept;
 
 // One release without budget accounting (the caller admits and commits around it): clamp the
 // component to the plan's box (and, for distances, to ±2·kMaxCoordinate), evaluate φ, round

@@ -35,6 +35,10 @@ Status check_statistic_input(const StatisticSpec& spec, std::span<const double> 
 // φ(component) into out[0 .. output_dimension): no checks, no allocation.
 void evaluate_unchecked(const StatisticSpec& spec, std::span<const double> component,
                         double* out) noexcept;
+// The same for `count` components of dimension d stored one after another, φ(component i)
+// into out[i·output_dimension(d), ...): one dispatch per call, the same bits as one at a time.
+void evaluate_unchecked(const StatisticSpec& spec, const double* components, std::size_t count,
+                        std::size_t d, double* out) noexcept;
 
 // The length of φ(x) for a component of the given dimension: d for location, 1 otherwise.
 std::size_t output_dimension(const DeviceRequest& request, std::size_t component_dimension);

@@ -17,11 +17,17 @@ class BudgetMirror {
   std::size_t size() const noexcept { return remaining_.size(); }
   // Whether asking ρ fits: the device will charge privacy::device_charge(ρ).
   bool can_ask(UserId user, double rho) const noexcept;
+  // The same with the charge known: charge = privacy::device_charge(ρ), computed once for the
+  // many users a round asks the same ρ.
+  bool can_pay(UserId user, double charge) const noexcept { return charge <= remaining_[user]; }
   // After a round: an answer costs what the device charged (never less than its known
   // charge), a refusal reports what is left, and a missing answer is assumed to have been
   // charged (the reply may have been lost after the charge).
   void update(UserId user, ReplyKind kind, double asked_rho, double charged,
               double reported_remaining) noexcept;
+  // The same with known_charge = privacy::device_charge(asked_rho).
+  void update_with_charge(UserId user, ReplyKind kind, double known_charge, double charged,
+                          double reported_remaining) noexcept;
   void update(std::span<const UserId> users, std::span<const double> asked_rho,
               const RoundReplies& replies) noexcept;
   // A value kept from before (a restarted coordinator's saved mirror): lowers what is left,

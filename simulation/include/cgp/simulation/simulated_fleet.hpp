@@ -32,6 +32,8 @@ enum class SimulationNoise { fast, exact };
 std::string_view noise_name(SimulationNoise noise) noexcept;   // "fast" | "exact"
 Expected<SimulationNoise> parse_noise(std::string_view name);  // error names "noise"
 
+class RoundRunner;
+
 class SimulatedFleet final : public coordinator::Fleet {
  public:
   // points: n × dimension values, row-major (user i at [i·dimension, (i+1)·dimension)).
@@ -62,6 +64,7 @@ class SimulatedFleet final : public coordinator::Fleet {
   void reset(std::uint64_t seed, const DeviceConfig& config);
 
  private:
+  friend class RoundRunner;
   struct State;
   explicit SimulatedFleet(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

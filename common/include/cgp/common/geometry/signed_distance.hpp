@@ -26,6 +26,15 @@ inline bool inside(const Region& region, std::span<const double> point) noexcept
 
 // len_p(u) = ‖u − p‖. Unchecked: equal sizes.
 double euclidean_distance(std::span<const double> u, std::span<const double> p) noexcept;
+
+// Many points at once, for loops over users: out[i] = signed_distance(region, x_i) and
+// out[i] = euclidean_distance(x_i, p), where x_i = points[i·d, (i+1)·d) with d the region's
+// (p's) dimension. One dispatch on the region's kind per call; the same arithmetic, so the
+// same bits, as one point at a time.
+void signed_distances(const Region& region, const double* points, std::size_t count,
+                      double* out) noexcept;
+void euclidean_distances(std::span<const double> p, const double* points, std::size_t count,
+                         double* out) noexcept;
 Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p);
 
 }  // namespace cgp::geometry

@@ -25,6 +25,13 @@ inline double next_up(double x) noexcept {
   return std::nextafter(x, std::numeric_limits<double>::infinity());
 }
 
+// The next double below x (std::nextafter(x, −inf)), inlined for a finite x > 0.
+inline double next_down(double x) noexcept {
+  if (x > 0 && x < std::numeric_limits<double>::infinity())
+    return std::bit_cast<double>(std::bit_cast<std::uint64_t>(x) - 1);
+  return std::nextafter(x, -std::numeric_limits<double>::infinity());
+}
+
 // A value ≥ the exact result x̂ whenever |x − x̂| ≤ kPadRelative·|x̂|.
 inline double pad_up(double x) {
   return next_up(x + std::fabs(x) * kPadRelative);
@@ -42,8 +49,7 @@ inline double pad_down(double x) {
 inline double subtract_down(double a, double b) {
   double difference = a - b;
   double error = (a - difference) - b;  // exact: > 0 means difference < a − b, < 0 means above
-  return error < 0 ? std::nextafter(difference, -std::numeric_limits<double>::infinity())
-                   : difference;
+  return error < 0 ? next_down(difference) : difference;
 }
 
 }  // namespace cgp::privacy

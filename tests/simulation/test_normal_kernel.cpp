@@ -1,0 +1,203 @@
+// The fast-noise kernel (simulation/src/fast_normals) and the batch paths the simulated fleet
+// runs: each must give exactly what the one-at-a-time definition gives, for any batch.
+#include <catch2/catch.hpp>
+
+#include <Random123/philox.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cgp/client/privatizer.hpp"
+#include "cgp/client/statistic.hpp"
+#include "cgp/common/geometry/signed_distance.hpp"
+#include "fast_normals.hpp"  // simulation/src: the kernel is internal to the library
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace cgp::simulation;
+
+namespace {
+
+// The Box–Muller of normal_pairs' documentation, with glibc's scalar functions.
+std::pair<double, double> reference_pair(std::uint64_t key, std::uint64_t stream,
+                                         std::uint32_t block) {
+  const auto w = philox_words(key, stream, block);
+  const std::uint64_t a = (std::uint64_t{w[0]} << 32 | w[1]) >> 11;
+  const std::uint64_t b = (std::uint64_t{w[2]} << 32 | w[3]) >> 11;
+  const double u1 = (static_cast<double>(a) + 1) * 0x1p-53, u2 = static_cast<double>(b) * 0x1p-53;
+  const double r = std::sqrt(-2 * std::log(u1)), theta = 2 * M_PI * u2 - M_PI;
+  return {r * std::cos(theta), r * std::sin(theta)};
+}
+
+double normal_cdf(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+
+}  // namespace
+
+TEST_CASE("philox4x32 is Random123's Philox4x32-10", "[simulation][noise]") {
+  CGP_SEEDED(1210);
+  std::mt19937_64 rng(seed);
+  const r123::Philox4x32 philox;
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint64_t key = rng(), stream = rng();
+    const auto block = static_cast<std::uint32_t>(rng());
+    const r123::Philox4x32::ctr_type counter = {
+        {static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32), block, 0}};
+    const r123::Philox4x32::key_type k = {
+        {static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32)}};
+    const auto expected = philox(counter, k);
+    const auto got = philox_words(key, stream, block);
+    for (int w = 0; w < 4; ++w) CHECK(got[static_cast<std::size_t>(w)] == expected[w]);
+  }
+}
+
+TEST_CASE("normal_pairs is Box-Muller of the Philox words and the same for any batch",
+          "[simulation][noise]") {
+  CGP_SEEDED(1211);
+  INFO("target " << normal_pairs_target());
+  std::mt19937_64 rng(seed);
+  const std::size_t n = 1000;
+  const std::uint64_t stream = rng();
+  std::vector<std::uint64_t> keys(n);
+  std::vector<std::uint32_t> blocks(n);
+  for (std::size_t i = 0; i < n; ++i)
+    keys[i] = rng(), blocks[i] = static_cast<std::uint32_t>(i % 7);
+  std::vector<double> all(2 * n);
+  normal_pairs(stream, keys.data(), blocks.data(), n, all.data(), true);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [z0, z1] = reference_pair(keys[i], stream, blocks[i]);
+    // Highway's log, sin and cos are within 3 ulp of glibc's: the pair agrees to ~1e-15.
+    CHECK(std::abs(all[2 * i] - z0) <= 1e-13);
+    CHECK(std::abs(all[2 * i + 1] - z1) <= 1e-13);
+  }
+  // Any sub-batch, at any offset and length (vector tails included), gives the same bits.
+  for (std::size_t offset : {0, 1, 5, 17}) {
+    for (std::size_t count : {1, 2, 3, 7, 8, 9, 16, 31, 64, 100}) {
+      std::vector<double> part(2 * count), first(count);
+      normal_pairs(stream, keys.data() + offset, blocks.data() + offset, count, part.data(), true);
+      normal_pairs(stream, keys.data() + offset, blocks.data() + offset, count, first.data(),
+                   false);
+      for (std::size_t i = 0; i < count; ++i) {
+        CHECK(part[2 * i] == all[2 * (offset + i)]);
+        CHECK(part[2 * i + 1] == all[2 * (offset + i) + 1]);
+        CHECK(first[i] == all[2 * (offset + i)]);
+      }
+    }
+  }
+  // Every instruction set this build has and the CPU runs computes the same normals to within
+  // the transcendental functions' last bits.
+  for (const std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    INFO("on " << normal_pairs_target());
+    std::vector<double> here(2 * n);
+    normal_pairs(stream, keys.data(), blocks.data(), n, here.data(), true);
+    for (std::size_t i = 0; i < 2 * n; ++i) CHECK(std::abs(here[i] - all[i]) <= 1e-13);
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to what the CPU supports
+  // No blocks means block 0.
+  std::vector<double> zero_block(2), explicit_zero(2);
+  const std::uint32_t block0 = 0;
+  normal_pairs(stream, keys.data(), nullptr, 1, zero_block.data(), true);
+  normal_pairs(stream, keys.data(), &block0, 1, explicit_zero.data(), true);
+  CHECK(zero_block == explicit_zero);
+}
+
+// 10^6 normals (5·10^5 pairs, one key each) against Φ by one-sample KS: P[√n·D > c] ≤
+// 2·exp(−2c²), c = √(ln(2/1e-7)/2) ≈ 2.90, D_crit ≈ 0.0029 at a false-failure rate ≤ 1e-7.
+// The two halves of a pair are independent: their sample correlation is within 6/√m
+// (false-failure rate < 1e-8).
+TEST_CASE("normal_pairs draws standard normals", "[simulation][noise][statistical]") {
+  CGP_SEEDED(1212);
+  std::mt19937_64 rng(seed);
+  const std::size_t pairs = 500000;
+  std::vector<std::uint64_t> keys(pairs);
+  for (auto& k : keys) k = rng();
+  std::vector<double> z(2 * pairs);
+  normal_pairs(rng(), keys.data(), nullptr, pairs, z.data(), true);
+  double cross = 0;
+  for (std::size_t i = 0; i < pairs; ++i) cross += z[2 * i] * z[2 * i + 1];
+  const double correlation = cross / static_cast<double>(pairs);
+  INFO("correlation " << correlation);
+  CHECK(std::abs(correlation) <= 6 / std::sqrt(static_cast<double>(pairs)));
+  std::sort(z.begin(), z.end());
+  const double n = static_cast<double>(z.size());
+  double d = 0;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const double f = normal_cdf(z[i]);
+    d = std::max({d, std::abs(f - static_cast<double>(i) / n),
+                  std::abs(static_cast<double>(i + 1) / n - f)});
+  }
+  const double critical = std::sqrt(std::log(2 / 1e-7) / 2) / std::sqrt(n);
+  INFO("KS D = " << d << ", critical " << critical);
+  CHECK(d <= critical);
+  // The power of the test: a σ 1% too small is refused at the same threshold.
+  double shrunk = 0;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const double f = normal_cdf(0.99 * z[i]);
+    shrunk = std::max(shrunk, std::abs(f - static_cast<double>(i) / n));
+  }
+  CHECK(shrunk > critical);
+}
+
+// The device's rounding, written once (privatizer.cpp): round-half-away of φ/u clamped to
+// ±2^56, plus round-half-away of σ_grid·z, times u — checked against std::llround and ldexp.
+TEST_CASE("privatize_with_normals rounds as the device's grid does", "[simulation][noise]") {
+  CGP_SEEDED(1213);
+  std::mt19937_64 rng(seed);
+  const auto plan = client::plan_noise(1.0, 1e-3, 1.0);
+  REQUIRE(plan.has_value());
+  const double u = plan->grid(), sigma_grid = std::sqrt(static_cast<double>(plan->sigma2_grid));
+  std::vector<double> phi, z;
+  std::normal_distribution<double> normal(0, 1);
+  std::uniform_real_distribution<double> spread(-1e4, 1e4);
+  for (int i = 0; i < 2000; ++i) phi.push_back(spread(rng)), z.push_back(normal(rng));
+  // Halves on both sides, both clamps, and the values a clamp must send to its bounds.
+  for (double half : {0.5, 1.5, -0.5, -2.5, 1e6 + 0.5}) phi.push_back(half * u), z.push_back(0);
+  for (double big : {0x1p80 * u, -0x1p80 * u, HUGE_VAL, -HUGE_VAL, std::nan("")})
+    phi.push_back(big), z.push_back(0);
+  z.push_back(0.5 / sigma_grid), phi.push_back(0);
+  z.push_back(-0.5 / sigma_grid), phi.push_back(0);
+  std::vector<double> out(phi.size());
+  client::privatize_with_normals(phi, *plan, z, out);
+  for (std::size_t i = 0; i < phi.size(); ++i) {
+    INFO("phi " << phi[i] << " z " << z[i]);
+    const double units =
+        std::fmin(std::fmax(std::ldexp(phi[i], -plan->grid_exponent), -0x1p56), 0x1p56);
+    const long long expected = std::llround(units) + std::llround(sigma_grid * z[i]);
+    CHECK(out[i] == std::ldexp(static_cast<double>(expected), plan->grid_exponent));
+  }
+}
+
+TEST_CASE("batch distances give the same bits as one point at a time", "[simulation][geometry]") {
+  CGP_SEEDED(1214);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> coordinate(-5000, 5000);
+  for (std::size_t d : {1, 2, 3, 7}) {
+    INFO("dimension " << d);
+    std::vector<double> points(300 * d), p(d), lo(d), hi(d);
+    for (double& v : points) v = coordinate(rng);
+    for (std::size_t t = 0; t < d; ++t) p[t] = coordinate(rng), lo[t] = -1000, hi[t] = 1500;
+    std::vector<geometry::Region> regions = {*geometry::Box::create(lo, hi),
+                                             *geometry::Ball::create(p, 2000)};
+    if (d == 2) regions.push_back(*geometry::Polygon::create({{0, 0}, {3000, 0}, {1000, 2500}}));
+    std::vector<double> batch(300);
+    geometry::euclidean_distances(p, points.data(), 300, batch.data());
+    for (std::size_t i = 0; i < 300; ++i)
+      CHECK(batch[i] == geometry::euclidean_distance({points.data() + i * d, d}, p));
+    for (const auto& region : regions) {
+      geometry::signed_distances(region, points.data(), 300, batch.data());
+      for (std::size_t i = 0; i < 300; ++i)
+        CHECK(batch[i] == geometry::signed_distance(region, {points.data() + i * d, d}));
+      client::StatisticSpec spec;
+      spec.kind = StatisticKind::signed_distance_to_region;
+      spec.region = &region;
+      std::vector<double> evaluated(300);
+      client::evaluate_unchecked(spec, points.data(), 300, d, evaluated.data());
+      CHECK(evaluated == batch);
+    }
+  }
+}
