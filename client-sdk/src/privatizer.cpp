@@ -173,7 +173,7 @@ namespace {
 // x rounded to the nearest integer, halves away from zero — std::llround's rule — for
 // |x| < 2^62, inline (std::llround is a library call, and this runs once per released value).
 long long round_half_away(double x) noexcept {
-  const auto whole = static_cast<long long>(x);           // toward zero
+  const auto whole = static_cast<long long>(x);            // toward zero
   const double fraction = x - static_cast<double>(whole);  // exact: both share x's exponent range
   return whole + static_cast<long long>(fraction >= 0.5) - static_cast<long long>(fraction <= -0.5);
 }
