@@ -1,6 +1,7 @@
 #include "cgp/client/privatizer.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 
@@ -24,6 +25,13 @@ constexpr int kMinRhoBits = 18;
 // makes "answered" independent of the data by construction.
 constexpr int kClampBits = 48;
 constexpr int kPhiBits = 56;
+
+// 2^e for a normal-range e (plans keep |grid_exponent| ≤ 950), built from its bits: exact, as
+// ldexp(1, e) is, without a library call per release.
+double power_of_two(int e) noexcept {
+  if (e < -1022 || e > 1023) return std::ldexp(1.0, e);  // not from plan_noise
+  return std::bit_cast<double>(static_cast<std::uint64_t>(1023 + e) << 52);
+}
 
 // The exponent e with x ∈ [2^(e−1), 2^e), for x > 0 finite.
 int binary_exponent(double x) {
@@ -95,7 +103,7 @@ int capacity_grid_exponent(double lipschitz, double capacity) {
 }  // namespace
 
 double NoisePlan::grid() const noexcept {
-  return std::ldexp(1.0, grid_exponent);
+  return power_of_two(grid_exponent);
 }
 double NoisePlan::sigma() const noexcept {
   return std::sqrt(static_cast<double>(sigma2_grid)) * grid();
@@ -156,9 +164,13 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
   return plan;
 }
 
+bool plan_covers(const NoisePlan& plan, double public_extent) noexcept {
+  return public_extent <= plan.coordinate_limit;
+}
+
 Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double capacity) {
   CGP_ASSIGN_OR_RETURN(auto plan, plan_noise(lipschitz_constant(spec.kind), rho, capacity));
-  if (spec.public_extent() > plan.coordinate_limit) {
+  if (!plan_covers(plan, spec.public_extent())) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) +
                           " is too large for the coordinates of this request (limit " +
@@ -191,7 +203,7 @@ long long grid_units(double phi, double scale) noexcept {
 }
 
 double grid_scale(const NoisePlan& plan) noexcept {
-  return std::ldexp(1.0, -plan.grid_exponent);
+  return power_of_two(-plan.grid_exponent);
 }
 
 }  // namespace

@@ -1,10 +1,8 @@
 #include "cgp/coordinator/elimination.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/privacy/confidence.hpp"
@@ -17,13 +15,6 @@ namespace {
 
 // Each part of a user's split is shaved so that Σ_j ρ_i·f_j never exceeds ρ_i by rounding.
 constexpr double kShave = 1 - 0x1p-40;
-
-// Hashes a double by its bits (std::hash<double> goes through _Hash_bytes: slow per user).
-struct DoubleBitsHash {
-  std::size_t operator()(double v) const noexcept {
-    return static_cast<std::size_t>(std::bit_cast<std::uint64_t>(v) * 0x9e3779b97f4a7c15ULL >> 17);
-  }
-};
 
 class Engine {
  public:
@@ -54,14 +45,15 @@ class Engine {
       uniform_rho_ = privacy::rho_within_charge(charges.cap(0).rho());
     } else {
       rho_by_user_.assign(n, 0.0);
-      // Users often share a cap (Alg. 3 gives equal histories equal allocations): convert each
-      // distinct cap once.
-      std::unordered_map<double, double, DoubleBitsHash> asked_for_cap;
+      // Neighbouring users often share a cap: convert each run of equal caps once.
+      double last_cap = 0, last_rho = 0;
       for (std::size_t k = 0; k < group.size(); ++k) {
         const double cap = charges.cap(k).rho();
-        auto [it, added] = asked_for_cap.try_emplace(cap, 0.0);
-        if (added) it->second = privacy::rho_within_charge(cap);
-        rho_by_user_[group[k]] = it->second;
+        if (k == 0 || cap != last_cap) {
+          last_cap = cap;
+          last_rho = privacy::rho_within_charge(cap);
+        }
+        rho_by_user_[group[k]] = last_rho;
       }
     }
 

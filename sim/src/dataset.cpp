@@ -2,11 +2,14 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <fstream>
+#include <iterator>
 #include <random>
-#include <sstream>
+#include <string_view>
 
 #include "cgp/common/validate.hpp"
 #include "cgp/simulation/synthetic_city.hpp"
@@ -18,29 +21,51 @@ Error data_error(const std::string& path, const std::string& what) {
   return make_error(ErrorCode::invalid_argument, "data", "data: " + path + ": " + what);
 }
 
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> cells;
-  std::string cell;
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      cells.push_back(cell);
-      cell.clear();
-    } else if (c != '\r') {
-      cell += c;
+// A CSV file read at once: cells are views into its text (or, for the rare cell that needs
+// unquoting, into `unquoted`), so a large file costs one buffer and one view per cell.
+struct Csv {
+  std::string text;
+  std::deque<std::string> unquoted;  // stable addresses for the views
+  std::vector<std::string_view> header;
+  std::vector<std::string_view> cells;  // rows × header.size()
+  std::size_t rows() const noexcept { return header.empty() ? 0 : cells.size() / header.size(); }
+  std::string_view at(std::size_t row, std::size_t column) const noexcept {
+    return cells[row * header.size() + column];
+  }
+};
+
+// Splits one line at commas outside double quotes; quotes and carriage returns are dropped and
+// spaces and tabs around a cell trimmed.
+void split_csv_line(std::string_view line, Csv& csv, std::vector<std::string_view>& out) {
+  const auto trimmed = [](std::string_view cell) {
+    while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
+    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t')) cell.remove_suffix(1);
+    return cell;
+  };
+  std::size_t start = 0;
+  bool quoted = false, special = false;  // special: the cell holds '"' or '\r'
+  for (std::size_t i = 0; i <= line.size(); ++i) {
+    const bool end = i == line.size();
+    const char c = end ? ',' : line[i];
+    if (c == '"') quoted = !quoted;
+    if (c == '"' || c == '\r') special = true;
+    if (c != ',' || (quoted && !end)) continue;
+    std::string_view cell = line.substr(start, i - start);
+    if (special && cell.find_first_of("\"\r") == cell.size() - 1 && cell.back() == '\r') {
+      cell.remove_suffix(1);  // a CRLF line's last cell: no copy needed
+    } else if (special) {
+      std::string& copy = csv.unquoted.emplace_back();
+      for (char k : cell)
+        if (k != '"' && k != '\r') copy += k;
+      cell = copy;
     }
+    out.push_back(trimmed(cell));
+    start = i + 1;
+    special = false;
   }
-  cells.push_back(cell);
-  for (auto& s : cells) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.erase(s.begin());
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
-  }
-  return cells;
 }
 
-bool parse_number(const std::string& text, double& out) {
+bool parse_number(std::string_view text, double& out) {
   const char* begin = text.data();
   const char* end = begin + text.size();
   if (begin != end && *begin == '+') ++begin;
@@ -48,30 +73,35 @@ bool parse_number(const std::string& text, double& out) {
   return ec == std::errc() && ptr == end && std::isfinite(out);
 }
 
-struct Csv {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-};
-
 Expected<Csv> read_csv(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return data_error(path, "cannot open the file (missing or unreadable)");
   Csv csv;
-  std::string line;
-  if (!std::getline(in, line)) return data_error(path, "the file is empty");
-  csv.header = split_csv_line(line);
-  std::size_t number = 1;
-  while (std::getline(in, line)) {
+  csv.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) return data_error(path, "cannot read the file");
+  if (csv.text.empty()) return data_error(path, "the file is empty");
+  const std::string_view text = csv.text;
+  std::size_t number = 0, at = 0;
+  std::vector<std::string_view> row;
+  while (at < text.size()) {  // lines as std::getline gives them
+    const std::size_t newline = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, newline - at);
+    at = newline + 1;
     ++number;
+    if (number == 1) {
+      split_csv_line(line, csv, csv.header);
+      continue;
+    }
     if (line.empty() || line == "\r") continue;
-    auto cells = split_csv_line(line);
-    if (cells.size() != csv.header.size())
+    row.clear();
+    split_csv_line(line, csv, row);
+    if (row.size() != csv.header.size())
       return data_error(path, "row " + std::to_string(number) + " has " +
-                                  std::to_string(cells.size()) + " fields, the header " +
+                                  std::to_string(row.size()) + " fields, the header " +
                                   std::to_string(csv.header.size()));
-    csv.rows.push_back(std::move(cells));
+    csv.cells.insert(csv.cells.end(), row.begin(), row.end());
   }
-  if (csv.rows.empty()) return data_error(path, "no data rows after the header");
+  if (csv.cells.empty()) return data_error(path, "no data rows after the header");
   return csv;
 }
 
@@ -83,14 +113,14 @@ int column_of(const Csv& csv, const std::string& name) {
 
 Expected<std::vector<double>> numeric_column(const Csv& csv, int column, const std::string& path) {
   std::vector<double> values;
-  values.reserve(csv.rows.size());
-  for (std::size_t r = 0; r < csv.rows.size(); ++r) {
+  values.reserve(csv.rows());
+  for (std::size_t r = 0; r < csv.rows(); ++r) {
     double v;
-    const std::string& cell = csv.rows[r][static_cast<std::size_t>(column)];
+    const std::string_view cell = csv.at(r, static_cast<std::size_t>(column));
     if (!parse_number(cell, v))
       return data_error(path, "row " + std::to_string(r + 2) + ", column " +
-                                  csv.header[static_cast<std::size_t>(column)] + ": '" + cell +
-                                  "' is not a finite number");
+                                  std::string(csv.header[static_cast<std::size_t>(column)]) +
+                                  ": '" + std::string(cell) + "' is not a finite number");
     values.push_back(v);
   }
   return values;
@@ -128,6 +158,7 @@ Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKi
   if (x >= 0 && y >= 0) {
     CGP_ASSIGN_OR_RETURN(auto xs, numeric_column(csv, x, path));
     CGP_ASSIGN_OR_RETURN(auto ys, numeric_column(csv, y, path));
+    data.points.reserve(2 * xs.size());
     for (std::size_t i = 0; i < xs.size(); ++i) {
       data.points.push_back((xs)[i]);
       data.points.push_back((ys)[i]);
@@ -138,7 +169,7 @@ Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKi
   return data_error(
       path, "needs columns lon,lat or x,y (header: " + [&] {
         std::string h;
-        for (const auto& c : csv.header) h += (h.empty() ? "" : ",") + c;
+        for (const auto& c : csv.header) h += (h.empty() ? "" : ",") + std::string(c);
         return h;
       }() + ")");
 }
@@ -150,7 +181,7 @@ Expected<Dataset> load_vectors(const std::string& path) {
   std::vector<int> columns;
   for (std::size_t c = 0; c < csv.header.size(); ++c) {
     double v;
-    if (parse_number(csv.rows[0][c], v)) columns.push_back(static_cast<int>(c));
+    if (parse_number(csv.at(0, c), v)) columns.push_back(static_cast<int>(c));
   }
   if (columns.empty()) return data_error(path, "no numeric columns");
   Dataset data;
@@ -160,9 +191,10 @@ Expected<Dataset> load_vectors(const std::string& path) {
     CGP_ASSIGN_OR_RETURN(auto column, numeric_column(csv, c, path));
     values.push_back(std::move(column));
   }
-  for (std::size_t r = 0; r < csv.rows.size(); ++r)
+  data.points.reserve(csv.rows() * values.size());
+  for (std::size_t r = 0; r < csv.rows(); ++r)
     for (const auto& column : values) data.points.push_back(column[r]);
-  data.description = path + ": " + std::to_string(csv.rows.size()) + " vectors of dimension " +
+  data.description = path + ": " + std::to_string(csv.rows()) + " vectors of dimension " +
                      std::to_string(data.dimension);
   return data;
 }

@@ -1,6 +1,7 @@
 #include "cgp/simulation/simulated_fleet.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <string>
@@ -48,24 +49,42 @@ struct DoubleBitsHash {
   }
 };
 
-// Plans by ρ: a round asks most users the same ρ (looked up once), Alg. 3 a few distinct ones.
+// The device's plans (plan_noise) by ρ, kept across rounds: a round asks most users the same ρ
+// (looked up once), Alg. 3 a few hundred distinct ones, the same in every round of a query.
+// One per thread; emptied when the filter capacity changes, and bounded.
 class PlanCache {
  public:
-  // nullptr for a ρ plan_release refuses. Callers keep ρ ≤ 0 and NaN out (NaN ≠ NaN).
-  const client::NoisePlan* find(const client::StatisticSpec& spec, double rho, double capacity) {
-    if (rho == current_rho_) return current_;
+  // The plan for a K-Lipschitz statistic at ρ; nullptr where plan_noise refuses. Callers keep
+  // ρ ≤ 0 and NaN out (NaN ≠ NaN would defeat the cache).
+  const client::NoisePlan* find(double lipschitz, double rho, double capacity) {
+    if (lipschitz != lipschitz_ || capacity != capacity_ || plans_.size() >= kMaxPlans) {
+      plans_.clear();
+      recent_.fill({});
+      lipschitz_ = lipschitz;
+      capacity_ = capacity;
+    }
+    // A direct-mapped front: users asked distinct ρ (Alg. 3) find theirs without hashing into
+    // the map again.
+    Recent& slot = recent_[DoubleBitsHash{}(rho) % kRecent];
+    if (slot.entry && slot.rho == rho) return slot.plan;
     auto planned = plans_.find(rho);
     if (planned == plans_.end())
-      planned = plans_.emplace(rho, client::plan_release(spec, rho, capacity)).first;
-    current_rho_ = rho;
-    current_ = planned->second ? &*planned->second : nullptr;  // stable: nodes never move
-    return current_;
+      planned = plans_.emplace(rho, client::plan_noise(lipschitz, rho, capacity)).first;
+    // Stable: unordered_map nodes never move.
+    slot = {rho, &planned->second, planned->second ? &*planned->second : nullptr};
+    return slot.plan;
   }
 
  private:
+  struct Recent {
+    double rho = 0;
+    const Expected<client::NoisePlan>* entry = nullptr;
+    const client::NoisePlan* plan = nullptr;
+  };
+  static constexpr std::size_t kMaxPlans = 1 << 16, kRecent = 1024;
   std::unordered_map<double, Expected<client::NoisePlan>, DoubleBitsHash> plans_;
-  double current_rho_ = -1;
-  const client::NoisePlan* current_ = nullptr;
+  std::array<Recent, kRecent> recent_{};
+  double lipschitz_ = 0, capacity_ = 0;
 };
 
 // Users a thread takes through the fast round at once: the buffers stay in L1/L2 and the
@@ -102,6 +121,7 @@ struct SimulatedFleet::State {
   std::uint64_t seed = 0;
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
+  std::vector<PlanCache> plans;  // one per thread
 };
 
 SimulatedFleet::SimulatedFleet(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -114,10 +134,11 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::size_t dimension, std::uint64_t seed,
                                                 unsigned threads, SimulationNoise noise) {
   CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
-  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1, noise});
+  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1, noise, {}});
   state->points.assign(points.begin(), points.end());
   state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));
   state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  state->plans.resize(state->threads);
   return SimulatedFleet(std::move(state));
 }
 
@@ -170,10 +191,11 @@ class RoundRunner {
            (spec.kind != StatisticKind::signed_distance_to_region || spec.region) &&
            request.rho.size() == request.users.size();
     stream = round_stream(request.query_id, request.round);
+    lipschitz = lipschitz_constant(spec.kind);
+    extent = spec.public_extent();
   }
 
-  void run(std::size_t begin, std::size_t end) {
-    PlanCache plans;
+  void run(std::size_t begin, std::size_t end, PlanCache& plans) {
     if (s.noise == SimulationNoise::exact) {
       client::ReleaseScratch scratch;
       std::vector<double> out;
@@ -227,8 +249,9 @@ class RoundRunner {
       replies.kind[k] = ReplyKind::rejected;  // about its budget (remaining stays 0)
       return nullptr;
     }
-    const client::NoisePlan* plan = plans.find(spec, rho, s.config.rho_capacity());
-    if (!plan) {  // a ρ plan_release refuses (below the device's minimum, say)
+    // plan_release, in two steps so that plan_noise's work is kept across rounds.
+    const client::NoisePlan* plan = plans.find(lipschitz, rho, s.config.rho_capacity());
+    if (!plan || !client::plan_covers(*plan, extent)) {  // a ρ plan_release refuses
       replies.kind[k] = ReplyKind::rejected;
       replies.remaining[k] = filter.remaining();
       return nullptr;
@@ -308,12 +331,15 @@ class RoundRunner {
   std::size_t out_dim = 0;
   bool fits = false;
   std::uint64_t stream = 0;
+  double lipschitz = 1, extent = 0;
 };
 
 void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   RoundRunner round(*state_, request, replies);
   parallel_chunks(request.users.size(), state_->threads,
-                  [&](std::size_t begin, std::size_t end, unsigned) { round.run(begin, end); });
+                  [&](std::size_t begin, std::size_t end, unsigned thread) {
+                    round.run(begin, end, state_->plans[thread]);
+                  });
 }
 
 }  // namespace cgp::simulation

@@ -88,6 +88,26 @@ TEST_CASE("device charge and its inverse", "[privacy][charge]") {
   }
 }
 
+// rho_within_charge bisects on bit patterns; its definition is the step-down loop below (the
+// largest ρ ≤ charge/(1 + 2^-10)² that device_charge keeps within the charge, or 0).
+TEST_CASE("rho_within_charge is the largest rho within the charge", "[privacy][charge]") {
+  CGP_SEEDED(78);
+  std::mt19937_64 rng(seed);
+  const auto by_steps = [](double charge) {
+    double rho = charge / ((1 + privacy::kGridSlack) * (1 + privacy::kGridSlack));
+    while (rho > 0 && privacy::device_charge(rho) > charge) rho = std::nextafter(rho, 0.0);
+    return rho;
+  };
+  std::vector<double> charges = {5e-324, 1e-320, DBL_MIN, 1.0, 1e-6, DBL_MAX / 2};
+  for (int i = 0; i < 100000; ++i)
+    charges.push_back(std::ldexp(static_cast<double>(rng() >> 11),
+                                 static_cast<int>(rng() % 2100) - 1100));
+  for (double charge : charges) {
+    INFO("charge = " << charge);
+    CHECK(privacy::rho_within_charge(charge) == by_steps(charge));
+  }
+}
+
 TEST_CASE("next_up and subtract_down round the right way", "[privacy][rounding]") {
   CGP_SEEDED(77);
   std::mt19937_64 rng(seed);

@@ -160,12 +160,24 @@ TEST_CASE("cgp-sim: --seed makes two runs identical", "[sim]") {
   CHECK(runs[0] != runs[2]);  // another seed
 }
 
+TEST_CASE("cgp-sim: CSV with CRLF lines, quotes, blank lines and spaces reads as plain CSV",
+          "[sim]") {
+  Scratch scratch;
+  const auto file = scratch.file("crlf.csv", "x,y\r\n1,2\r\n\"3\",4\r\n\r\n 5 , \"6\"\r\n\n7,8");
+  Run run = run_sim("range --data " + file + " --rho 1 --w 3 --reps 1 --methods BM0");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("4 x/y points") != std::string::npos);
+}
+
 TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]") {
   Scratch scratch;
   const auto points = scratch.file("points.csv", xy_csv(50, 1));
   const auto header_only = scratch.file("empty.csv", "x,y\n");
   const auto words = scratch.file("words.csv", "x,y\n1,2\nthree,4\n");
   const auto no_columns = scratch.file("cols.csv", "a,b\n1,2\n");
+  const auto short_row = scratch.file("short.csv", "x,y\n1,2\n3\n");
+  const auto quoted_comma = scratch.file("quoted.csv", "x,y\n1,2\n\"3,5\",4\n");
   struct Case {
     std::string arguments;
     int exit_code;
@@ -176,6 +188,8 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + header_only + " --rho 1e-4 --w 100", 3, "no data rows"},
       {"range --data " + words + " --rho 1e-4 --w 100", 3, "'three' is not a finite number"},
       {"range --data " + no_columns + " --rho 1e-4 --w 100", 3, "lon,lat or x,y"},
+      {"range --data " + short_row + " --rho 1e-4 --w 100", 3, "row 3 has 1 fields, the header 2"},
+      {"range --data " + quoted_comma + " --rho 1e-4 --w 100", 3, "'3,5' is not a finite number"},
       {"threshold --data " + points + " --column income --q 0.5 --rho 1", 3,
        "no column named 'income'"},
       {"range --data " + points + " --rho -1 --w 100", 2, "--rho"},

@@ -8,7 +8,13 @@
 
 namespace cgp::geometry {
 
-double signed_distance(const Box& box, std::span<const double> point) noexcept {
+namespace {
+
+// The kinds' distances, inlined into both the one-point and the batch entry points (the same
+// code, so the same bits). Inputs are finite (points and regions are validated), so std::min
+// and std::max (one instruction) decide as fmin/fmax (a library call) would.
+[[gnu::always_inline]] inline double box_distance(const Box& box,
+                                                  std::span<const double> point) noexcept {
   const auto lo = box.lo();
   const auto hi = box.hi();
   double outside2 = 0;
@@ -16,20 +22,17 @@ double signed_distance(const Box& box, std::span<const double> point) noexcept {
   for (std::size_t k = 0; k < point.size(); ++k) {
     const double below = lo[k] - point[k];
     const double above = point[k] - hi[k];
-    const double excess = std::fmax(std::fmax(below, above), 0.0);
+    const double excess = std::max(std::max(below, above), 0.0);
     outside2 += excess * excess;
-    inside = std::fmin(inside, std::fmin(-below, -above));
+    inside = std::min(inside, std::min(-below, -above));
   }
   // Both cases computed, one kept by arithmetic: no branch on where the user is. +0 on ∂Γ.
   const double is_outside = static_cast<double>(outside2 > 0);
-  return is_outside * std::sqrt(outside2) - (1 - is_outside) * std::fmax(inside, 0.0) + 0.0;
+  return is_outside * std::sqrt(outside2) - (1 - is_outside) * std::max(inside, 0.0) + 0.0;
 }
 
-double signed_distance(const Ball& ball, std::span<const double> point) noexcept {
-  return euclidean_distance(point, ball.center()) - ball.radius();
-}
-
-double signed_distance(const Polygon& polygon, std::span<const double> point) noexcept {
+[[gnu::always_inline]] inline double polygon_distance(const Polygon& polygon,
+                                                      std::span<const double> point) noexcept {
   const double px = point[0], py = point[1];
   const Polygon::Edges& e = polygon.edges();
   const std::size_t n = e.size();
@@ -41,9 +44,9 @@ double signed_distance(const Polygon& polygon, std::span<const double> point) no
     const double ax = e.ax[k], ay = e.ay[k], bx = e.bx[k], by = e.by[k];
     const double dx = bx - ax, dy = by - ay;
     double t = ((px - ax) * dx + (py - ay) * dy) * e.inv_len2[k];
-    t = std::fmin(std::fmax(t, 0.0), 1.0);
+    t = std::min(std::max(t, 0.0), 1.0);
     const double ex = ax + t * dx - px, ey = ay + t * dy - py;
-    best2 = std::fmin(best2, ex * ex + ey * ey);
+    best2 = std::min(best2, ex * ex + ey * ey);
     // The crossing is left of the point iff px < ax + (py − ay)·dx/dy; multiplied out by dy
     // (sign flipped for dy < 0) there is no division, so a near-horizontal edge cannot turn the
     // test into ±inf or NaN. Products stay below 2^64 for coordinates within ±2^31.
@@ -55,6 +58,33 @@ double signed_distance(const Polygon& polygon, std::span<const double> point) no
   // +0 on the boundary; −d inside; d outside.
   const double sign = 1.0 - 2.0 * static_cast<double>(odd);
   return std::sqrt(best2) * sign + 0.0;
+}
+
+[[gnu::always_inline]] inline double kind_distance(const Box& box,
+                                                   std::span<const double> point) noexcept {
+  return box_distance(box, point);
+}
+[[gnu::always_inline]] inline double kind_distance(const Polygon& polygon,
+                                                   std::span<const double> point) noexcept {
+  return polygon_distance(polygon, point);
+}
+[[gnu::always_inline]] inline double kind_distance(const Ball& ball,
+                                                   std::span<const double> point) noexcept {
+  return euclidean_distance(point, ball.center()) - ball.radius();
+}
+
+}  // namespace
+
+double signed_distance(const Box& box, std::span<const double> point) noexcept {
+  return box_distance(box, point);
+}
+
+double signed_distance(const Ball& ball, std::span<const double> point) noexcept {
+  return kind_distance(ball, point);
+}
+
+double signed_distance(const Polygon& polygon, std::span<const double> point) noexcept {
+  return polygon_distance(polygon, point);
 }
 
 double signed_distance(const Region& region, std::span<const double> point) noexcept {
@@ -81,7 +111,7 @@ void signed_distances(const Region& region, const double* points, std::size_t co
   const std::size_t d = dimension(region);
   std::visit(
       [&](const auto& r) {
-        for (std::size_t i = 0; i < count; ++i) out[i] = signed_distance(r, {points + i * d, d});
+        for (std::size_t i = 0; i < count; ++i) out[i] = kind_distance(r, {points + i * d, d});
       },
       region);
 }

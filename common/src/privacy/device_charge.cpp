@@ -1,6 +1,8 @@
 #include "cgp/common/privacy/device_charge.hpp"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "cgp/common/privacy/rounding.hpp"
 
@@ -12,10 +14,28 @@ double device_charge(double rho) noexcept {
 }
 
 double rho_within_charge(double charge) noexcept {
-  double rho = charge / ((1 + kGridSlack) * (1 + kGridSlack));
-  // A few ulps of adjustment at most: device_charge rounds up by ~16 ulps.
-  while (rho > 0 && device_charge(rho) > charge) rho = std::nextafter(rho, 0.0);
-  return rho;
+  const double start = charge / ((1 + kGridSlack) * (1 + kGridSlack));
+  if (!(start > 0) || device_charge(start) <= charge) return start;
+  // The largest ρ ≤ start that fits (or 0): device_charge is non-decreasing, and positive
+  // doubles are ordered as their bit patterns, so bisect on the bits. device_charge pads by
+  // about 17 ulps, so a step of a few dozen ulps brackets the answer at once.
+  const auto fits = [&](std::uint64_t bits) {
+    return bits == 0 || device_charge(std::bit_cast<double>(bits)) <= charge;
+  };
+  std::uint64_t too_large = std::bit_cast<std::uint64_t>(start), fitting = 0;
+  for (std::uint64_t step = 32;; step *= 2) {
+    const std::uint64_t candidate = too_large > step ? too_large - step : 0;
+    if (fits(candidate)) {
+      fitting = candidate;
+      break;
+    }
+    too_large = candidate;
+  }
+  while (too_large - fitting > 1) {
+    const std::uint64_t middle = fitting + (too_large - fitting) / 2;
+    (fits(middle) ? fitting : too_large) = middle;
+  }
+  return std::bit_cast<double>(fitting);
 }
 
 }  // namespace cgp::privacy

@@ -44,6 +44,9 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity);
 // it is parsed, decided on public data before the filter sees it. Device and SimulatedFleet
 // both admit through this one function.
 Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double capacity);
+// plan_release's second check, for callers that keep plan_noise's plans across requests (the
+// simulated fleet): whether the plan's box holds the request's public coordinates.
+bool plan_covers(const NoisePlan& plan, double public_extent) noexcept;
 
 // Releases round(φ'/u)·u + Z·u with Z ~ N_Z(0, σ²_grid) per coordinate, into `out` (resized),
 // where φ' is φ clamped to ±2^62·u (1-Lipschitz: part of the statistic, never a rejection).
