@@ -100,8 +100,8 @@ TEST_CASE("rho_within_charge is the largest rho within the charge", "[privacy][c
   };
   std::vector<double> charges = {5e-324, 1e-320, DBL_MIN, 1.0, 1e-6, DBL_MAX / 2};
   for (int i = 0; i < 100000; ++i)
-    charges.push_back(std::ldexp(static_cast<double>(rng() >> 11),
-                                 static_cast<int>(rng() % 2100) - 1100));
+    charges.push_back(
+        std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 2100) - 1100));
   for (double charge : charges) {
     INFO("charge = " << charge);
     CHECK(privacy::rho_within_charge(charge) == by_steps(charge));
