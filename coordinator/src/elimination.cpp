@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "cgp/common/geometry/signed_distance.hpp"
+#include "cgp/common/parallel.hpp"
 #include "cgp/common/privacy/confidence.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
@@ -15,6 +16,38 @@ namespace {
 
 // Each part of a user's split is shaved so that Σ_j ρ_i·f_j never exceeds ρ_i by rounding.
 constexpr double kShave = 1 - 0x1p-40;
+
+// Users per chunk when a fleet takes concurrent rounds: a chunk's request and replies stay in
+// cache while the engine reads them. Fixed, so a round's chunks (and the order in which its
+// lists are filled) do not depend on the thread count.
+constexpr std::size_t kChunk = 1024;
+
+// One thread's share of a round: its scratch and, in the order it read them, the users each
+// list of the round gets. Lists are merged in chunk order, so a result never depends on how
+// many threads read it.
+struct Worker {
+  std::vector<UserId> asked;
+  std::vector<double> asked_rho;
+  RoundRequest request;
+  RoundReplies replies;
+  std::vector<double> mean;
+  double radius_rho_bar = -1, radius_lambda = -1, radius = 0;
+  std::size_t asked_count = 0;
+  std::vector<UserId> refused, rejected, unanswered;
+  // The caller's lists: PIE-NI's S₁, S₀ and G_j; PIE-k's answers and their interval ends.
+  std::vector<UserId> s1, s0, next;
+  std::vector<double> lower, upper;
+  void clear_round() {
+    asked_count = 0;
+    refused.clear(), rejected.clear(), unanswered.clear();
+    s1.clear(), s0.clear(), next.clear();
+    lower.clear(), upper.clear();
+  }
+};
+
+void append(std::vector<UserId>& to, const std::vector<UserId>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
 
 class Engine {
  public:
@@ -36,7 +69,6 @@ class Engine {
     Estimates& e = result_.estimates;
     e.reset(n, setup_.triple == Triple::point ? fleet_.dimension() : 1);
     result_.report.charged.assign(n, 0.0);
-    mean_.resize(e.dimension);
     group = charges.users(n);
     // The one conversion from a charge to the ρ a release is asked at: the device charges
     // device_charge(ρ), and device_charge(rho_within_charge(cap)) ≤ cap. Each round asks a
@@ -57,77 +89,53 @@ class Engine {
       }
     }
 
-    request_.query_id = setup_.query_id;
-    request_.component_id = setup_.component_id;
+    RoundRequest request;
+    request.query_id = setup_.query_id;
+    request.component_id = setup_.component_id;
     if (setup_.triple == Triple::point) {
-      request_.statistic = StatisticKind::location;
+      request.statistic = StatisticKind::location;
     } else {
-      request_.statistic = setup_.phi.statistic;
-      request_.point = setup_.phi.point;
-      request_.region = setup_.phi.region;
+      request.statistic = setup_.phi.statistic;
+      request.point = setup_.phi.point;
+      request.region = setup_.phi.region;
+    }
+    workers_.resize(std::max(1u, fleet_.concurrency()));
+    for (Worker& w : workers_) {
+      w.request = request;
+      w.mean.resize(e.dimension);
     }
     return {};
   }
 
-  // Round j (0-based) for `group`, each user asked ρ_u·fraction. One pass over the replies
-  // updates the mirror, the estimates and the charges and hands each user that answered to
-  // on_answer(u) (its estimate now includes this round), in the order asked.
+  // Round j (0-based) for `group`, each user asked ρ_u·fraction. Each user that answered is
+  // handed to on_answer(worker, u), its estimate including this round; the workers' lists are
+  // then merged in order. A fleet with concurrency() > 0 is asked in chunks, in parallel.
   template <class OnAnswer>
   void ask_round(std::span<const UserId> group, std::size_t j, double fraction,
                  OnAnswer&& on_answer) {
+    const bool chunked = fleet_.concurrency() > 0;
+    const std::size_t chunk = chunked ? kChunk : std::max<std::size_t>(1, group.size());
+    const std::size_t chunks = (group.size() + chunk - 1) / chunk;
+    for (Worker& w : workers_) w.clear_round();
+    parallel_chunks(
+        chunks, static_cast<unsigned>(workers_.size()),
+        [&](std::size_t first, std::size_t last, unsigned part) {
+          Worker& w = workers_[part];
+          for (std::size_t c = first; c < last; ++c) {
+            const std::size_t begin = c * chunk, end = std::min(group.size(), begin + chunk);
+            ask_chunk(w, group.subspan(begin, end - begin), j, fraction, on_answer);
+          }
+        },
+        2);
     QueryReport& report = result_.report;
-    asked_.clear();
-    asked_rho_.clear();
-    double last_r = 0, last_charge = 0;  // a round asks most users the same ρ: charge it once
-    for (UserId u : group) {
-      const double r = (rho_by_user_.empty() ? uniform_rho_ : rho_by_user_[u]) * fraction * kShave;
-      if (r > 0 && r != last_r) {
-        last_r = r;
-        last_charge = privacy::device_charge(r);
-      }
-      if (!(r > 0) || !mirror_.can_pay(u, last_charge)) {
-        report.refused.push_back(u);  // the mirror says the user cannot pay: not asked
-        continue;
-      }
-      asked_.push_back(u);
-      asked_rho_.push_back(r);
+    std::size_t asked = 0;
+    for (const Worker& w : workers_) {
+      asked += w.asked_count;
+      append(report.refused, w.refused);
+      append(report.rejected, w.rejected);
+      append(report.unanswered, w.unanswered);
     }
-    request_.round = static_cast<std::uint32_t>(j + 1);
-    request_.users = asked_;
-    request_.rho = asked_rho_;
-    fleet_.ask(request_, replies_);
-
-    Estimates& e = result_.estimates;
-    const std::size_t d = e.dimension;
-    last_r = 0;
-    for (std::size_t k = 0; k < asked_.size(); ++k) {
-      const UserId u = asked_[k];
-      const double r = asked_rho_[k];
-      if (k == 0 || r != last_r) {
-        last_r = r;
-        last_charge = privacy::device_charge(r);
-      }
-      mirror_.update_with_charge(u, replies_.kind[k], last_charge, replies_.charged[k],
-                                 replies_.remaining[k]);
-      switch (replies_.kind[k]) {
-        case ReplyKind::answered:
-          e.add(u, replies_.values.data() + k * d, r);
-          report.charged[u] += replies_.charged[k];
-          on_answer(u);
-          break;
-        case ReplyKind::refused:
-          report.refused.push_back(u);
-          break;
-        case ReplyKind::rejected:
-          report.rejected.push_back(u);
-          break;
-        case ReplyKind::no_answer:
-          report.unanswered.push_back(u);
-          report.charged[u] += replies_.charged[k];
-          break;
-      }
-    }
-    report.asked_per_round.push_back(asked_.size());
+    report.asked_per_round.push_back(asked);
     report.rounds_used = j + 1;
   }
 
@@ -139,28 +147,89 @@ class Engine {
   }
 
   // φ̄_u and its radius h_u.
-  double estimate(UserId u) {
+  double estimate(Worker& w, UserId u) const {
     const Estimates& e = result_.estimates;
     if (setup_.triple == Triple::distance)
       return e.sum[u] / e.rho_bar[u];  // Estimates::mean, d = 1
-    e.mean(u, mean_.data());
-    return setup_.triple == Triple::point ? setup_.phi.evaluate(mean_) : mean_[0];
+    e.mean(u, w.mean.data());
+    return setup_.phi.evaluate(w.mean);
   }
   // Users asked the same ρ every round share ρ̄: the square root is taken once per value.
-  double radius(UserId u, double lambda) {
+  double radius(Worker& w, UserId u, double lambda) const {
     const double rho_bar = result_.estimates.rho_bar[u];
-    if (rho_bar != radius_rho_bar_ || lambda != radius_lambda_) {
-      radius_rho_bar_ = rho_bar;
-      radius_lambda_ = lambda;
-      radius_ = radius_from_lambda(lambda, rho_bar);
+    if (rho_bar != w.radius_rho_bar || lambda != w.radius_lambda) {
+      w.radius_rho_bar = rho_bar;
+      w.radius_lambda = lambda;
+      w.radius = radius_from_lambda(lambda, rho_bar);
     }
-    return radius_;
+    return w.radius;
   }
 
   const std::vector<double>& fractions() const { return fractions_; }
+  std::vector<Worker>& workers() { return workers_; }
   EliminationResult& result() { return result_; }
 
  private:
+  // One chunk of a round: ask, then read every reply once (mirror, estimates, charges).
+  template <class OnAnswer>
+  void ask_chunk(Worker& w, std::span<const UserId> users, std::size_t j, double fraction,
+                 OnAnswer& on_answer) {
+    w.asked.clear();
+    w.asked_rho.clear();
+    double last_r = 0, last_charge = 0;  // a round asks most users the same ρ: charge it once
+    for (UserId u : users) {
+      const double r = (rho_by_user_.empty() ? uniform_rho_ : rho_by_user_[u]) * fraction * kShave;
+      if (r > 0 && r != last_r) {
+        last_r = r;
+        last_charge = privacy::device_charge(r);
+      }
+      if (!(r > 0) || !mirror_.can_pay(u, last_charge)) {
+        w.refused.push_back(u);  // the mirror says the user cannot pay: not asked
+        continue;
+      }
+      w.asked.push_back(u);
+      w.asked_rho.push_back(r);
+    }
+    w.asked_count += w.asked.size();
+    if (w.asked.empty()) return;
+    w.request.round = static_cast<std::uint32_t>(j + 1);
+    w.request.users = w.asked;
+    w.request.rho = w.asked_rho;
+    fleet_.ask(w.request, w.replies);
+
+    Estimates& e = result_.estimates;
+    const std::size_t d = e.dimension;
+    const RoundReplies& replies = w.replies;
+    last_r = 0;
+    for (std::size_t k = 0; k < w.asked.size(); ++k) {
+      const UserId u = w.asked[k];
+      const double r = w.asked_rho[k];
+      if (k == 0 || r != last_r) {
+        last_r = r;
+        last_charge = privacy::device_charge(r);
+      }
+      mirror_.update_with_charge(u, replies.kind[k], last_charge, replies.charged[k],
+                                 replies.remaining[k]);
+      switch (replies.kind[k]) {
+        case ReplyKind::answered:
+          e.add(u, replies.values.data() + k * d, r);
+          result_.report.charged[u] += replies.charged[k];
+          on_answer(w, u);
+          break;
+        case ReplyKind::refused:
+          w.refused.push_back(u);
+          break;
+        case ReplyKind::rejected:
+          w.rejected.push_back(u);
+          break;
+        case ReplyKind::no_answer:
+          w.unanswered.push_back(u);
+          result_.report.charged[u] += replies.charged[k];
+          break;
+      }
+    }
+  }
+
   Fleet& fleet_;
   BudgetMirror& mirror_;
   const EliminationSetup& setup_;
@@ -168,12 +237,7 @@ class Engine {
   std::vector<double> rho_by_user_;  // else by user id (0 for users not asked)
   std::vector<double> fractions_;
   EliminationResult result_;
-  RoundRequest request_;
-  RoundReplies replies_;
-  std::vector<UserId> asked_;
-  std::vector<double> asked_rho_;
-  std::vector<double> mean_;
-  double radius_rho_bar_ = -1, radius_lambda_ = -1, radius_ = 0;
+  std::vector<Worker> workers_;
 };
 
 }  // namespace
@@ -217,17 +281,22 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
   for (std::size_t j = 0; j < engine.fractions().size() && !group.empty(); ++j) {
     // λ depends on |G_{j−1}| only, so every answer is decided as it is read.
     CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
-    next.clear();
-    engine.ask_round(group, j, engine.fractions()[j], [&](UserId u) {
-      const double phi = engine.estimate(u);
-      const double h = engine.radius(u, lambda);
+    engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
+      const double phi = engine.estimate(w, u);
+      const double h = engine.radius(w, u, lambda);
       if (phi < nu_low - h)
-        result.s1.push_back(u);
+        w.s1.push_back(u);
       else if (phi > nu_high + h)
-        result.s0.push_back(u);
+        w.s0.push_back(u);
       else
-        next.push_back(u);
+        w.next.push_back(u);
     });
+    next.clear();
+    for (const Worker& w : engine.workers()) {
+      append(result.s1, w.s1);
+      append(result.s0, w.s0);
+      append(next, w.next);
+    }
     result.report.eliminated_per_round.push_back(group.size() - next.size());
     group.swap(next);
   }
@@ -246,16 +315,21 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
   std::vector<double> lower, upper, scratch;
   for (std::size_t j = 0; j < engine.fractions().size() && group.size() > k; ++j) {
     CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
+    engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
+      const double phi = engine.estimate(w, u);
+      const double h = engine.radius(w, u, lambda);
+      w.next.push_back(u);
+      w.lower.push_back(phi - h);
+      w.upper.push_back(phi + h);
+    });
     answered.clear();
     lower.clear();
     upper.clear();
-    engine.ask_round(group, j, engine.fractions()[j], [&](UserId u) {
-      const double phi = engine.estimate(u);
-      const double h = engine.radius(u, lambda);
-      answered.push_back(u);
-      lower.push_back(phi - h);
-      upper.push_back(phi + h);
-    });
+    for (const Worker& w : engine.workers()) {
+      append(answered, w.next);
+      lower.insert(lower.end(), w.lower.begin(), w.lower.end());
+      upper.insert(upper.end(), w.upper.begin(), w.upper.end());
+    }
     next.clear();
     if (answered.size() <= k) {
       next = answered;
@@ -283,7 +357,8 @@ Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
   std::vector<UserId> users, answered;
   CGP_RETURN_IF_ERROR(engine.init(charges, 1, users));
   EliminationResult& result = engine.result();
-  engine.ask_round(users, 0, 1.0, [&](UserId u) { answered.push_back(u); });
+  engine.ask_round(users, 0, 1.0, [](Worker& w, UserId u) { w.next.push_back(u); });
+  for (const Worker& w : engine.workers()) append(answered, w.next);
   result.report.eliminated_per_round.push_back(0);
   result.remaining = std::move(answered);
   return std::move(result);

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cgp/common/validate.hpp"
-#include "parallel.hpp"
+#include "cgp/common/parallel.hpp"
 
 namespace cgp::simulation {
 

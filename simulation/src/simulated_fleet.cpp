@@ -13,7 +13,7 @@
 #include "cgp/client/statistic.hpp"
 #include "cgp/common/validate.hpp"
 #include "fast_normals.hpp"
-#include "parallel.hpp"
+#include "cgp/common/parallel.hpp"
 
 namespace cgp::simulation {
 
@@ -50,8 +50,9 @@ struct DoubleBitsHash {
 };
 
 // The device's plans (plan_noise) by ρ, kept across rounds: a round asks most users the same ρ
-// (looked up once), Alg. 3 a few hundred distinct ones, the same in every round of a query.
-// One per thread; emptied when the filter capacity changes, and bounded.
+// (looked up once), Alg. 3 many distinct ones, the same in every round of a query. One per
+// thread (plans depend on K, ρ and the capacity only, so fleets may share it); emptied when
+// K or the capacity changes, and bounded.
 class PlanCache {
  public:
   // The plan for a K-Lipschitz statistic at ρ; nullptr where plan_noise refuses. Callers keep
@@ -121,7 +122,6 @@ struct SimulatedFleet::State {
   std::uint64_t seed = 0;
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
-  std::vector<PlanCache> plans;  // one per thread
 };
 
 SimulatedFleet::SimulatedFleet(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -134,11 +134,10 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::size_t dimension, std::uint64_t seed,
                                                 unsigned threads, SimulationNoise noise) {
   CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
-  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1, noise, {}});
+  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1, noise});
   state->points.assign(points.begin(), points.end());
   state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));
   state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
-  state->plans.resize(state->threads);
   return SimulatedFleet(std::move(state));
 }
 
@@ -155,6 +154,9 @@ double SimulatedFleet::spent(UserId user) const noexcept {
   return state_->filters[user].spent();
 }
 unsigned SimulatedFleet::threads() const noexcept {
+  return state_->threads;
+}
+unsigned SimulatedFleet::concurrency() const noexcept {
   return state_->threads;
 }
 SimulationNoise SimulatedFleet::noise() const noexcept {
@@ -212,7 +214,7 @@ class RoundRunner {
       }
       return;
     }
-    FastBatch b;
+    thread_local FastBatch b;  // warm buffers across the chunks a thread is asked
     for (std::size_t first = begin; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
       b.slot.clear();
@@ -337,8 +339,10 @@ class RoundRunner {
 void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
   RoundRunner round(*state_, request, replies);
   parallel_chunks(request.users.size(), state_->threads,
-                  [&](std::size_t begin, std::size_t end, unsigned thread) {
-                    round.run(begin, end, state_->plans[thread]);
+                  [&](std::size_t begin, std::size_t end, unsigned) {
+                    // Per thread, whoever calls: the engine asks chunks of a round concurrently.
+                    thread_local PlanCache plans;
+                    round.run(begin, end, plans);
                   });
 }
 

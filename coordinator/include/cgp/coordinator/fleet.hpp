@@ -65,8 +65,13 @@ class Fleet {
   virtual std::size_t dimension() const noexcept = 0;
   // The budget every device starts with, in ρ units (the filter capacity).
   virtual double initial_budget() const noexcept = 0;
-  // One round. A whole round is one call: no virtual call per user.
+  // One round, or a part of one (see concurrency): no virtual call per user.
   virtual void ask(const RoundRequest& request, RoundReplies& replies) = 0;
+  // 0 (the default): a round is asked in one call, as a network fleet needs (one deadline per
+  // round). n ≥ 1: the fleet takes a round in chunks of users, from up to n threads at once
+  // (each call with different users); the engine then asks fixed chunks, in parallel, and
+  // reads each chunk's replies while they are in cache.
+  virtual unsigned concurrency() const noexcept { return 0; }
 };
 
 }  // namespace cgp::coordinator

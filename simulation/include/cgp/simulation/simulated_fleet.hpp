@@ -49,7 +49,9 @@ class SimulatedFleet final : public coordinator::Fleet {
   std::size_t size() const noexcept override;
   std::size_t dimension() const noexcept override;
   double initial_budget() const noexcept override;
+  // Thread-safe for calls with different users (each user's state is its own).
   void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
+  unsigned concurrency() const noexcept override;  // threads()
 
   // What device i has spent so far (its ledger, for tests and evaluation).
   double spent(UserId user) const noexcept;
