@@ -4,8 +4,8 @@
 #include <thread>
 #include <vector>
 
-#include "cgp/common/validate.hpp"
 #include "cgp/common/parallel.hpp"
+#include "cgp/common/validate.hpp"
 
 namespace cgp::simulation {
 

@@ -11,9 +11,9 @@
 #include "cgp/client/privatizer.hpp"
 #include "cgp/client/random.hpp"
 #include "cgp/client/statistic.hpp"
+#include "cgp/common/parallel.hpp"
 #include "cgp/common/validate.hpp"
 #include "fast_normals.hpp"
-#include "cgp/common/parallel.hpp"
 
 namespace cgp::simulation {
 
