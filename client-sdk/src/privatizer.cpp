@@ -164,10 +164,6 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
   return plan;
 }
 
-bool plan_covers(const NoisePlan& plan, double public_extent) noexcept {
-  return public_extent <= plan.coordinate_limit;
-}
-
 Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double capacity) {
   CGP_ASSIGN_OR_RETURN(auto plan, plan_noise(lipschitz_constant(spec.kind), rho, capacity));
   if (!plan_covers(plan, spec.public_extent())) {
@@ -218,16 +214,6 @@ void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
     const long long noisy = grid_units(phi[i], scale) + round_half_away(sigma_grid * z[i]);
     out[i] = static_cast<double>(noisy) * u;
   }
-}
-
-double input_limit(const StatisticSpec& spec, const NoisePlan& plan) noexcept {
-  // Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
-  // floating-point error of φ far below the grid (privatizer.md).
-  // Distances to public coordinates (|·| ≤ kMaxCoordinate) are also clamped to twice that box:
-  // no square can overflow and the evaluation error stays within privatizer.md's bound.
-  return spec.kind == StatisticKind::location
-             ? plan.coordinate_limit
-             : std::min(plan.coordinate_limit, 2 * geometry::kMaxCoordinate);
 }
 
 Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits& bits,

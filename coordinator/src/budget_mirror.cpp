@@ -20,29 +20,6 @@ void BudgetMirror::update(UserId user, ReplyKind kind, double asked_rho, double 
   update_with_charge(user, kind, privacy::device_charge(asked_rho), charged, reported_remaining);
 }
 
-void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, double known_charge,
-                                      double charged, double reported_remaining) noexcept {
-  double& left = remaining_[user];
-  switch (kind) {
-    case ReplyKind::answered: {
-      const double cost = std::max(charged, known_charge);
-      left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
-      if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
-      break;
-    }
-    case ReplyKind::refused:
-      if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
-      break;
-    case ReplyKind::no_answer: {
-      const double cost = known_charge;
-      left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
-      break;
-    }
-    case ReplyKind::rejected:
-      break;
-  }
-}
-
 void BudgetMirror::update(std::span<const UserId> users, std::span<const double> asked_rho,
                           const RoundReplies& replies) noexcept {
   // Rounds ask most users the same ρ: its charge is computed once per run of equal ρ.

@@ -239,7 +239,7 @@ class RoundRunner {
   // Admission and charge for slot k, the device's own rules (plan_release, PrivacyFilter): returns
   // the plan when the release goes ahead (the charge is committed first), nullptr otherwise with
   // the reply filled in.
-  const client::NoisePlan* admit(std::size_t k, PlanCache& plans) {
+  [[gnu::always_inline]] const client::NoisePlan* admit(std::size_t k, PlanCache& plans) {
     const UserId user = request.users[k];
     if (!fits || user >= s.filters.size()) {
       replies.kind[k] = ReplyKind::rejected;
@@ -277,8 +277,9 @@ class RoundRunner {
     if (m == 0) return;
     // The device's input: its component clamped to the plan's box, then φ (release_input).
     b.inputs.resize(m * d);
+    double limit = 0;
     for (std::size_t j = 0; j < m; ++j) {
-      const double limit = client::input_limit(spec, *b.plan[j]);
+      if (j == 0 || b.plan[j] != b.plan[j - 1]) limit = client::input_limit(spec, *b.plan[j]);
       const double* x = s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d;
       double* in = b.inputs.data() + j * d;
       for (std::size_t t = 0; t < d; ++t) in[t] = std::clamp(x[t], -limit, limit);

@@ -3,6 +3,7 @@
 // noise is added. The charge is computed here, next to the noise it pays for (privatizer.md).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -46,7 +47,9 @@ Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity);
 Expected<NoisePlan> plan_release(const StatisticSpec& spec, double rho, double capacity);
 // plan_release's second check, for callers that keep plan_noise's plans across requests (the
 // simulated fleet): whether the plan's box holds the request's public coordinates.
-bool plan_covers(const NoisePlan& plan, double public_extent) noexcept;
+inline bool plan_covers(const NoisePlan& plan, double public_extent) noexcept {
+  return public_extent <= plan.coordinate_limit;
+}
 
 // Releases round(φ'/u)·u + Z·u with Z ~ N_Z(0, σ²_grid) per coordinate, into `out` (resized),
 // where φ' is φ clamped to ±2^62·u (1-Lipschitz: part of the statistic, never a rejection).
@@ -66,7 +69,15 @@ std::span<const double> release_input(const StatisticSpec& spec, std::span<const
 
 // The box a release clamps its component to (release_input): ±coordinate_limit for location,
 // and for distances also ±2·kMaxCoordinate.
-double input_limit(const StatisticSpec& spec, const NoisePlan& plan) noexcept;
+// Clamping to the grid's box is 1-Lipschitz (a projection onto a convex set) and keeps the
+// floating-point error of φ far below the grid (privatizer.md). Distances to public coordinates
+// (|·| ≤ kMaxCoordinate) are also clamped to twice that box: no square can overflow and the
+// evaluation error stays within privatizer.md's bound.
+inline double input_limit(const StatisticSpec& spec, const NoisePlan& plan) noexcept {
+  return spec.kind == StatisticKind::location
+             ? plan.coordinate_limit
+             : std::min(plan.coordinate_limit, 2 * geometry::kMaxCoordinate);
+}
 
 // privatize with the noise supplied as standard normals z (one per value): out[i] =
 // round(φ'_i/u)·u + round(σ_grid·z_i)·u, the device's clamp and grid with a rounded continuous

@@ -2,9 +2,12 @@
 // from replies, and never asking a user for more than it says is left.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <span>
 #include <vector>
 
+#include "cgp/common/privacy/rounding.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
 namespace cgp::coordinator {
@@ -37,5 +40,29 @@ class BudgetMirror {
  private:
   std::vector<double> remaining_;
 };
+
+// Inline: the engine calls it once per user per round.
+inline void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, double known_charge,
+                                             double charged, double reported_remaining) noexcept {
+  double& left = remaining_[user];
+  switch (kind) {
+    case ReplyKind::answered: {
+      const double cost = std::max(charged, known_charge);
+      left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
+      if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
+      break;
+    }
+    case ReplyKind::refused:
+      if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
+      break;
+    case ReplyKind::no_answer: {
+      const double cost = known_charge;
+      left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
+      break;
+    }
+    case ReplyKind::rejected:
+      break;
+  }
+}
 
 }  // namespace cgp::coordinator
