@@ -14,12 +14,13 @@ namespace cgp::simulation::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Philox4x32's words live in the low halves of 64-bit lanes, so that one 32×32 → 64 multiply
-// (MulEven) gives both the high and the low word of a product, as Random123's mulhilo32 does.
+// (MulEven, which reads the low halves only) gives both the high and the low word of a product,
+// as Random123's mulhilo32 does.
 template <class D64, class V>
 HWY_INLINE V product(D64 d64, V a, V b) {
 #if HWY_TARGET == HWY_SCALAR
-  (void)d64;
-  return a * b;  // one lane: a plain 64-bit multiply
+  const auto low32 = hn::Set(d64, 0xffffffffULL);
+  return hn::And(a, low32) * hn::And(b, low32);  // one lane: a 64-bit multiply of the low words
 #else
   const hn::Repartition<std::uint32_t, D64> d32;
   return hn::MulEven(hn::BitCast(d32, a), hn::BitCast(d32, b));
@@ -32,6 +33,7 @@ HWY_ATTR void NormalPairs(std::uint64_t stream, const std::uint64_t* HWY_RESTRIC
   const hn::ScalableTag<std::uint64_t> du;
   const hn::ScalableTag<double> dd;
   const hn::RebindToSigned<decltype(du)> di;
+  const hn::Rebind<std::uint32_t, decltype(du)> d32;  // one u32 per u64 lane, for blocks
   constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
   const std::size_t lanes = hn::Lanes(du);
   const auto low32 = hn::Set(du, 0xffffffffULL);
@@ -50,26 +52,35 @@ HWY_ATTR void NormalPairs(std::uint64_t stream, const std::uint64_t* HWY_RESTRIC
     // Each lane is computed from its own inputs only: a short last batch is padded, never
     // computed differently.
     const std::size_t here = count - i < lanes ? count - i : lanes;
-    for (std::size_t l = 0; l < lanes; ++l) {
-      key_buffer[l] = l < here ? keys[i + l] : 0;
-      block_buffer[l] = l < here && blocks ? blocks[i + l] : 0;
+    auto key = hn::Zero(du), block = hn::Zero(du);
+    if (here == lanes) {
+      key = hn::LoadU(du, keys + i);
+      if (blocks) block = hn::PromoteTo(du, hn::LoadU(d32, blocks + i));
+    } else {
+      for (std::size_t l = 0; l < lanes; ++l) {
+        key_buffer[l] = l < here ? keys[i + l] : 0;
+        block_buffer[l] = l < here && blocks ? blocks[i + l] : 0;
+      }
+      key = hn::Load(du, key_buffer);
+      block = hn::Load(du, block_buffer);
     }
-    const auto key = hn::Load(du, key_buffer);
-    auto k0 = hn::And(key, low32), k1 = hn::ShiftRight<32>(key);
-    auto c0 = stream_lo, c1 = stream_hi, c2 = hn::Load(du, block_buffer), c3 = hn::Zero(du);
+    // Only the low 32 bits of each lane are Philox's word; the high bits may carry garbage
+    // (key carries, the high half of a product), which MulEven ignores and the end masks off.
+    auto k0 = key, k1 = hn::ShiftRight<32>(key);
+    auto c0 = stream_lo, c1 = stream_hi, c2 = block, c3 = hn::Zero(du);
     for (int round = 0; round < 10; ++round) {
       if (round > 0) {
-        k0 = hn::And(hn::Add(k0, w0), low32);
-        k1 = hn::And(hn::Add(k1, w1), low32);
+        k0 = hn::Add(k0, w0);
+        k1 = hn::Add(k1, w1);
       }
       const auto p0 = product(du, m0, c0), p1 = product(du, m1, c2);
-      const auto hi0 = hn::ShiftRight<32>(p0), lo0 = hn::And(p0, low32);
-      const auto hi1 = hn::ShiftRight<32>(p1), lo1 = hn::And(p1, low32);
-      c0 = hn::Xor(hn::Xor(hi1, c1), k0);
-      c1 = lo1;
-      c2 = hn::Xor(hn::Xor(hi0, c3), k1);
-      c3 = lo0;
+      c0 = hn::Xor3(hn::ShiftRight<32>(p1), c1, k0);
+      c1 = p1;  // its low word
+      c2 = hn::Xor3(hn::ShiftRight<32>(p0), c3, k1);
+      c3 = p0;
     }
+    c1 = hn::And(c1, low32);
+    c3 = hn::And(c3, low32);
     // 53 bits each: exact in a double, so the conversion is the same on every target.
     const auto bits1 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(c0), c1));
     const auto bits2 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(c2), c3));
