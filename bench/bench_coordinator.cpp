@@ -10,7 +10,10 @@
 // when present, else the built-in synthetic city; kNN needs Debian's dataset-fashion-mnist.
 // Prints one line: scenario, method, wall seconds, peak RSS, users·rounds, users·rounds/s,
 // noise samples, and the time as a multiple of the noise floor (samples × the measured cost
-// of one exact discrete Gaussian sample with the simulation generator).
+// of one normal from the fastest generator on the machine, the simulation's vectorized fast
+// noise, spread over the threads).
+//
+//   cgp_bench_coordinator floor   prints that cost: ns per normal, 1-D and paired.
 #include <sys/resource.h>
 #include <zlib.h>
 
@@ -30,7 +33,7 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
 #include "cgp/simulation/synthetic_city.hpp"
-#include "discrete_gaussian.hpp"
+#include "fast_normals.hpp"
 
 using namespace cgp;
 using namespace cgp::coordinator;
@@ -119,24 +122,31 @@ std::vector<double> idx_images(const char* path, std::size_t& dimension) {
   return {raw.begin(), raw.end()};
 }
 
-// Seconds per exact discrete Gaussian sample (simulation generator, σ/u ≈ 2^24).
-double sample_cost() {
-  client::SimulationRandom random(1, 1);
-  client::RandomBits bits(random);
-  auto gaussian =
-      *client::DiscreteGaussian::create(client::plan_noise(1.0, 1e-4, 1e-2)->sigma2_grid);
-  const int n = 2000000;
-  const double start = now();
-  client::int128 sink = 0;
-  for (int i = 0; i < n; ++i) sink += gaussian.sample(bits);
-  const double elapsed = now() - start;
-  if (sink == 42) std::puts("");
-  return elapsed / n;
+// Seconds per noisy value with the fastest generator we have (the simulation's fast noise:
+// vectorized Philox + Box–Muller, simulation/src/fast_normals): one normal per user for 1-D
+// releases (the cosine only), pairs for higher dimensions. The noise floor of a run is its
+// values times this.
+double normal_cost(bool pairs) {
+  const std::size_t n = 1 << 20;
+  std::vector<std::uint64_t> keys(n);
+  std::mt19937_64 rng(1);
+  for (auto& k : keys) k = rng();
+  std::vector<double> out(2 * n);
+  double best = 1e300;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double start = now();
+    normal_pairs(rep, keys.data(), nullptr, n, out.data(), pairs);
+    best = std::min(best, now() - start);
+  }
+  return best / static_cast<double>(pairs ? 2 * n : n);
 }
 
 struct Work {
-  double users_rounds = 0, samples = 0;
+  double users_rounds = 0, samples = 0, not_answered = 0;
   void add(const QueryReport& report, std::size_t output_dimension) {
+    // A scenario whose devices refuse or reject would time nothing: counted and reported.
+    not_answered += static_cast<double>(report.refused.size() + report.rejected.size() +
+                                        report.unanswered.size());
     for (std::size_t asked : report.asked_per_round) {
       users_rounds += static_cast<double>(asked);
       samples += static_cast<double>(asked * output_dimension);
@@ -147,6 +157,11 @@ struct Work {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "floor") {
+    std::printf("single_ns=%.3f paired_ns=%.3f target=%s\n", normal_cost(false) * 1e9,
+                normal_cost(true) * 1e9, normal_pairs_target());
+    return 0;
+  }
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: cgp_bench_coordinator kde|knn|range|alg3 BM0|BM1|PM0|PM1 [threads]\n");
@@ -159,7 +174,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const unsigned threads = argc > 3 ? static_cast<unsigned>(std::stoul(argv[3])) : 0;
-  const double per_sample = sample_cost();
+  // 1-D releases for distance triples, d-dimensional (paired normals) for point triples.
+  const double per_sample = normal_cost(triple_of(*method) == Triple::point);
   QueryOptions options;
   options.method = *method;
   options.rounds = 64;
@@ -173,7 +189,9 @@ int main(int argc, char** argv) {
   if (scenario == "kde" || scenario == "range") {
     users = scenario == "kde" ? 200000 : 1000000;
     auto points = locations(users, seed, source);
-    auto fleet = *SimulatedFleet::create(*DeviceConfig::cgp(1.0), points, 2, seed, threads);
+    // Each device's whole budget is the query's charge: a device answers ρ ≥ capacity·2^-18
+    // only, and a round asks charge/64.
+    auto fleet = *SimulatedFleet::create(*DeviceConfig::cgp(1e-4), points, 2, seed, threads);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
     const auto rho = UserCharges::everyone(Charge{1e-4});
     // Centre of the data's bounding box.
@@ -207,7 +225,7 @@ int main(int argc, char** argv) {
     }
     source = "Fashion-MNIST train";
     users = train.size() / dimension;
-    auto fleet = *SimulatedFleet::create(*DeviceConfig::cgp(1e6), train, dimension, seed, threads);
+    auto fleet = *SimulatedFleet::create(*DeviceConfig::cgp(1e-3), train, dimension, seed, threads);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
     const auto rho = UserCharges::everyone(Charge{1e-3});
     start = now();
@@ -242,9 +260,14 @@ int main(int argc, char** argv) {
   // The floor: every noise sample at the single-core sampling cost, spread over the threads.
   const unsigned used = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
   const double floor = work.samples * per_sample / used;
+  if (work.not_answered > 0) {
+    std::fprintf(stderr, "%s %s: %.0f requests not answered: the scenario measures nothing\n",
+                 scenario.c_str(), argv[2], work.not_answered);
+    return 4;
+  }
   std::printf(
       "%-6s %-4s users=%zu source=\"%s\" threads=%u seconds=%.3f peak_rss_mib=%.0f "
-      "users_rounds=%.0f users_rounds_per_s=%.3g noise_samples=%.0f sample_ns=%.0f "
+      "users_rounds=%.0f users_rounds_per_s=%.3g noise_samples=%.0f sample_ns=%.2f "
       "floor_seconds=%.3f multiple_of_floor=%.2f\n",
       scenario.c_str(), argv[2], users, source, used, elapsed, peak_rss_mib(), work.users_rounds,
       work.users_rounds / elapsed, work.samples, per_sample * 1e9, floor, elapsed / floor);

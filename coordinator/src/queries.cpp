@@ -117,11 +117,15 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
   CountResult out;
   double count = static_cast<double>(result.s1.size());
   std::vector<double> buffer;
+  // η depends on ρ̄ only, which users asked alike share: computed once per value.
+  double eta_rho_bar = -1, eta = 0;
   for (UserId u : result.remaining) {
     const double estimate = final_estimate(result, phi, setup.triple, u, buffer);
-    double eta = 0;
-    if (setup.triple == Triple::distance && options.shift)
-      eta = range_threshold_shift(range, 1 / std::sqrt(2 * result.estimates.rho_bar[u]));
+    if (setup.triple == Triple::distance && options.shift &&
+        result.estimates.rho_bar[u] != eta_rho_bar) {
+      eta_rho_bar = result.estimates.rho_bar[u];
+      eta = range_threshold_shift(range, 1 / std::sqrt(2 * eta_rho_bar));
+    }
     count += estimate < eta ? 1 : 0;
   }
   out.estimate = count;

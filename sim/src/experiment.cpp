@@ -137,6 +137,7 @@ Expected<std::vector<Row>> sweep(const char* query, std::span<const double> para
         const auto options = options_for(v, common, query);
         std::vector<double> errors, savings;
         const auto began = std::chrono::steady_clock::now();
+        const auto released_before = backend.values_released();
         for (std::size_t rep = 0; rep < common.reps; ++rep) {
           backend.start_repetition(rep_seed(common, rep), rho);
           const auto outcome = trial(rep, rho, options);
@@ -150,6 +151,8 @@ Expected<std::vector<Row>> sweep(const char* query, std::span<const double> para
         }
         row.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+        if (const auto released = backend.values_released(); released && released_before)
+          row.released = *released - *released_before;
         row.error = summarize(std::move(errors));
         row.privsav = summarize(std::move(savings));
         rows.push_back(std::move(row));
@@ -167,6 +170,7 @@ class InProcessBackend final : public QueryBackend {
   InProcessBackend(const Dataset& data, double capacity, const Common& common)
       : fleet_(fleet_for(data, capacity, common)) {}
   std::size_t size() const override { return fleet_.size(); }
+  std::optional<std::uint64_t> values_released() const override { return fleet_.values_released(); }
   void start_repetition(std::uint64_t seed, double budget) override {
     if (budget != fleet_.initial_budget()) {
       fleet_.reset(seed, *DeviceConfig::cgp(budget));

@@ -70,7 +70,8 @@ Status write_json(const std::string& path, const std::vector<Row>& rows) {
                    {"privsav_p25", r.privsav.p25},
                    {"privsav_p75", r.privsav.p75},
                    {"seconds", r.seconds},
-                   {"noise", r.noise}});
+                   {"noise", r.noise},
+                   {"released", r.released ? nlohmann::json(*r.released) : nlohmann::json()}});
   }
   std::ofstream file(path);
   if (!file) return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + path);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <string>
@@ -122,6 +123,7 @@ struct SimulatedFleet::State {
   std::uint64_t seed = 0;
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
+  std::atomic<std::uint64_t> released{0};  // one add per batch
 };
 
 SimulatedFleet::SimulatedFleet(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -134,7 +136,7 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::size_t dimension, std::uint64_t seed,
                                                 unsigned threads, SimulationNoise noise) {
   CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
-  auto state = std::make_unique<State>(State{config, dimension, {}, {}, seed, 1, noise});
+  auto state = std::unique_ptr<State>(new State{config, dimension, {}, {}, seed, 1, noise, {}});
   state->points.assign(points.begin(), points.end());
   state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));
   state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
@@ -155,6 +157,9 @@ double SimulatedFleet::spent(UserId user) const noexcept {
 }
 unsigned SimulatedFleet::threads() const noexcept {
   return state_->threads;
+}
+std::uint64_t SimulatedFleet::values_released() const noexcept {
+  return state_->released.load(std::memory_order_relaxed);
 }
 unsigned SimulatedFleet::concurrency() const noexcept {
   return state_->threads;
@@ -209,6 +214,7 @@ class RoundRunner {
         client::RandomBits bits(random);
         // Cannot fail: plan_release made the plan and the request fits the fleet's dimension.
         (void)client::release_statistic(spec, location(user), *plan, bits, scratch, out);
+        s.released.fetch_add(out.size(), std::memory_order_relaxed);
         std::copy(out.begin(), out.end(),
                   replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
       }
@@ -275,6 +281,7 @@ class RoundRunner {
   void release_fast(FastBatch& b) {
     const std::size_t m = b.slot.size(), d = s.dimension;
     if (m == 0) return;
+    s.released.fetch_add(m * out_dim, std::memory_order_relaxed);
     // The device's input: its component clamped to the plan's box, then φ (release_input).
     b.inputs.resize(m * d);
     double limit = 0;

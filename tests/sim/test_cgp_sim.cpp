@@ -73,10 +73,19 @@ void check_keys(const nlohmann::json& rows) {
   REQUIRE(rows.is_array());
   REQUIRE_FALSE(rows.empty());
   for (const auto& row : rows)
-    for (const char* key :
-         {"query", "method", "c", "split", "rho", "param", "reps", "error_mean", "error_p25",
-          "error_p75", "privsav_mean", "privsav_p25", "privsav_p75", "seconds", "noise"})
+    for (const char* key : {"query", "method", "c", "split", "rho", "param", "reps", "error_mean",
+                            "error_p25", "error_p75", "privsav_mean", "privsav_p25", "privsav_p75",
+                            "seconds", "noise", "released"})
       CHECK(row.contains(key));
+  // In-process rows count their noisy values; a live coordinator's cannot.
+  for (const auto& row : rows) {
+    if (row.value("noise", "") == "device") {
+      CHECK(row["released"].is_null());
+    } else {
+      CHECK(row["released"].is_number_unsigned());
+      CHECK(row["released"].get<std::uint64_t>() > 0);
+    }
+  }
 }
 
 }  // namespace
@@ -139,6 +148,8 @@ TEST_CASE("cgp-sim: every row of a wide rho sweep is answered with the row's own
   for (const auto& row : rows) {
     INFO(row.dump());
     CHECK(row["privsav_mean"].get<double>() < 1e-9);  // BM0 spends the whole row budget
+    // Every user answered once per repetition with a 2-D point: 300 · 2 · 2 noisy values.
+    CHECK(row["released"].get<std::uint64_t>() == 300 * 2 * 2);
   }
 }
 

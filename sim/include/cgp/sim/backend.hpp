@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,9 @@ class QueryBackend {
   // device answers ρ ≥ budget·2^-18 only), noise seeded from `seed`. A live coordinator's
   // devices keep what they spent and their own budgets: every repetition spends real budget.
   virtual void start_repetition(std::uint64_t seed, double budget) = 0;
+  // Noisy values released so far (in-process: the simulated fleet's count); nullopt where the
+  // backend cannot count them (a live coordinator).
+  virtual std::optional<std::uint64_t> values_released() const { return std::nullopt; }
   // `charges`: whom the query asks and the most it charges each. A live coordinator takes one
   // cap for all (a per-user cap is an error there).
   virtual Expected<coordinator::CountResult> range_count(const geometry::Region& range,

@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct Row {
   Summary error, privsav;
   double seconds = 0;  // wall time of all repetitions
   std::string noise;   // fast | exact (in-process, SimulationNoise) | device (--fleet)
+  // Noisy values released over the repetitions (one Gaussian each); in-process only.
+  std::optional<std::uint64_t> released;
 };
 
 struct Common {

@@ -58,6 +58,9 @@ class SimulatedFleet final : public coordinator::Fleet {
   std::span<const double> location(UserId user) const noexcept;
   unsigned threads() const noexcept;
   SimulationNoise noise() const noexcept;
+  // Noisy values released since the fleet was created (one Gaussian each): the work a
+  // noise-floor comparison counts.
+  std::uint64_t values_released() const noexcept;
   // Every device back to a full, fresh filter, and a new run seed: a new repetition of an
   // experiment without copying the points again.
   void reset(std::uint64_t seed);
