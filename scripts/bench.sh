@@ -21,7 +21,7 @@ if [ "${1:-}" = "sim" ]; then
     sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-numpy >/dev/null
   fi
-  cmake --build "$root/build-release" --target cgp-sim
+  cmake --build "$root/build-release" --target cgp-sim cgp_bench_coordinator
   exec "$root/bench/sim_suite.sh" "$root/build-release" "${@:2}"
 fi
 if [ "${1:-}" = "timing" ]; then
