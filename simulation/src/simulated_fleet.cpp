@@ -7,7 +7,6 @@
 #include <cmath>
 #include <string>
 #include <thread>
-#include <unordered_map>
 
 #include "cgp/client/privatizer.hpp"
 #include "cgp/client/random.hpp"
@@ -51,43 +50,45 @@ struct DoubleBitsHash {
 };
 
 // The device's plans (plan_noise) by ρ, kept across rounds: a round asks most users the same ρ
-// (looked up once), Alg. 3 many distinct ones, the same in every round of a query. One per
-// thread (plans depend on K, ρ and the capacity only, so fleets may share it); emptied when
-// K or the capacity changes, and bounded.
+// (computed once), Alg. 3 many distinct ones, the same in every round of a query. One per
+// thread (plans depend on K, ρ and the capacity only, so fleets may share it), direct-mapped
+// and allocation-free: a slot is overwritten by the next ρ that hashes to it, so a returned
+// plan is valid until the next find — callers copy it.
 class PlanCache {
  public:
   // The plan for a K-Lipschitz statistic at ρ; nullptr where plan_noise refuses. Callers keep
-  // ρ ≤ 0 and NaN out (NaN ≠ NaN would defeat the cache).
+  // ρ ≤ 0 and NaN out.
   const client::NoisePlan* find(double lipschitz, double rho, double capacity) {
-    if (lipschitz != lipschitz_ || capacity != capacity_ || plans_.size() >= kMaxPlans) {
-      plans_.clear();
-      recent_.fill({});
+    if (lipschitz != lipschitz_ || capacity != capacity_) {
+      for (Slot& slot : slots_) slot.filled = false;
       lipschitz_ = lipschitz;
       capacity_ = capacity;
     }
-    // A direct-mapped front: users asked distinct ρ (Alg. 3) find theirs without hashing into
-    // the map again.
-    Recent& slot = recent_[DoubleBitsHash{}(rho) % kRecent];
-    if (slot.entry && slot.rho == rho) return slot.plan;
-    auto planned = plans_.find(rho);
-    if (planned == plans_.end())
-      planned = plans_.emplace(rho, client::plan_noise(lipschitz, rho, capacity)).first;
-    // Stable: unordered_map nodes never move.
-    slot = {rho, &planned->second, planned->second ? &*planned->second : nullptr};
-    return slot.plan;
+    Slot& slot = slots_[DoubleBitsHash{}(rho) % slots_.size()];
+    if (!slot.filled || slot.rho != rho) {
+      auto plan = client::plan_noise(lipschitz, rho, capacity);
+      slot.filled = true;
+      slot.rho = rho;
+      slot.ok = plan.has_value();
+      if (plan) slot.plan = *plan;
+    }
+    return slot.ok ? &slot.plan : nullptr;
   }
 
  private:
-  struct Recent {
+  struct Slot {
     double rho = 0;
-    const Expected<client::NoisePlan>* entry = nullptr;
-    const client::NoisePlan* plan = nullptr;
+    bool filled = false, ok = false;
+    client::NoisePlan plan;
   };
-  static constexpr std::size_t kMaxPlans = 1 << 16, kRecent = 1024;
-  std::unordered_map<double, Expected<client::NoisePlan>, DoubleBitsHash> plans_;
-  std::array<Recent, kRecent> recent_{};
+  std::vector<Slot> slots_ = std::vector<Slot>(4096);
   double lipschitz_ = 0, capacity_ = 0;
 };
+
+bool same_plan(const client::NoisePlan& a, const client::NoisePlan& b) noexcept {
+  return a.grid_exponent == b.grid_exponent && a.sigma2_grid == b.sigma2_grid &&
+         a.charged_rho == b.charged_rho && a.coordinate_limit == b.coordinate_limit;
+}
 
 // Users a thread takes through the fast round at once: the buffers stay in L1/L2 and the
 // noise kernel runs over full vectors.
@@ -96,7 +97,7 @@ constexpr std::size_t kBatch = 256;
 // One thread's buffers for the fast round, reused across batches (no allocation per user).
 struct FastBatch {
   std::vector<std::uint32_t> slot;             // the admitted users' positions in the round
-  std::vector<const client::NoisePlan*> plan;  // and their plans
+  std::vector<client::NoisePlan> plan;         // and their plans (copies: the cache may move on)
   std::vector<std::uint64_t> keys, item_keys;  // noise keys: per user, per pair of normals
   std::vector<std::uint32_t> item_blocks;      // the pair's block in the user's stream
   std::vector<double> inputs, phi, pairs, normals, released;
@@ -230,7 +231,7 @@ class RoundRunner {
         const client::NoisePlan* plan = admit(k, plans);
         if (!plan) continue;
         b.slot.push_back(static_cast<std::uint32_t>(k));
-        b.plan.push_back(plan);
+        b.plan.push_back(*plan);
         b.keys.push_back(user_key(s.seed, request.users[k]));
       }
       release_fast(b);
@@ -286,7 +287,8 @@ class RoundRunner {
     b.inputs.resize(m * d);
     double limit = 0;
     for (std::size_t j = 0; j < m; ++j) {
-      if (j == 0 || b.plan[j] != b.plan[j - 1]) limit = client::input_limit(spec, *b.plan[j]);
+      if (j == 0 || !same_plan(b.plan[j], b.plan[j - 1]))
+        limit = client::input_limit(spec, b.plan[j]);
       const double* x = s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d;
       double* in = b.inputs.data() + j * d;
       for (std::size_t t = 0; t < d; ++t) in[t] = std::clamp(x[t], -limit, limit);
@@ -322,9 +324,9 @@ class RoundRunner {
     b.released.resize(m * out_dim);
     for (std::size_t j = 0; j < m;) {
       std::size_t stop = j + 1;
-      while (stop < m && b.plan[stop] == b.plan[j]) ++stop;
+      while (stop < m && same_plan(b.plan[stop], b.plan[j])) ++stop;
       const std::size_t from = j * out_dim, count = (stop - j) * out_dim;
-      client::privatize_with_normals({phi + from, count}, *b.plan[j],
+      client::privatize_with_normals({phi + from, count}, b.plan[j],
                                      {b.normals.data() + from, count},
                                      {b.released.data() + from, count});
       j = stop;

@@ -218,3 +218,42 @@ TEST_CASE("the simulated fleet refuses, halts and charges as devices do", "[simu
     }
   }
 }
+
+// Alg. 3 asks nearly every user a different ρ. A round of 5,000 users with 5,000 distinct ρ
+// (more than the per-thread plan cache holds, so plans are evicted inside a batch) must give
+// each user exactly the release it gets when asked alone: the same noise on its own plan.
+TEST_CASE("fast noise: each user releases on its own plan when every rho differs",
+          "[simulation]") {
+  CGP_SEEDED(1205);
+  const auto points = test::uniform_square(5000, 10000, seed);
+  const double p[2] = {5000, 5000};
+  const auto config = *DeviceConfig::cgp(1.0);
+  std::vector<UserId> users(points.size() / 2);
+  std::vector<double> rho(users.size());
+  for (UserId u = 0; u < users.size(); ++u) {
+    users[u] = u;
+    rho[u] = 1e-3 * (1 + static_cast<double>(u) / 1250);  // a factor of 5: several grids
+  }
+  RoundRequest request;
+  request.query_id = "distinct";
+  request.statistic = StatisticKind::distance_to_point;
+  request.point = p;
+  request.users = users;
+  request.rho = rho;
+  auto together = *SimulatedFleet::create(config, points, 2, seed, 2);
+  RoundReplies all;
+  together.ask(request, all);
+  auto alone = *SimulatedFleet::create(config, points, 2, seed, 1);
+  for (UserId u = 0; u < users.size(); ++u) {
+    RoundRequest one = request;
+    one.users = std::span<const UserId>(&users[u], 1);
+    one.rho = std::span<const double>(&rho[u], 1);
+    RoundReplies single;
+    alone.ask(one, single);
+    INFO("user " << u);
+    REQUIRE(all.kind[u] == ReplyKind::answered);
+    REQUIRE(single.kind[0] == ReplyKind::answered);
+    CHECK(all.values[u] == single.values[0]);
+    CHECK(all.charged[u] == single.charged[0]);
+  }
+}

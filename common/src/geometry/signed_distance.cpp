@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "cgp/common/validate.hpp"
 
@@ -111,6 +112,29 @@ void signed_distances(const Region& region, const double* points, std::size_t co
   const std::size_t d = dimension(region);
   std::visit(
       [&](const auto& r) {
+        using Kind = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<Kind, Box>) {
+          if (d == 2) {  // box_distance unrolled for d = 2: the same operations in the same order
+            const double lo0 = r.lo()[0], lo1 = r.lo()[1], hi0 = r.hi()[0], hi1 = r.hi()[1];
+            for (std::size_t i = 0; i < count; ++i) {
+              const double x = points[2 * i], y = points[2 * i + 1];
+              const double below0 = lo0 - x, above0 = x - hi0;
+              const double below1 = lo1 - y, above1 = y - hi1;
+              const double excess0 = std::max(std::max(below0, above0), 0.0);
+              const double excess1 = std::max(std::max(below1, above1), 0.0);
+              double outside2 = 0;
+              outside2 += excess0 * excess0;
+              outside2 += excess1 * excess1;
+              double inside = std::numeric_limits<double>::infinity();
+              inside = std::min(inside, std::min(-below0, -above0));
+              inside = std::min(inside, std::min(-below1, -above1));
+              const double is_outside = static_cast<double>(outside2 > 0);
+              out[i] =
+                  is_outside * std::sqrt(outside2) - (1 - is_outside) * std::max(inside, 0.0) + 0.0;
+            }
+            return;
+          }
+        }
         for (std::size_t i = 0; i < count; ++i) out[i] = kind_distance(r, {points + i * d, d});
       },
       region);
