@@ -222,8 +222,7 @@ TEST_CASE("the simulated fleet refuses, halts and charges as devices do", "[simu
 // Alg. 3 asks nearly every user a different ρ. A round of 5,000 users with 5,000 distinct ρ
 // (more than the per-thread plan cache holds, so plans are evicted inside a batch) must give
 // each user exactly the release it gets when asked alone: the same noise on its own plan.
-TEST_CASE("fast noise: each user releases on its own plan when every rho differs",
-          "[simulation]") {
+TEST_CASE("fast noise: each user releases on its own plan when every rho differs", "[simulation]") {
   CGP_SEEDED(1205);
   const auto points = test::uniform_square(5000, 10000, seed);
   const double p[2] = {5000, 5000};
