@@ -120,7 +120,10 @@ struct SimulatedFleet::State {
   DeviceConfig config;
   std::size_t dimension = 0;
   std::vector<double> points;
-  std::vector<client::PrivacyFilter> filters;
+  // Each device's filter state as arrays (9 bytes a user); the rules are client::PrivacyFilter's,
+  // applied to a filter built from them per user.
+  std::vector<double> spent;
+  std::vector<std::uint8_t> halted;
   std::uint64_t seed = 0;
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
@@ -137,15 +140,16 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::size_t dimension, std::uint64_t seed,
                                                 unsigned threads, SimulationNoise noise) {
   CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
-  auto state = std::unique_ptr<State>(new State{config, dimension, {}, {}, seed, 1, noise, {}});
+  auto state = std::unique_ptr<State>(new State{config, dimension, {}, {}, {}, seed, 1, noise, {}});
   state->points.assign(points.begin(), points.end());
-  state->filters.assign(points.size() / dimension, client::PrivacyFilter(config));
+  state->spent.assign(points.size() / dimension, 0.0);
+  state->halted.assign(points.size() / dimension, 0);
   state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
   return SimulatedFleet(std::move(state));
 }
 
 std::size_t SimulatedFleet::size() const noexcept {
-  return state_->filters.size();
+  return state_->spent.size();
 }
 std::size_t SimulatedFleet::dimension() const noexcept {
   return state_->dimension;
@@ -154,7 +158,7 @@ double SimulatedFleet::initial_budget() const noexcept {
   return state_->config.rho_capacity();
 }
 double SimulatedFleet::spent(UserId user) const noexcept {
-  return state_->filters[user].spent();
+  return state_->spent[user];
 }
 unsigned SimulatedFleet::threads() const noexcept {
   return state_->threads;
@@ -179,7 +183,8 @@ void SimulatedFleet::reset(std::uint64_t seed, const DeviceConfig& config) {
 }
 
 void SimulatedFleet::reset(std::uint64_t seed) {
-  std::fill(state_->filters.begin(), state_->filters.end(), client::PrivacyFilter(state_->config));
+  std::fill(state_->spent.begin(), state_->spent.end(), 0.0);
+  std::fill(state_->halted.begin(), state_->halted.end(), std::uint8_t{0});
   state_->seed = seed;
 }
 
@@ -248,11 +253,11 @@ class RoundRunner {
   // the reply filled in.
   [[gnu::always_inline]] const client::NoisePlan* admit(std::size_t k, PlanCache& plans) {
     const UserId user = request.users[k];
-    if (!fits || user >= s.filters.size()) {
+    if (!fits || user >= s.spent.size()) {
       replies.kind[k] = ReplyKind::rejected;
       return nullptr;
     }
-    client::PrivacyFilter& filter = s.filters[user];
+    client::PrivacyFilter filter(s.config, s.spent[user], s.halted[user] != 0);
     const double rho = request.rho[k];
     if (!(rho > 0)) {  // ρ ≤ 0 or NaN: a device rejects the request itself and says nothing
       replies.kind[k] = ReplyKind::rejected;  // about its budget (remaining stays 0)
@@ -267,12 +272,13 @@ class RoundRunner {
     }
     const double charge = plan->charged_rho;
     if (!filter.admits(charge)) {
-      filter.halt_if_sticky();
+      if (filter.halt_if_sticky()) s.halted[user] = 1;
       replies.kind[k] = ReplyKind::refused;
       replies.remaining[k] = filter.remaining();
       return nullptr;
     }
     filter.commit(charge);  // charged before anything is released, as on the device
+    s.spent[user] = filter.spent();
     replies.kind[k] = ReplyKind::answered;
     replies.charged[k] = charge;
     replies.remaining[k] = filter.remaining();

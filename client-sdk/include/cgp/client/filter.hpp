@@ -13,7 +13,12 @@ namespace cgp::client {
 
 class PrivacyFilter {
  public:
-  explicit PrivacyFilter(const DeviceConfig& config, double spent = 0, bool halted = false);
+  // Inline: a simulated fleet keeps spent and halted as arrays and builds the filter per user.
+  explicit PrivacyFilter(const DeviceConfig& config, double spent = 0, bool halted = false) noexcept
+      : capacity_(config.rho_capacity()),
+        spent_(spent),
+        sticky_(config.sticky_halt()),
+        halted_(halted) {}
 
   // Whether a release charging `charge` may go out now. Refusal depends only on public charges
   // (Thm 4.3), so a later, smaller request may still be admitted, unless the filter is sticky
@@ -51,8 +56,8 @@ class PrivacyFilter {
  private:
   static double at_least_zero(double x) noexcept { return x > 0 ? x : 0.0; }  // NaN → 0
   double capacity_;
-  bool sticky_;
   double spent_;
+  bool sticky_;
   bool halted_;
 };
 

@@ -1,7 +1,7 @@
 // n simulated devices in one process, for research and capacity planning. Each runs the
 // client-sdk's own privacy code — the filter (PrivacyFilter), the charge (device_charge), the
 // statistic and the exact grid privatizer (release_statistic) — on state kept as flat arrays
-// (48 bytes per 2-D user), in parallel over threads.
+// (25 bytes per 2-D user: its point, what it spent, whether it halted), in parallel over threads.
 //
 // Noise, a choice recorded with every result (SimulationNoise):
 //   fast (the default): the device's clamp, grid and σ, with standard normals from a
