@@ -209,7 +209,8 @@ void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
   const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid));
   const double scale = grid_scale(plan);
   const double u = plan.grid();  // a power of two: multiplying by it is exact, as ldexp is
-  for (std::size_t i = 0; i < phi.size(); ++i) {
+  const std::size_t n = std::min({phi.size(), z.size(), out.size()});  // equal by contract
+  for (std::size_t i = 0; i < n; ++i) {
     // |φ| ≤ 2^56 grid units and |σ·z| < 2^37 (σ ≤ 2^31, |z| < 40): the sum fits 64 bits.
     const long long noisy = grid_units(phi[i], scale) + round_half_away(sigma_grid * z[i]);
     out[i] = static_cast<double>(noisy) * u;

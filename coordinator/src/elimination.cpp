@@ -25,7 +25,7 @@ constexpr std::size_t kChunk = 1024;
 // One thread's share of a round: its scratch and, in the order it read them, the users each
 // list of the round gets. Lists are merged in chunk order, so a result never depends on how
 // many threads read it.
-struct Worker {
+struct alignas(64) Worker {  // its own cache lines: workers write their lists per user
   std::vector<UserId> asked;
   std::vector<double> asked_rho;
   RoundRequest request;
@@ -33,13 +33,15 @@ struct Worker {
   std::vector<double> mean;
   double radius_rho_bar = -1, radius_lambda = -1, radius = 0;
   std::size_t asked_count = 0;
-  std::vector<UserId> refused, rejected, unanswered;
+  // Refused by the mirror (not asked) and by the device: merged in that order, all of the round's
+  // mirror refusals first, as a round asked in one call lists them.
+  std::vector<UserId> not_asked, refused, rejected, unanswered;
   // The caller's lists: PIE-NI's S₁, S₀ and G_j; PIE-k's answers and their interval ends.
   std::vector<UserId> s1, s0, next;
   std::vector<double> lower, upper;
   void clear_round() {
     asked_count = 0;
-    refused.clear(), rejected.clear(), unanswered.clear();
+    not_asked.clear(), refused.clear(), rejected.clear(), unanswered.clear();
     s1.clear(), s0.clear(), next.clear();
     lower.clear(), upper.clear();
   }
@@ -129,6 +131,7 @@ class Engine {
         2);
     QueryReport& report = result_.report;
     std::size_t asked = 0;
+    for (const Worker& w : workers_) append(report.refused, w.not_asked);
     for (const Worker& w : workers_) {
       asked += w.asked_count;
       append(report.refused, w.refused);
@@ -184,7 +187,7 @@ class Engine {
         last_charge = privacy::device_charge(r);
       }
       if (!(r > 0) || !mirror_.can_pay(u, last_charge)) {
-        w.refused.push_back(u);  // the mirror says the user cannot pay: not asked
+        w.not_asked.push_back(u);  // the mirror says the user cannot pay: not asked
         continue;
       }
       w.asked.push_back(u);

@@ -24,7 +24,9 @@ Error data_error(const std::string& path, const std::string& what) {
 // A CSV file read at once: cells are views into its text (or, for the rare cell that needs
 // unquoting, into `unquoted`), so a large file costs one buffer and one view per cell.
 struct Csv {
-  std::string text;
+  // A vector, not a string: moving a Csv (it is returned in an Expected) must keep the bytes
+  // where the views point, and a short std::string keeps them inside the object.
+  std::vector<char> text;
   std::deque<std::string> unquoted;  // stable addresses for the views
   std::vector<std::string_view> header;
   std::vector<std::string_view> cells;  // rows × header.size()
@@ -80,7 +82,7 @@ Expected<Csv> read_csv(const std::string& path) {
   csv.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   if (in.bad()) return data_error(path, "cannot read the file");
   if (csv.text.empty()) return data_error(path, "the file is empty");
-  const std::string_view text = csv.text;
+  const std::string_view text(csv.text.data(), csv.text.size());
   std::size_t number = 0, at = 0;
   std::vector<std::string_view> row;
   while (at < text.size()) {  // lines as std::getline gives them

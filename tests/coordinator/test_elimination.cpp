@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <random>
 
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/coordinator/elimination.hpp"
@@ -128,4 +129,93 @@ TEST_CASE("elimination saves: users decided early keep the rest of their rho",
   }
   CHECK(early > fleet.size() / 2);
   CHECK(result->s0.size() + result->s1.size() + result->remaining.size() == fleet.size());
+}
+
+namespace {
+
+// The simulated fleet as a fleet that takes whole rounds only (as a network fleet does).
+class WholeRounds final : public Fleet {
+ public:
+  explicit WholeRounds(SimulatedFleet& inner) : inner_(inner) {}
+  std::size_t size() const noexcept override { return inner_.size(); }
+  std::size_t dimension() const noexcept override { return inner_.dimension(); }
+  double initial_budget() const noexcept override { return inner_.initial_budget(); }
+  void ask(const RoundRequest& request, RoundReplies& replies) override {
+    inner_.ask(request, replies);
+  }
+
+ private:
+  SimulatedFleet& inner_;
+};
+
+}  // namespace
+
+// A fleet that takes chunks (asked by parallel workers) and one asked a whole round per call
+// give the same result to the last bit and list order, for PIE-NI, PIE-k and the single
+// release, with per-user caps, devices that refuse (spent elsewhere) and users the mirror
+// refuses (spent in its view).
+TEST_CASE("chunked rounds give exactly what whole rounds give", "[coordinator][elimination]") {
+  CGP_SEEDED(5010);
+  const auto points = test::uniform_square(5000, 10000, seed);
+  std::mt19937_64 rng(seed);
+  std::vector<UserId> users(points.size() / 2);
+  std::vector<Charge> caps;
+  for (UserId u = 0; u < users.size(); ++u) {
+    users[u] = u;
+    caps.push_back(Charge{1e-4 * (1 + static_cast<double>(rng() % 4))});
+  }
+  const auto charges = UserCharges::per_user(users, caps);
+  double lo[2] = {3000, 3000}, hi[2] = {7000, 7000};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  const double p[2] = {5000, 5000};
+  auto run = [&](unsigned threads, bool chunked, int kind) {
+    auto fleet = test::make_fleet(points, 2, 4e-4, seed, threads);
+    BudgetMirror mirror(fleet.size(), fleet.initial_budget());
+    // Devices 0, 7, 14, ... spent most of their budget elsewhere: they refuse.
+    RoundRequest elsewhere;
+    elsewhere.query_id = "elsewhere";
+    std::vector<UserId> spenders;
+    for (UserId u = 0; u < fleet.size(); u += 7) spenders.push_back(u);
+    const std::vector<double> big(spenders.size(), 3.9e-4 / 1.003);
+    elsewhere.users = spenders;
+    elsewhere.rho = big;
+    RoundReplies ignored;
+    fleet.ask(elsewhere, ignored);
+    // The mirror knows users 3, 14, 25, ... have little left: it does not ask them.
+    for (UserId u = 3; u < fleet.size(); u += 11) mirror.restore(u, 1e-9);
+    WholeRounds whole(fleet);
+    Fleet& used = chunked ? static_cast<Fleet&>(fleet) : whole;
+    EliminationSetup setup;
+    setup.query_id = "q";
+    setup.rounds = 4;
+    if (kind == 0) {
+      setup.phi = {StatisticKind::signed_distance_to_region, {}, &range};
+      return *eliminate_noninteractive(used, mirror, setup, charges, 0, 0);
+    }
+    setup.phi = {StatisticKind::distance_to_point, p, nullptr};
+    if (kind == 1) return *eliminate_k(used, mirror, setup, charges, 10);
+    setup.triple = Triple::point;
+    return *release_once(used, mirror, setup, charges);
+  };
+  for (int kind = 0; kind < 3; ++kind) {
+    INFO("kind " << kind);
+    const auto whole = run(1, false, kind);
+    REQUIRE_FALSE(whole.report.refused.empty());
+    for (unsigned threads : {1u, 2u}) {
+      INFO("threads " << threads);
+      const auto chunked = run(threads, true, kind);
+      CHECK(chunked.s1 == whole.s1);
+      CHECK(chunked.s0 == whole.s0);
+      CHECK(chunked.remaining == whole.remaining);
+      CHECK(chunked.estimates.sum == whole.estimates.sum);
+      CHECK(chunked.estimates.rho_bar == whole.estimates.rho_bar);
+      CHECK(chunked.report.charged == whole.report.charged);
+      CHECK(chunked.report.refused == whole.report.refused);
+      CHECK(chunked.report.rejected == whole.report.rejected);
+      CHECK(chunked.report.unanswered == whole.report.unanswered);
+      CHECK(chunked.report.asked_per_round == whole.report.asked_per_round);
+      CHECK(chunked.report.eliminated_per_round == whole.report.eliminated_per_round);
+      CHECK(chunked.report.rounds_used == whole.report.rounds_used);
+    }
+  }
 }

@@ -179,6 +179,12 @@ TEST_CASE("cgp-sim: CSV with CRLF lines, quotes, blank lines and spaces reads as
   INFO("stderr: " << run.err);
   CHECK(run.exit_code == 0);
   CHECK(run.out.find("4 x/y points") != std::string::npos);
+  // A file shorter than a std::string's inline buffer (its cells must survive being moved).
+  const auto tiny = scratch.file("tiny.csv", "x,y\n1,2\n");
+  run = run_sim("range --data " + tiny + " --rho 1 --w 3 --reps 1 --methods BM0");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("1 x/y points") != std::string::npos);
 }
 
 TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]") {
