@@ -82,9 +82,9 @@ inline double input_limit(const StatisticSpec& spec, const NoisePlan& plan) noex
 // privatize with the noise supplied as standard normals z (one per value): out[i] =
 // round(φ'_i/u)·u + round(σ_grid·z_i)·u, the device's clamp and grid with a rounded continuous
 // Gaussian in place of the exact discrete one. φ may hold the values of many releases made
-// under the same plan (phi, z and out of equal size; only the common length is written). For simulations only (cgpkit::simulation's
-// fast noise): the caller's z need no secrecy there, and at σ_grid ≥ 2^24 grid units the two
-// laws are indistinguishable in any experiment.
+// under the same plan (phi, z and out of equal size; only the common length is written). For
+// simulations only (cgpkit::simulation's fast noise): the caller's z need no secrecy there, and at
+// σ_grid ≥ 2^24 grid units the two laws are indistinguishable in any experiment.
 void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
                             std::span<const double> z, std::span<double> out) noexcept;
 
