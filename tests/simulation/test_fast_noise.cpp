@@ -23,6 +23,18 @@ using namespace cgp::simulation;
 
 namespace {
 
+// A round asking users[k] for its distance to p at rho[k].
+RoundRequest distance_round(const char* query_id, const double* p, const std::vector<UserId>& users,
+                            const std::vector<double>& rho) {
+  RoundRequest request;
+  request.query_id = query_id;
+  request.statistic = StatisticKind::distance_to_point;
+  request.point = std::span<const double>(p, 2);
+  request.users = users;
+  request.rho = rho;
+  return request;
+}
+
 // Every user's release of its distance to p = (0, 0) in one round asked at ρ.
 std::vector<double> one_round_releases(const std::vector<double>& points, std::uint64_t seed,
                                        SimulationNoise noise, double rho) {
@@ -31,12 +43,7 @@ std::vector<double> one_round_releases(const std::vector<double>& points, std::u
   std::vector<UserId> users(fleet.size());
   for (UserId u = 0; u < fleet.size(); ++u) users[u] = u;
   const std::vector<double> asked(fleet.size(), rho);
-  RoundRequest request;
-  request.query_id = "law";
-  request.statistic = StatisticKind::distance_to_point;
-  request.point = p;
-  request.users = users;
-  request.rho = asked;
+  const RoundRequest request = distance_round("law", p, users, asked);
   RoundReplies replies;
   fleet.ask(request, replies);
   for (auto kind : replies.kind) REQUIRE(kind == ReplyKind::answered);
@@ -233,12 +240,7 @@ TEST_CASE("fast noise: each user releases on its own plan when every rho differs
     users[u] = u;
     rho[u] = 1e-3 * (1 + static_cast<double>(u) / 1250);  // a factor of 5: several grids
   }
-  RoundRequest request;
-  request.query_id = "distinct";
-  request.statistic = StatisticKind::distance_to_point;
-  request.point = p;
-  request.users = users;
-  request.rho = rho;
+  const RoundRequest request = distance_round("distinct", p, users, rho);
   auto together = *SimulatedFleet::create(config, points, 2, seed, 2);
   RoundReplies all;
   together.ask(request, all);
