@@ -2,6 +2,8 @@
 # Reproduces the README's "Reproducing the paper" section: every experiment, its JSON and its
 # figures under docs/ (SVG committed, PNG for a quick look). Needs ../shared/data (NYC
 # collisions) and Debian's dataset-fashion-mnist. Run from the repository root.
+#   CGP_SIM_NOISE=exact ./scripts/reproduce.sh   the device's own exact sampler (default: fast,
+#                                                the same law; see the README)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
@@ -20,7 +22,8 @@ run() {  # name, then cgp-sim arguments
   local name=$1; shift
   echo "== cgp-sim $* --json docs/$name.json --plot docs/$name" >&2
   local start=$SECONDS
-  "$sim" "$@" --json "$out/$name.json" --plot "$out/$name" > "$out/$name.txt"
+  "$sim" "$@" --noise "${CGP_SIM_NOISE:-fast}" --json "$out/$name.json" --plot "$out/$name" \
+    > "$out/$name.txt"
   echo "   $((SECONDS - start)) s" >&2
 }
 run range_nyc range --data "$nyc" --rho 1e-6,1e-5,1e-4,1e-3,1e-2 --w 500,1000,2000 --reps 30 --c 4,64
