@@ -1,7 +1,6 @@
 #include "cgp/simulation/simulated_fleet.hpp"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
