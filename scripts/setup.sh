@@ -11,6 +11,7 @@ packages=(
   libeigen3-dev                          # dense linear algebra
   librandom123-dev                       # Philox reference for the fast-noise tests
   libhwy-dev                             # simulations' fast noise: vectorized Philox and Box–Muller
+  openmpi-bin libopenmpi-dev             # cgp-sim across processes and machines (mpirun)
   libsodium-dev                          # CSPRNG and hashing on the device
   libsqlite3-dev                         # the device ledger
   catch2                                 # tests (Catch2 v2)

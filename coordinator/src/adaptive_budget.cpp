@@ -77,11 +77,15 @@ Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMir
                                                          std::span<const geometry::Region> ranges,
                                                          const QueryOptions& options,
                                                          std::span<const UserId> users) {
+  Status valid;
   for (UserId u : users)
-    if (u >= fleet.size() || u >= mirror.size())
-      return make_error(ErrorCode::out_of_range, "users",
-                        "users holds id " + std::to_string(u) + ", not in the fleet of " +
-                            std::to_string(fleet.size()));
+    if (u >= fleet.size() || u >= mirror.size()) {
+      valid = make_error(ErrorCode::out_of_range, "users",
+                         "users holds id " + std::to_string(u) + ", not in the fleet of " +
+                             std::to_string(fleet.size()));
+      break;
+    }
+  CGP_RETURN_IF_ERROR(agree_over_shards(options.shard, std::move(valid)));
   std::vector<CountResult> results;
   results.reserve(ranges.size());
   for (std::size_t l = 1; l <= ranges.size(); ++l) {
@@ -89,7 +93,8 @@ Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMir
     QueryOptions query = options;
     query.query_id = options.query_id + "-" + std::to_string(l);
     CountResult result;
-    if (ask.charges.listed().empty()) {
+    // Sharded: a shard with nobody to ask still takes part unless no shard has anyone.
+    if (sum_over_shards(options.shard, ask.charges.listed().size()) == 0) {
       result.report.charged.assign(fleet.size(), 0.0);
     } else {
       CGP_ASSIGN_OR_RETURN(auto counted,

@@ -30,10 +30,10 @@ UserCharges UserCharges::per_user(std::vector<UserId> users, std::vector<Charge>
   return c;
 }
 
-Status UserCharges::validate(std::size_t fleet_size) const {
-  if (fleet_size == 0)
+Status UserCharges::validate(std::size_t fleet_size, bool allow_empty) const {
+  if (fleet_size == 0 && !allow_empty)
     return make_error(ErrorCode::invalid_argument, "users", "users: the fleet is empty");
-  if (!everyone_ && users_.empty())
+  if (!everyone_ && users_.empty() && !allow_empty)
     return make_error(ErrorCode::invalid_argument, "users",
                       "users is empty: the query asks no user");
   if (uniform_ ? caps_.size() != 1 : caps_.size() != users_.size())

@@ -9,6 +9,7 @@
 #include "cgp/common/privacy/confidence.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
+#include "cgp/coordinator/shard.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
 
 namespace cgp::coordinator {
@@ -56,9 +57,39 @@ class Engine {
   Engine(Fleet& fleet, BudgetMirror& mirror, const EliminationSetup& setup)
       : fleet_(fleet), mirror_(mirror), setup_(setup) {}
 
-  // Checks the query and sets up G₀ (`group`): every user of `charges`.
+  // Checks the query and sets up G₀ (`group`): every user of `charges`. Collective: every shard
+  // fails when one does, and learns |G₀| over every shard (group_users()).
   Status init(const UserCharges& charges, std::size_t rounds, std::vector<UserId>& group) {
-    CGP_RETURN_IF_ERROR(charges.validate(fleet_.size()));
+    Status local = init_local(charges, rounds, group);
+    CGP_RETURN_IF_ERROR(agree_over_shards(setup_.shard, std::move(local)));
+    group_users_ = sum_over_shards(setup_.shard, group.size());
+    if (group_users_ == 0)
+      return make_error(ErrorCode::invalid_argument, "users",
+                        "users is empty: the query asks no user");
+    return {};
+  }
+
+  // Users in the group over every shard, as of the last end_round (init: |G₀|).
+  std::uint64_t group_users() const noexcept { return group_users_; }
+
+  // Ends round j with `after` users of this shard in G_j: the round's counts over every shard go
+  // to the report, and group_users() becomes |G_j|.
+  void end_round(std::size_t after) {
+    std::uint64_t counts[2] = {asked_, after};
+    sum_over_shards(setup_.shard, counts);
+    result_.report.asked_per_round.push_back(counts[0]);
+    result_.report.eliminated_per_round.push_back(group_users_ - counts[1]);
+    group_users_ = counts[1];
+  }
+
+ private:
+  Status init_local(const UserCharges& charges, std::size_t rounds, std::vector<UserId>& group) {
+    const Shard& shard = setup_.shard;
+    if (shard.sharded() && shard.first + fleet_.size() > shard.fleet_users)
+      return make_error(ErrorCode::out_of_range, "shard",
+                        "the shard's users end past the fleet's " +
+                            std::to_string(shard.fleet_users));
+    CGP_RETURN_IF_ERROR(charges.validate(fleet_.size(), /*allow_empty=*/shard.sharded()));
     if (mirror_.size() != fleet_.size())
       return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");
     CGP_RETURN_IF_ERROR(require_open_interval("beta0", setup_.beta0, 0.0, 1.0));
@@ -109,6 +140,8 @@ class Engine {
     return {};
   }
 
+ public:
+
   // Round j (0-based) for `group`, each user asked ρ_u·fraction. Each user that answered is
   // handed to on_answer(worker, u), its estimate including this round; the workers' lists are
   // then merged in order. A fleet with concurrency() > 0 is asked in chunks, in parallel.
@@ -130,22 +163,21 @@ class Engine {
         },
         2);
     QueryReport& report = result_.report;
-    std::size_t asked = 0;
+    asked_ = 0;
     for (const Worker& w : workers_) append(report.refused, w.not_asked);
     for (const Worker& w : workers_) {
-      asked += w.asked_count;
+      asked_ += w.asked_count;
       append(report.refused, w.refused);
       append(report.rejected, w.rejected);
       append(report.unanswered, w.unanswered);
     }
-    report.asked_per_round.push_back(asked);
     report.rounds_used = j + 1;
   }
 
-  // λ(d′, β₀/(c·|G_{j−1}|)) for this round's radii.
-  Expected<double> round_lambda(std::size_t group_size) const {
-    const double beta =
-        setup_.beta0 / (static_cast<double>(fractions_.size()) * static_cast<double>(group_size));
+  // λ(d′, β₀/(c·|G_{j−1}|)) for this round's radii, |G_{j−1}| over every shard.
+  Expected<double> round_lambda() const {
+    const double beta = setup_.beta0 / (static_cast<double>(fractions_.size()) *
+                                        static_cast<double>(group_users_));
     return privacy::gaussian_norm_bound(result_.estimates.dimension, beta);
   }
 
@@ -239,6 +271,8 @@ class Engine {
   double uniform_rho_ = 0;           // the ρ every user is asked over the query, if uniform
   std::vector<double> rho_by_user_;  // else by user id (0 for users not asked)
   std::vector<double> fractions_;
+  std::uint64_t group_users_ = 0;  // |G| over every shard
+  std::uint64_t asked_ = 0;        // this shard's users asked in the last round
   EliminationResult result_;
   std::vector<Worker> workers_;
 };
@@ -281,9 +315,9 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
   std::vector<UserId> group, next, answered;
   CGP_RETURN_IF_ERROR(engine.init(charges, setup.rounds, group));
   EliminationResult& result = engine.result();
-  for (std::size_t j = 0; j < engine.fractions().size() && !group.empty(); ++j) {
+  for (std::size_t j = 0; j < engine.fractions().size() && engine.group_users() > 0; ++j) {
     // λ depends on |G_{j−1}| only, so every answer is decided as it is read.
-    CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
+    CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda());
     engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
       const double phi = engine.estimate(w, u);
       const double h = engine.radius(w, u, lambda);
@@ -300,7 +334,7 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
       append(result.s0, w.s0);
       append(next, w.next);
     }
-    result.report.eliminated_per_round.push_back(group.size() - next.size());
+    engine.end_round(next.size());
     group.swap(next);
   }
   result.remaining = std::move(group);
@@ -316,8 +350,10 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
   CGP_RETURN_IF_ERROR(engine.init(charges, setup.rounds, group));
   EliminationResult& result = engine.result();
   std::vector<double> lower, upper, scratch;
-  for (std::size_t j = 0; j < engine.fractions().size() && group.size() > k; ++j) {
-    CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda(group.size()));
+  std::vector<Ranked> ranked;
+  const Shard& shard = setup.shard;
+  for (std::size_t j = 0; j < engine.fractions().size() && engine.group_users() > k; ++j) {
+    CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda());
     engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
       const double phi = engine.estimate(w, u);
       const double h = engine.radius(w, u, lambda);
@@ -334,19 +370,25 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
       upper.insert(upper.end(), w.upper.begin(), w.upper.end());
     }
     next.clear();
-    if (answered.size() <= k) {
+    if (sum_over_shards(shard, answered.size()) <= k) {
       next = answered;
     } else {
-      // t₁..t_k: the k smallest upper ends; keep every user whose interval reaches below the
-      // k-th of them (that includes t₁..t_k and every interval meeting I_{t_k}).
+      // t₁..t_k: the k smallest upper ends over every shard; keep every user whose interval
+      // reaches below the k-th of them (that includes t₁..t_k and every interval meeting
+      // I_{t_k}). A shard offers its own k smallest.
       scratch = upper;
-      std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k - 1),
-                       scratch.end());
-      const double kth_upper = scratch[k - 1];
+      if (scratch.size() > k) {
+        std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                         scratch.end());
+        scratch.resize(k);
+      }
+      ranked.clear();
+      for (double value : scratch) ranked.push_back({value, 0});
+      const double kth_upper = smallest_over_shards(shard, std::move(ranked), k).back().key;
       for (std::size_t a = 0; a < answered.size(); ++a)
         if (lower[a] <= kth_upper) next.push_back(answered[a]);
     }
-    result.report.eliminated_per_round.push_back(group.size() - next.size());
+    engine.end_round(next.size());
     group.swap(next);
   }
   result.remaining = std::move(group);
@@ -362,7 +404,7 @@ Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
   EliminationResult& result = engine.result();
   engine.ask_round(users, 0, 1.0, [](Worker& w, UserId u) { w.next.push_back(u); });
   for (const Worker& w : engine.workers()) append(answered, w.next);
-  result.report.eliminated_per_round.push_back(0);
+  engine.end_round(users.size());  // nobody is eliminated
   result.remaining = std::move(answered);
   return std::move(result);
 }

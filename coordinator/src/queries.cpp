@@ -23,15 +23,30 @@ EliminationSetup setup_for(const QueryOptions& options, Usefulness phi) {
   setup.rounds = eliminates(options.method) ? options.rounds : 1;
   setup.split = options.split;
   setup.beta0 = options.beta / 4;
+  setup.shard = options.shard;
   return setup;
 }
 
-Status validate_common(const Fleet& fleet, const UserCharges& charges,
-                       const QueryOptions& options) {
+Status validate_local(const Fleet& fleet, const UserCharges& charges,
+                      const QueryOptions& options) {
   CGP_RETURN_IF_ERROR(require_open_interval("beta", options.beta, 0.0, 1.0));
   if (eliminates(options.method))
     CGP_RETURN_IF_ERROR(require_count_in("c", options.rounds, 1, privacy::kMaxRounds));
-  return charges.validate(fleet.size());
+  return charges.validate(fleet.size(), /*allow_empty=*/options.shard.sharded());
+}
+
+// Collective: a shard's bad charges stop the query on every shard.
+Status validate_common(const Fleet& fleet, const UserCharges& charges,
+                       const QueryOptions& options) {
+  return agree_over_shards(options.shard, validate_local(fleet, charges, options));
+}
+
+// The users a query is over, on every shard (collective when sharded).
+std::uint64_t query_users(const Fleet& fleet, const UserCharges& charges,
+                          const QueryOptions& options) {
+  if (charges.is_everyone())
+    return options.shard.sharded() ? options.shard.fleet_users : fleet.size();
+  return sum_over_shards(options.shard, charges.listed().size());
 }
 
 // The final estimate φ̄ of a user (mean of its releases; φ of the mean for point triples).
@@ -115,7 +130,7 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
   // Alg. 6: ν_low = ν_high = 0.
   CGP_ASSIGN_OR_RETURN(auto result, run(fleet, mirror, setup, charges, options.method, 0.0, 0.0));
   CountResult out;
-  double count = static_cast<double>(result.s1.size());
+  std::uint64_t count = result.s1.size();
   std::vector<double> buffer;
   // η depends on ρ̄ only, which users asked alike share: computed once per value.
   double eta_rho_bar = -1, eta = 0;
@@ -128,7 +143,7 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
     }
     count += estimate < eta ? 1 : 0;
   }
-  out.estimate = count;
+  out.estimate = static_cast<double>(sum_over_shards(options.shard, count));
   out.report = std::move(result.report);
   return out;
 }
@@ -144,21 +159,24 @@ Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   // Alg. 7: ν_low = −∞, ν_high = 6b: a user farther than 6b adds at most e^-18/n.
   CGP_ASSIGN_OR_RETURN(
       auto result, run(fleet, mirror, setup, charges, options.method, -kInfinity, 6 * bandwidth));
-  const double n =
-      static_cast<double>(charges.is_everyone() ? fleet.size() : charges.listed().size());
-  double kernel_sum = 0;
+  const double n = static_cast<double>(query_users(fleet, charges, options));
+  // Added per block of global ids, the same sum however the fleet is sharded.
+  ShardSum kernel_sum(options.shard);
   std::vector<double> buffer;
   for (UserId u : result.remaining) {
     const double distance = final_estimate(result, phi, setup.triple, u, buffer);
-    kernel_sum += std::exp(-distance * distance / (2 * bandwidth * bandwidth));
+    kernel_sum.add(u, std::exp(-distance * distance / (2 * bandwidth * bandwidth)));
   }
+  const double kernel_total = kernel_sum.total();
+  std::uint64_t counts[2] = {result.remaining.size(), result.s0.size()};
+  sum_over_shards(options.shard, counts);
   KdeResult out;
-  if (eliminates(options.method) && result.remaining.empty()) {
+  if (eliminates(options.method) && counts[0] == 0) {
     out.estimate = 0;  // every user is beyond 6b: the density is at most e^-18 (Cor. 6.4)
   } else {
-    out.estimate = kernel_sum / n;
+    out.estimate = kernel_total / n;
     // The eliminated users' bound e^-18 each; omitted when larger than the rest (§6.3.2).
-    const double bias = static_cast<double>(result.s0.size()) * std::exp(-18.0) / n;
+    const double bias = static_cast<double>(counts[1]) * std::exp(-18.0) / n;
     if (bias <= out.estimate) out.estimate += bias;
   }
   out.report = std::move(result.report);
@@ -170,7 +188,7 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   CGP_RETURN_IF_ERROR(validate_common(fleet, charges, options));
   CGP_RETURN_IF_ERROR(require_dimension("p", p, fleet.dimension()));
   CGP_RETURN_IF_ERROR(require_all_finite("p", p));
-  const std::size_t users = charges.is_everyone() ? fleet.size() : charges.listed().size();
+  const std::uint64_t users = query_users(fleet, charges, options);
   if (k == 0 || k >= users)
     return make_error(
         ErrorCode::out_of_range, "k",
@@ -180,23 +198,26 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   auto result = eliminates(options.method) ? eliminate_k(fleet, mirror, setup, charges, k)
                                            : release_once(fleet, mirror, setup, charges);
   if (!result) return result.error();
-  // The k smallest private estimates among the candidates (all of them if |G_ĵ| ≤ k).
-  std::vector<std::pair<double, UserId>> ranked;
+  // The k smallest private estimates among the candidates over every shard (all of them if
+  // |G_ĵ| ≤ k), ties by global id.
+  std::vector<Ranked> ranked;
   ranked.reserve(result->remaining.size());
   std::vector<double> buffer;
   for (UserId u : result->remaining)
-    ranked.emplace_back(final_estimate(*result, phi, setup.triple, u, buffer), u);
-  const std::size_t take = std::min(k, ranked.size());
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(take),
-                    ranked.end());
+    ranked.push_back({final_estimate(*result, phi, setup.triple, u, buffer),
+                      std::uint64_t{options.shard.first} + u});
   KnnResult out;
-  for (std::size_t a = 0; a < take; ++a) out.neighbours.push_back(ranked[a].second);
+  for (const Ranked& r : smallest_over_shards(options.shard, std::move(ranked), k))
+    out.neighbours.push_back(static_cast<UserId>(r.id));
   out.report = std::move(result->report);
   return out;
 }
 
 Expected<ThresholdResult> threshold(Fleet& fleet, BudgetMirror& mirror, UserId user, double q,
                                     double population, Charge cap, const QueryOptions& options) {
+  if (options.shard.sharded())
+    return make_error(ErrorCode::invalid_argument, "shard",
+                      "the threshold query asks one user: run it on an unsharded fleet");
   if (user >= fleet.size())
     return make_error(ErrorCode::out_of_range, "user", "user is not in the fleet");
   const auto charges = UserCharges::uniform(cap, {user});

@@ -48,8 +48,9 @@ class UserCharges {
   bool is_uniform() const noexcept { return uniform_; }
 
   // For a fleet of `fleet_size`: ids in the fleet and listed once, one cap per listed user,
-  // every cap finite and > 0, at least one user. Errors name "users", "charge" or "charge[k]".
-  Status validate(std::size_t fleet_size) const;
+  // every cap finite and > 0, at least one user (allow_empty: none is fine, as on one shard of
+  // a sharded fleet). Errors name "users", "charge" or "charge[k]".
+  Status validate(std::size_t fleet_size, bool allow_empty = false) const;
   // The users asked (G₀) in order: the listed ones, or 0 .. fleet_size − 1.
   std::vector<UserId> users(std::size_t fleet_size) const;
 

@@ -15,6 +15,7 @@
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/charges.hpp"
 #include "cgp/coordinator/fleet.hpp"
+#include "cgp/coordinator/shard.hpp"
 
 namespace cgp::coordinator {
 
@@ -41,9 +42,14 @@ struct EliminationSetup {
   std::size_t rounds = 4;  // c
   privacy::SplitSchedule split = privacy::SplitSchedule::even;
   double beta0 = 0.025;  // β₀ = β/4 (Remark 6)
+  // The fleet is one shard of a bigger one (shard.hpp): radii use the group over every shard,
+  // PIE-k the k-th upper end over every shard; ids in the result are the shard's (local).
+  Shard shard;
 };
 
 // What a query did, for its result: rounds, eliminations, charges, and who did not take part.
+// Sharded (EliminationSetup::shard): the counts per round are over every shard; the per-user
+// fields are this shard's users, by local id (global id − shard.first).
 struct QueryReport {
   std::size_t rounds_used = 0;
   std::vector<std::size_t> asked_per_round;

@@ -16,6 +16,7 @@
 #include "cgp/coordinator/charges.hpp"
 #include "cgp/coordinator/elimination.hpp"
 #include "cgp/coordinator/fleet.hpp"
+#include "cgp/coordinator/shard.hpp"
 
 namespace cgp::coordinator {
 
@@ -38,6 +39,9 @@ struct QueryOptions {
   bool shift = true;  // BM1/PM1 on ranges: count ỹ < η(γ) of Appendix B instead of ỹ < 0
   std::string query_id = "query";
   std::string component_id = "location";
+  // The fleet is one shard of a bigger one (shard.hpp): every shard runs the same query calls,
+  // results are over every shard (kNN neighbours as global ids), reports per shard.
+  Shard shard;
 };
 
 struct CountResult {
@@ -49,7 +53,7 @@ struct KdeResult {
   QueryReport report;
 };
 struct KnnResult {
-  std::vector<UserId> neighbours;  // nearest first (by the private estimate)
+  std::vector<UserId> neighbours;  // nearest first (by the private estimate, ties by id); global
   QueryReport report;
 };
 struct ThresholdResult {
@@ -67,7 +71,7 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
                         std::size_t k, const UserCharges& charges, const QueryOptions& options);
 // Alg. 9 (central model, n = 1): `user` holds a 1-D component with a count (sensitivity 1);
 // is it below q·N? BM1 releases it once; PM0/PM1 use PIE-NI with ν_low = ν_high = qN. The
-// user is charged at most `cap`.
+// user is charged at most `cap`. One user: not sharded (options.shard is an error).
 Expected<ThresholdResult> threshold(Fleet& fleet, BudgetMirror& mirror, UserId user, double q,
                                     double population, Charge cap, const QueryOptions& options);
 
