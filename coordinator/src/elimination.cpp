@@ -86,9 +86,9 @@ class Engine {
   Status init_local(const UserCharges& charges, std::size_t rounds, std::vector<UserId>& group) {
     const Shard& shard = setup_.shard;
     if (shard.sharded() && shard.first + fleet_.size() > shard.fleet_users)
-      return make_error(ErrorCode::out_of_range, "shard",
-                        "the shard's users end past the fleet's " +
-                            std::to_string(shard.fleet_users));
+      return make_error(
+          ErrorCode::out_of_range, "shard",
+          "the shard's users end past the fleet's " + std::to_string(shard.fleet_users));
     CGP_RETURN_IF_ERROR(charges.validate(fleet_.size(), /*allow_empty=*/shard.sharded()));
     if (mirror_.size() != fleet_.size())
       return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");
@@ -141,7 +141,6 @@ class Engine {
   }
 
  public:
-
   // Round j (0-based) for `group`, each user asked ρ_u·fraction. Each user that answered is
   // handed to on_answer(worker, u), its estimate including this round; the workers' lists are
   // then merged in order. A fleet with concurrency() > 0 is asked in chunks, in parallel.
@@ -176,8 +175,8 @@ class Engine {
 
   // λ(d′, β₀/(c·|G_{j−1}|)) for this round's radii, |G_{j−1}| over every shard.
   Expected<double> round_lambda() const {
-    const double beta = setup_.beta0 / (static_cast<double>(fractions_.size()) *
-                                        static_cast<double>(group_users_));
+    const double beta =
+        setup_.beta0 / (static_cast<double>(fractions_.size()) * static_cast<double>(group_users_));
     return privacy::gaussian_norm_bound(result_.estimates.dimension, beta);
   }
 

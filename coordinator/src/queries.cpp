@@ -27,8 +27,7 @@ EliminationSetup setup_for(const QueryOptions& options, Usefulness phi) {
   return setup;
 }
 
-Status validate_local(const Fleet& fleet, const UserCharges& charges,
-                      const QueryOptions& options) {
+Status validate_local(const Fleet& fleet, const UserCharges& charges, const QueryOptions& options) {
   CGP_RETURN_IF_ERROR(require_open_interval("beta", options.beta, 0.0, 1.0));
   if (eliminates(options.method))
     CGP_RETURN_IF_ERROR(require_count_in("c", options.rounds, 1, privacy::kMaxRounds));
