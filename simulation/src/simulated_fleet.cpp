@@ -124,6 +124,7 @@ struct SimulatedFleet::State {
   std::vector<double> spent;
   std::vector<std::uint8_t> halted;
   std::uint64_t seed = 0;
+  UserId first_user = 0;  // global id of user 0: noise keys are global
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
   std::atomic<std::uint64_t> released{0};  // one add per batch
@@ -137,9 +138,14 @@ SimulatedFleet::~SimulatedFleet() = default;
 Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::span<const double> points,
                                                 std::size_t dimension, std::uint64_t seed,
-                                                unsigned threads, SimulationNoise noise) {
+                                                unsigned threads, SimulationNoise noise,
+                                                UserId first_user) {
   CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
-  auto state = std::unique_ptr<State>(new State{config, dimension, {}, {}, {}, seed, 1, noise, {}});
+  if (std::uint64_t{first_user} + points.size() / dimension > (std::uint64_t{1} << 32))
+    return make_error(ErrorCode::out_of_range, "first_user",
+                      "the fleet's global ids must fit a UserId (32 bits)");
+  auto state = std::unique_ptr<State>(
+      new State{config, dimension, {}, {}, {}, seed, first_user, 1, noise, {}});
   state->points.assign(points.begin(), points.end());
   state->spent.assign(points.size() / dimension, 0.0);
   state->halted.assign(points.size() / dimension, 0);
@@ -215,7 +221,7 @@ class RoundRunner {
         const client::NoisePlan* plan = admit(k, plans);
         if (!plan) continue;
         const UserId user = request.users[k];
-        client::SimulationRandom random(user_key(s.seed, user), stream);
+        client::SimulationRandom random(user_key(s.seed, s.first_user + user), stream);
         client::RandomBits bits(random);
         // Cannot fail: plan_release made the plan and the request fits the fleet's dimension.
         (void)client::release_statistic(spec, location(user), *plan, bits, scratch, out);
@@ -236,7 +242,7 @@ class RoundRunner {
         if (!plan) continue;
         b.slot.push_back(static_cast<std::uint32_t>(k));
         b.plan.push_back(*plan);
-        b.keys.push_back(user_key(s.seed, request.users[k]));
+        b.keys.push_back(user_key(s.seed, s.first_user + request.users[k]));
       }
       release_fast(b);
     }

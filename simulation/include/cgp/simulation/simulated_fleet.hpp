@@ -37,11 +37,14 @@ class RoundRunner;
 class SimulatedFleet final : public coordinator::Fleet {
  public:
   // points: n × dimension values, row-major (user i at [i·dimension, (i+1)·dimension)).
-  // threads: 0 = hardware concurrency.
+  // threads: 0 = hardware concurrency. first_user: the global id of user 0 when this fleet is
+  // one shard of a bigger one (coordinator/shard.hpp): noise is keyed by global ids, so a user
+  // releases the same values on whichever shard it lives.
   static Expected<SimulatedFleet> create(const DeviceConfig& config, std::span<const double> points,
                                          std::size_t dimension, std::uint64_t seed,
                                          unsigned threads = 0,
-                                         SimulationNoise noise = SimulationNoise::fast);
+                                         SimulationNoise noise = SimulationNoise::fast,
+                                         UserId first_user = 0);
   SimulatedFleet(SimulatedFleet&&) noexcept;
   SimulatedFleet& operator=(SimulatedFleet&&) noexcept;
   ~SimulatedFleet() override;
