@@ -239,26 +239,46 @@ Expected<Dataset> load_idx(const std::string& path) {
 }
 
 Dataset synthetic_locations(std::size_t users, std::uint64_t seed) {
+  return synthetic_locations(0, users, users, seed);
+}
+
+Dataset synthetic_locations(std::size_t first, std::size_t count, std::size_t users,
+                            std::uint64_t seed) {
   Dataset data;
   data.dimension = 2;
-  data.points = simulation::synthetic_city(users, seed);
+  data.points = simulation::synthetic_city(first, count, seed);
+  data.first = first;
+  data.total = users;
   data.description = "built-in synthetic city: " + std::to_string(users) +
                      " users, 20 km x 20 km, six hotspots (seed " + std::to_string(seed) + ")";
   return data;
 }
 
 Dataset resample(const Dataset& data, std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::size_t> pick(0, data.size() - 1);
+  return resample(data, 0, n, n, seed);
+}
+
+Dataset resample(const Dataset& data, std::size_t first, std::size_t count, std::size_t n,
+                 std::uint64_t seed) {
+  auto mix64 = [](std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
   Dataset out;
   out.dimension = data.dimension;
-  out.points.reserve(n * data.dimension);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t j = pick(rng);
+  out.origin = data.origin;
+  out.points.reserve(count * data.dimension);
+  const std::uint64_t key = mix64(seed ^ 0xd1b54a32d192ed03ULL);
+  for (std::size_t i = first; i < first + count; ++i) {
+    // The modulo's bias is below size()/2^64: nothing a simulation can see.
+    const std::size_t j = mix64(key ^ mix64(i)) % data.size();
     out.points.insert(out.points.end(),
                       data.points.begin() + static_cast<std::ptrdiff_t>(j * data.dimension),
                       data.points.begin() + static_cast<std::ptrdiff_t>((j + 1) * data.dimension));
   }
+  out.first = first;
+  out.total = n;
   out.description = data.description + ", " + std::to_string(n) + " drawn with replacement";
   return out;
 }

@@ -13,6 +13,7 @@
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
+#include "sharded_truth.hpp"
 
 namespace cgp::sim {
 namespace {
@@ -79,12 +80,8 @@ std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t 
     for (std::size_t i = 0; i < count; ++i) out[i] = common.centres[i % common.centres.size()];
     return out;
   }
-  double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
-  for (std::size_t i = 0; i < data.size(); ++i)
-    for (int a = 0; a < 2; ++a) {
-      lo[a] = std::min(lo[a], data.points[2 * i + a]);
-      hi[a] = std::max(hi[a], data.points[2 * i + a]);
-    }
+  const auto bounds = global_bounds(data, shard_of(data, common.ranks));
+  const double lo[2] = {bounds[0], bounds[1]}, hi[2] = {bounds[2], bounds[3]};
   std::mt19937_64 rng(common.seed ^ 0xc3a5c85c97cb3127ULL);
   std::vector<std::array<double, 2>> out(count);
   std::uniform_real_distribution<double> axis[2];
@@ -107,9 +104,9 @@ std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t 
 }
 
 simulation::SimulatedFleet fleet_for(const Dataset& data, double capacity, const Common& common) {
-  return std::move(*simulation::SimulatedFleet::create(*DeviceConfig::cgp(capacity), data.points,
-                                                       data.dimension, common.seed, common.threads,
-                                                       common.noise));
+  return std::move(*simulation::SimulatedFleet::create(
+      *DeviceConfig::cgp(capacity), data.points, data.dimension, common.seed, common.threads,
+      common.noise, static_cast<coordinator::UserId>(data.first)));
 }
 
 std::uint64_t rep_seed(const Common& common, std::size_t rep) {
@@ -168,9 +165,11 @@ using Outcome = Expected<std::pair<double, double>>;
 class InProcessBackend final : public QueryBackend {
  public:
   InProcessBackend(const Dataset& data, double capacity, const Common& common)
-      : fleet_(fleet_for(data, capacity, common)) {}
+      : fleet_(fleet_for(data, capacity, common)), shard_(shard_of(data, common.ranks)) {}
   std::size_t size() const override { return fleet_.size(); }
-  std::optional<std::uint64_t> values_released() const override { return fleet_.values_released(); }
+  std::optional<std::uint64_t> values_released() const override {
+    return coordinator::sum_over_shards(shard_, fleet_.values_released());
+  }
   void start_repetition(std::uint64_t seed, double budget) override {
     if (budget != fleet_.initial_budget()) {
       fleet_.reset(seed, *DeviceConfig::cgp(budget));
@@ -182,24 +181,24 @@ class InProcessBackend final : public QueryBackend {
   Expected<coordinator::CountResult> range_count(const geometry::Region& range,
                                                  const coordinator::UserCharges& charges,
                                                  const coordinator::QueryOptions& o) override {
-    return coordinator::range_count(fleet_, *mirror_, range, charges, o);
+    return coordinator::range_count(fleet_, *mirror_, range, charges, sharded(o));
   }
   Expected<coordinator::KdeResult> kde(std::span<const double> p, double bandwidth,
                                        const coordinator::UserCharges& charges,
                                        const coordinator::QueryOptions& o) override {
-    return coordinator::kde(fleet_, *mirror_, p, bandwidth, charges, o);
+    return coordinator::kde(fleet_, *mirror_, p, bandwidth, charges, sharded(o));
   }
   Expected<coordinator::KnnResult> knn(std::span<const double> p, std::size_t k,
                                        const coordinator::UserCharges& charges,
                                        const coordinator::QueryOptions& o) override {
-    return coordinator::knn(fleet_, *mirror_, p, k, charges, o);
+    return coordinator::knn(fleet_, *mirror_, p, k, charges, sharded(o));
   }
   Expected<std::vector<coordinator::CountResult>> adaptive_range_counts(
       std::span<const geometry::Region> ranges, double budget,
       const coordinator::QueryOptions& o) override {
     CGP_ASSIGN_OR_RETURN(const auto plan,
                          coordinator::AdaptiveBudget::fixed(budget, ranges.size()));
-    return coordinator::adaptive_range_counts(fleet_, *mirror_, plan, ranges, o);
+    return coordinator::adaptive_range_counts(fleet_, *mirror_, plan, ranges, sharded(o));
   }
   Expected<coordinator::ThresholdResult> threshold(double q, double population,
                                                    coordinator::Charge cap,
@@ -208,7 +207,12 @@ class InProcessBackend final : public QueryBackend {
   }
 
  private:
+  coordinator::QueryOptions sharded(coordinator::QueryOptions o) const {
+    o.shard = shard_;
+    return o;
+  }
   simulation::SimulatedFleet fleet_;
+  coordinator::Shard shard_;
   std::optional<coordinator::BudgetMirror> mirror_;
 };
 
@@ -278,26 +282,27 @@ void Progress::finish() {
 Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double> rhos,
                                      std::span<const double> widths, const Common& common) {
   Backend backend(data, largest(rhos), common);
+  const auto shard = shard_of(data, common.ranks);
   return sweep("range", widths, rhos, common, *backend, [&](double w) {
     // CountErr divides by the true count: drawn ranges that hold no point are redrawn.
     const auto centres =
         centres_for(data, common.reps, common, [&](const std::array<double, 2>& c) {
-          return simulation::exact_count(data.points, 2, square_around(c, w)) > 0;
+          return global_count(data, shard, square_around(c, w)) > 0;
         });
     std::vector<geometry::Region> ranges;
     std::vector<double> truth;
     for (const auto& c : centres) {
       ranges.push_back(square_around(c, w));
-      truth.push_back(static_cast<double>(simulation::exact_count(data.points, 2, ranges.back())));
+      truth.push_back(static_cast<double>(global_count(data, shard, ranges.back())));
     }
-    return [&backend, ranges = std::move(ranges), truth = std::move(truth)](
+    return [&backend, &shard, ranges = std::move(ranges), truth = std::move(truth)](
                std::size_t rep, double rho, const coordinator::QueryOptions& o) -> Outcome {
       CGP_ASSIGN_OR_RETURN(
           const auto result,
           backend->range_count(ranges[rep],
                                coordinator::UserCharges::everyone(coordinator::Charge{rho}), o));
       return std::pair{simulation::count_error(result.estimate, truth[rep]),
-                       simulation::privacy_saving(result.report.charged, rho)};
+                       global_saving(shard, result.report.charged, rho)};
     };
   });
 }
@@ -305,18 +310,19 @@ Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double
 Expected<std::vector<Row>> run_kde(const Dataset& data, std::span<const double> rhos,
                                    std::span<const double> bandwidths, const Common& common) {
   Backend backend(data, largest(rhos), common);
+  const auto shard = shard_of(data, common.ranks);
   const auto centres = centres_for(data, common.reps, common);
   return sweep("kde", bandwidths, rhos, common, *backend, [&](double b) {
     std::vector<double> truth;
-    for (const auto& c : centres) truth.push_back(simulation::exact_kde(data.points, 2, c, b));
-    return [&backend, &centres, b, truth = std::move(truth)](
+    for (const auto& c : centres) truth.push_back(global_kde(data, shard, c, b));
+    return [&backend, &centres, &shard, b, truth = std::move(truth)](
                std::size_t rep, double rho, const coordinator::QueryOptions& o) -> Outcome {
       CGP_ASSIGN_OR_RETURN(
           const auto result,
           backend->kde(centres[rep], b,
                        coordinator::UserCharges::everyone(coordinator::Charge{rho}), o));
       return std::pair{simulation::l1_error(result.estimate, truth[rep]),
-                       simulation::privacy_saving(result.report.charged, rho)};
+                       global_saving(shard, result.report.charged, rho)};
     };
   });
 }
@@ -329,42 +335,43 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
                       "query points have dimension " + std::to_string(queries->dimension) +
                           ", the data " + std::to_string(data.dimension));
   Backend backend(data, largest(rhos), common);
+  const auto shard = shard_of(data, common.ranks);
   simulation::KnnOracle oracle(data.points, data.dimension);
-  // Query points: from the query set, or users of the data excluded from the candidates.
+  // Query points: from the query set (whole on every rank), or users of the data excluded from
+  // the candidates (each rank lists its own users but the query's, by local id).
   std::mt19937_64 rng(common.seed ^ 0x2545f4914f6cdd1dULL);
   std::vector<std::vector<double>> points;
   std::vector<std::vector<coordinator::UserId>> candidates(common.reps);
   for (std::size_t rep = 0; rep < common.reps; ++rep) {
-    const Dataset& source = queries ? *queries : data;
-    const std::size_t i = std::uniform_int_distribution<std::size_t>(0, source.size() - 1)(rng);
-    points.emplace_back(
-        source.points.begin() + static_cast<std::ptrdiff_t>(i * source.dimension),
-        source.points.begin() + static_cast<std::ptrdiff_t>((i + 1) * source.dimension));
-    if (!queries) {
-      candidates[rep].reserve(data.size() - 1);
-      for (std::size_t u = 0; u < data.size(); ++u)
-        if (u != i) candidates[rep].push_back(static_cast<coordinator::UserId>(u));
+    if (queries) {
+      const std::size_t i = std::uniform_int_distribution<std::size_t>(0, queries->size() - 1)(rng);
+      points.emplace_back(
+          queries->points.begin() + static_cast<std::ptrdiff_t>(i * queries->dimension),
+          queries->points.begin() + static_cast<std::ptrdiff_t>((i + 1) * queries->dimension));
+      continue;
     }
+    const std::size_t i = std::uniform_int_distribution<std::size_t>(0, data.users() - 1)(rng);
+    points.push_back(global_row(data, shard, i));
+    candidates[rep].reserve(data.size());
+    for (std::size_t u = 0; u < data.size(); ++u)
+      if (shard.first + u != i) candidates[rep].push_back(static_cast<coordinator::UserId>(u));
   }
   const std::vector<double> params(ks.begin(), ks.end());
   return sweep("knn", params, rhos, common, *backend, [&](double param) {
     const auto k = static_cast<std::size_t>(param);
     std::vector<double> truth;
-    for (std::size_t rep = 0; rep < common.reps; ++rep) {
-      auto ids = oracle.nearest(points[rep], k, candidates[rep]);
-      truth.push_back(simulation::sum_of_distances(data.points, data.dimension, points[rep], ids));
-    }
+    for (std::size_t rep = 0; rep < common.reps; ++rep)
+      truth.push_back(
+          global_nearest_distance_sum(data, shard, oracle, points[rep], k, candidates[rep]));
     return [&, k, truth = std::move(truth)](std::size_t rep, double rho,
                                             const coordinator::QueryOptions& o) -> Outcome {
       const coordinator::Charge cap{rho};
-      const auto charges = candidates[rep].empty()
-                               ? coordinator::UserCharges::everyone(cap)
-                               : coordinator::UserCharges::uniform(cap, candidates[rep]);
+      const auto charges = queries ? coordinator::UserCharges::everyone(cap)
+                                   : coordinator::UserCharges::uniform(cap, candidates[rep]);
       CGP_ASSIGN_OR_RETURN(const auto result, backend->knn(points[rep], k, charges, o));
-      const double found =
-          simulation::sum_of_distances(data.points, data.dimension, points[rep], result.neighbours);
+      const double found = global_sum_of_distances(data, shard, points[rep], result.neighbours);
       return std::pair{simulation::distance_error(found, truth[rep]),
-                       simulation::privacy_saving(result.report.charged, rho, candidates[rep])};
+                       global_saving(shard, result.report.charged, rho, candidates[rep])};
     };
   });
 }
@@ -373,6 +380,7 @@ Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
                                            std::span<const std::size_t> ms, double width,
                                            const Common& common) {
   Backend backend(data, budget, common);
+  const auto shard = shard_of(data, common.ranks);
   const std::vector<double> params(ms.begin(), ms.end());
   const double budgets[] = {budget};
   return sweep("multi-range", params, budgets, common, *backend, [&](double param) {
@@ -380,7 +388,7 @@ Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
     // m ranges per repetition.
     const auto centres =
         centres_for(data, m * common.reps, common, [&](const std::array<double, 2>& c) {
-          return simulation::exact_count(data.points, 2, square_around(c, width)) > 0;
+          return global_count(data, shard, square_around(c, width)) > 0;
         });
     return
         [&, m, centres](std::size_t rep, double b, const coordinator::QueryOptions& o) -> Outcome {
@@ -390,14 +398,14 @@ Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
           CGP_ASSIGN_OR_RETURN(const auto results, backend->adaptive_range_counts(ranges, b, o));
           double error = 0, charged = 0;
           for (std::size_t l = 0; l < m; ++l) {
-            error += simulation::count_error(
-                         results[l].estimate,
-                         static_cast<double>(simulation::exact_count(data.points, 2, ranges[l]))) /
-                     static_cast<double>(m);
-            for (double c : results[l].report.charged) charged += c;
+            error +=
+                simulation::count_error(results[l].estimate,
+                                        static_cast<double>(global_count(data, shard, ranges[l]))) /
+                static_cast<double>(m);
+            charged += global_total(shard, results[l].report.charged);
           }
           // PrivSav over the m queries: the share of the users' budgets left.
-          const double users = static_cast<double>(backend->size());
+          const double users = static_cast<double>(data.users());
           return std::pair{error, 1 - charged / (b * users)};
         };
   });

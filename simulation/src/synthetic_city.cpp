@@ -1,7 +1,8 @@
 #include "cgp/simulation/synthetic_city.hpp"
 
 #include <algorithm>
-#include <random>
+#include <cmath>
+#include <cstdint>
 
 namespace cgp::simulation {
 
@@ -17,23 +18,54 @@ const std::vector<Hotspot>& synthetic_city_hotspots() {
   return hotspots;
 }
 
+namespace {
+
+std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// A user's own stream of uniforms (SplitMix64 from a key of (seed, id)): a point never depends on
+// which other users are generated, or where.
+class UserStream {
+ public:
+  UserStream(std::uint64_t seed, std::uint64_t id)
+      : state_(mix64(seed ^ mix64(id + 0x632be59bd9b4e019ULL))) {}
+  double uniform() {  // [0, 1), 53 bits
+    state_ += 0x9e3779b97f4a7c15ULL;
+    return static_cast<double>(mix64(state_) >> 11) * 0x1p-53;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+}  // namespace
+
 std::vector<double> synthetic_city(std::size_t users, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> unit(0, 1), anywhere(0, kSyntheticCitySide);
-  std::normal_distribution<double> normal(0, 1);
+  return synthetic_city(0, users, seed);
+}
+
+std::vector<double> synthetic_city(std::size_t first, std::size_t count, std::uint64_t seed) {
+  constexpr double kTwoPi = 6.283185307179586;
   const auto& hotspots = synthetic_city_hotspots();
-  std::vector<double> points(2 * users);
-  for (std::size_t i = 0; i < users; ++i) {
+  std::vector<double> points(2 * count);
+  for (std::size_t i = 0; i < count; ++i) {
+    UserStream random(seed, first + i);
     double x, y;
-    if (unit(rng) < 0.4) {
-      x = anywhere(rng);
-      y = anywhere(rng);
+    if (random.uniform() < 0.4) {
+      x = kSyntheticCitySide * random.uniform();
+      y = kSyntheticCitySide * random.uniform();
     } else {
-      double pick = unit(rng);
+      double pick = random.uniform();
       std::size_t h = 0;
       while (h + 1 < hotspots.size() && pick > hotspots[h].weight) pick -= hotspots[h++].weight;
-      x = hotspots[h].x + hotspots[h].sigma * normal(rng);
-      y = hotspots[h].y + hotspots[h].sigma * normal(rng);
+      // Box–Muller: two independent standard normals.
+      const double r = std::sqrt(-2 * std::log1p(-random.uniform()));
+      const double angle = kTwoPi * random.uniform();
+      x = hotspots[h].x + hotspots[h].sigma * r * std::cos(angle);
+      y = hotspots[h].y + hotspots[h].sigma * r * std::sin(angle);
     }
     points[2 * i] = std::clamp(x, 0.0, kSyntheticCitySide);
     points[2 * i + 1] = std::clamp(y, 0.0, kSyntheticCitySide);

@@ -17,7 +17,11 @@ struct Dataset {
   std::size_t dimension = 0;
   std::string description;  // for the table header ("NYC.csv: 53211 lon/lat points, local")
   std::array<double, 2> origin{0, 0};  // lon/lat the projection is centred on (lon/lat data)
+  // A slice of a bigger data set (one rank's under MPI): its rows are users [first, first +
+  // size()) of `total`. total = 0: the whole data set.
+  std::size_t first = 0, total = 0;
   std::size_t size() const noexcept { return dimension ? points.size() / dimension : 0; }
+  std::size_t users() const noexcept { return total ? total : size(); }  // over every slice
 };
 
 // Locations: a CSV with lon,lat columns (projected with `projection`, centred on the data) or
@@ -41,7 +45,13 @@ inline const char* kFashionMnistTrain =
 inline const char* kFashionMnistTest =
     "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
 
-// n users drawn with replacement (seeded).
+// n users drawn with replacement (seeded): user i is row hash(seed, i) mod size(), so rows
+// [first, first + count) of the sample are drawn on their own (each MPI rank its slice).
 Dataset resample(const Dataset& data, std::size_t n, std::uint64_t seed);
+Dataset resample(const Dataset& data, std::size_t first, std::size_t count, std::size_t n,
+                 std::uint64_t seed);
+// Rows [first, first + count) of the synthetic city of `users` (synthetic_city.hpp).
+Dataset synthetic_locations(std::size_t first, std::size_t count, std::size_t users,
+                            std::uint64_t seed);
 
 }  // namespace cgp::sim

@@ -13,6 +13,7 @@
 #include "cgp/common/expected.hpp"
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/coordinator/shard.hpp"
 #include "cgp/sim/backend.hpp"
 #include "cgp/sim/dataset.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
@@ -54,6 +55,9 @@ struct Common {
   std::vector<std::array<double, 2>> centres;  // --queries, in the data's metres
   // --fleet: run the experiments over a live coordinator instead of in-process; not owned.
   QueryBackend* fleet = nullptr;
+  // Under mpirun: how the ranks reduce (not owned). A data set with Dataset::total set is then
+  // this rank's slice; every rank runs the same experiment and gets the same rows.
+  coordinator::ShardReducer* ranks = nullptr;
 };
 
 // A progress bar with rate and ETA on stderr, shown only on a terminal and only once a run has

@@ -17,7 +17,11 @@ struct Hotspot {
 // The six hotspots, for queries that want to aim at them.
 const std::vector<Hotspot>& synthetic_city_hotspots();
 
-// n users as row-major (x, y) pairs in metres, clipped to the city square.
+// n users as row-major (x, y) pairs in metres, clipped to the city square. User i's point
+// depends on (seed, i) only, so any slice of a city is generated on its own:
+// synthetic_city(first, count, seed) is rows [first, first + count) of a city of any size
+// (each rank of an MPI run makes its own users; 10^9 users need no file).
 std::vector<double> synthetic_city(std::size_t users, std::uint64_t seed);
+std::vector<double> synthetic_city(std::size_t first, std::size_t count, std::uint64_t seed);
 
 }  // namespace cgp::simulation
