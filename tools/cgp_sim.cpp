@@ -14,6 +14,8 @@
 #include "cgp/sim/output.hpp"
 #include "cgp/transport/files.hpp"
 #include "cli_support.hpp"
+#include "guarded_main.hpp"
+#include "mpi_job.hpp"
 #include "sim_remote_backend.hpp"
 
 using namespace cgp;
@@ -42,8 +44,11 @@ struct Arguments {
   std::string fleet, analyst_credential, tls_root, curator;
 };
 
+// Under mpirun only rank 0 speaks (the ranks agree on every error first).
+bool g_quiet = false;
+
 int fail(int code, const std::string& message) {
-  std::fprintf(stderr, "cgp-sim: %s\n", message.c_str());
+  if (!g_quiet) std::fprintf(stderr, "cgp-sim: %s\n", message.c_str());
   return code;
 }
 
@@ -108,10 +113,56 @@ Expected<Common> common_from(const Arguments& a) {
   return common;
 }
 
+// Every rank's users: none may be empty (a shard of nobody is a job with too many ranks).
+Status check_slice(const Dataset& data, const tools::MpiJob& job) {
+  if (data.size() > 0) return {};
+  return make_error(ErrorCode::out_of_range, "n",
+                    std::to_string(data.users()) + " users over " + std::to_string(job.size()) +
+                        " ranks leave this rank none (ranks hold whole blocks of " +
+                        std::to_string(coordinator::sum_block(data.users())) +
+                        " users): use fewer ranks or more users");
+}
+
+// Under mpirun: this rank's slice of a data set that rank 0 loads (`load`, called on rank 0
+// only) — scattered, or broadcast and resampled per global id with --n.
+template <class Load>
+Expected<Dataset> load_slice(const Arguments& a, tools::MpiJob& job, Load&& load) {
+  Dataset whole;
+  Status loaded;
+  if (job.rank() == 0) {
+    auto data = load();
+    if (data)
+      whole = std::move(*data);
+    else
+      loaded = data.error();
+  }
+  CGP_RETURN_IF_ERROR(job.agree(std::move(loaded)));
+  Dataset mine;
+  if (a.n) {
+    whole = job.broadcast(std::move(whole));
+    const auto slice = coordinator::shard_slice(a.n, job.rank(), job.size());
+    mine = resample(whole, slice.first, slice.size, a.n, a.seed);
+  } else {
+    mine = job.scatter(std::move(whole));
+  }
+  CGP_RETURN_IF_ERROR(job.agree(check_slice(mine, job)));
+  return mine;
+}
+
 // Locations for range, kde, multi-range: --data or the synthetic city; --n resamples.
 // fleet_users > 0 (--fleet): the first fleet_users rows, as cgp-device-swarm serves them.
+// Under mpirun (job): this rank's slice; the synthetic city is made per rank.
 Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind projection,
-                            std::size_t fleet_users = 0) {
+                            std::size_t fleet_users = 0, tools::MpiJob* job = nullptr) {
+  if (job) {
+    if (!a.data.empty())
+      return load_slice(a, *job, [&] { return load_locations(a.data, projection); });
+    const std::size_t users = a.n ? a.n : 100000;
+    const auto slice = coordinator::shard_slice(users, job->rank(), job->size());
+    Dataset mine = synthetic_locations(slice.first, slice.size, users, a.seed);
+    CGP_RETURN_IF_ERROR(job->agree(check_slice(mine, *job)));
+    return mine;
+  }
   Dataset data;
   if (a.data.empty()) {
     data = synthetic_locations(fleet_users ? fleet_users : a.n ? a.n : 100000, a.seed);
@@ -126,6 +177,7 @@ Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind project
                         "--fleet: the coordinator has " + std::to_string(fleet_users) +
                             " devices, the data only " + std::to_string(data.size()) + " rows");
     data.points.resize(fleet_users * data.dimension);
+    data.total = 0;
     data.description += " (first " + std::to_string(fleet_users) + " rows, over --fleet)";
   }
   return data;
@@ -156,6 +208,7 @@ Status load_centres(const Arguments& a, const Dataset& data, geometry::Projectio
 }
 
 int finish(const Arguments& a, const std::string& description, const std::vector<Row>& rows) {
+  if (g_quiet) return 0;  // rank 0 writes
   std::printf("# %s\n", description.c_str());
   print_table(stdout, rows);
   if (!a.json.empty())
@@ -178,8 +231,9 @@ std::vector<double> synthetic_incomes(std::size_t n, std::uint64_t seed) {
 struct Context {
   Common common;
   geometry::ProjectionKind projection;
-  std::size_t fleet_users = 0;  // --fleet: the coordinator's enrolled devices
-  double fleet_budget = 0;      // --fleet: each device's budget
+  std::size_t fleet_users = 0;   // --fleet: the coordinator's enrolled devices
+  double fleet_budget = 0;       // --fleet: each device's budget
+  tools::MpiJob* job = nullptr;  // under mpirun
   bool remote() const noexcept { return common.fleet != nullptr; }
 };
 
@@ -193,7 +247,7 @@ int run_locations(const Arguments& a, Context& context, const char* param_name,
                   const std::vector<double>& params, bool range) {
   if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
   if (auto s = positive_list(param_name, params); !s) return fail(kUsageError, s.error().message);
-  auto data = locations(a, context.projection, context.fleet_users);
+  auto data = locations(a, context.projection, context.fleet_users, context.job);
   if (!data) return fail(kDataError, data.error().message);
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
     return fail(kDataError, s.error().message);
@@ -220,6 +274,32 @@ int run_knn_experiment(const Arguments& a, Context& context) {
     auto devices = locations(a, context.projection, context.fleet_users);
     if (!devices) return fail(kDataError, devices.error().message);
     data = std::move(*devices);
+  } else if (context.job) {
+    tools::MpiJob& job = *context.job;
+    auto slice = load_slice(a, job, [&]() -> Expected<Dataset> {
+      if (!a.data.empty()) return load_vectors(a.data);
+      auto train = load_idx(kFashionMnistTrain);
+      if (!train)
+        return make_error(ErrorCode::invalid_argument, "data",
+                          "knn without --data needs Debian's dataset-fashion-mnist (" +
+                              train.error().message + ")");
+      return train;
+    });
+    if (!slice) return fail(kDataError, slice.error().message);
+    data = std::move(*slice);
+    if (a.data.empty()) {  // the test images, whole on every rank
+      Status loaded;
+      if (job.rank() == 0) {
+        auto test = load_idx(kFashionMnistTest);
+        if (test)
+          query_set = std::move(*test);
+        else
+          loaded = test.error();
+      }
+      if (auto s = job.agree(std::move(loaded)); !s) return fail(kDataError, s.error().message);
+      query_set = job.broadcast(std::move(query_set));
+      queries = &query_set;
+    }
   } else if (a.data.empty()) {
     auto train = load_idx(kFashionMnistTrain);
     if (!train)
@@ -235,11 +315,12 @@ int run_knn_experiment(const Arguments& a, Context& context) {
     if (!loaded) return fail(kDataError, loaded.error().message);
     data = std::move(*loaded);
   }
-  if (a.n) data = resample(data, a.n, a.seed);
+  if (a.n && !context.job) data = resample(data, a.n, a.seed);
   for (std::size_t k : a.k)
-    if (k + 1 >= data.size())
+    if (k + 1 >= data.users())
       return fail(kUsageError, "--k must be below the number of candidates (" +
-                                   std::to_string(data.size() - 1) + "), got " + std::to_string(k));
+                                   std::to_string(data.users() - 1) + "), got " +
+                                   std::to_string(k));
   return report(a, data.description, run_knn(data, queries, a.rho, a.k, context.common));
 }
 
@@ -255,7 +336,7 @@ int run_multi_range_experiment(const Arguments& a, Context& context) {
     return fail(kUsageError, "--budget must be the coordinator's device budget (" +
                                  format_number(context.fleet_budget) + ") over --fleet, got " +
                                  format_number(a.budget));
-  auto data = locations(a, context.projection, context.fleet_users);
+  auto data = locations(a, context.projection, context.fleet_users, context.job);
   if (!data) return fail(kDataError, data.error().message);
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
     return fail(kDataError, s.error().message);
@@ -378,9 +459,26 @@ void add_common_options(CLI::App& sub, Arguments& a) {
   sub.add_option("--tls-root", a.tls_root, "with --fleet: PEM root certificate");
 }
 
+int run(int argc, char** argv, tools::MpiJob* job);
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun every rank runs the same experiment on its slice of the users; MPI is started
+  // only when a launcher started this process.
+  std::unique_ptr<tools::MpiJob> job;
+  if (tools::launched_by_mpi()) {
+    auto started = tools::MpiJob::start(&argc, &argv);
+    if (!started) return fail(kUsageError, started.error().message);
+    job = std::move(*started);
+    g_quiet = job->rank() != 0;
+  }
+  return tools::guarded_main("cgp-sim", [&] { return run(argc, argv, job.get()); });
+}
+
+namespace {
+
+int run(int argc, char** argv, tools::MpiJob* job) {
   CLI::App app{
       "cgp-sim: the experiments of Liang & Yi, Adaptive Privacy Budgeting (§7, App. C), "
       "over simulated devices that privatize on their own side"};
@@ -392,9 +490,16 @@ int main(int argc, char** argv) {
   if (auto done = tools::parse_command_line(app, argc, argv, "cgp-sim")) return *done;
 
   Context context;
+  context.job = job;
+  if (job) {
+    context.common.ranks = &job->reducer();
+    if (!a.fleet.empty()) return fail(kUsageError, "--fleet runs in one process, not under mpirun");
+  }
   auto common = common_from(a);
   if (!common) return fail(kUsageError, common.error().message);
+  const auto ranks = context.common.ranks;
   context.common = std::move(*common);
+  context.common.ranks = ranks;
   auto projection = geometry::parse_projection_kind(a.projection);
   if (!projection)
     return fail(kUsageError, "--projection must be local or mercator, got '" + a.projection + "'");
@@ -420,11 +525,9 @@ int main(int argc, char** argv) {
     return fail(kUsageError, "--curator needs --fleet");
   }
 
-  try {
-    if (const Experiment* experiment = tools::parsed_command(experiments))
-      return experiment->run(a, context);
-    return fail(kUsageError, "no experiment given");
-  } catch (const std::exception& e) {
-    return fail(1, std::string("internal error: ") + e.what());
-  }
+  if (const Experiment* experiment = tools::parsed_command(experiments))
+    return experiment->run(a, context);
+  return fail(kUsageError, "no experiment given");
 }
+
+}  // namespace
