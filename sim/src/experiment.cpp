@@ -103,10 +103,15 @@ std::vector<std::array<double, 2>> centres_for(const Dataset& data, std::size_t 
   return centres_for(data, count, common, [](const std::array<double, 2>&) { return true; });
 }
 
+// The fleet views the data's points: an experiment's data outlives its backend.
 simulation::SimulatedFleet fleet_for(const Dataset& data, double capacity, const Common& common) {
-  return std::move(*simulation::SimulatedFleet::create(
-      *DeviceConfig::cgp(capacity), data.points, data.dimension, common.seed, common.threads,
-      common.noise, static_cast<coordinator::UserId>(data.first)));
+  simulation::SimulatedFleetOptions options;
+  options.threads = common.threads;
+  options.noise = common.noise;
+  options.first_user = static_cast<coordinator::UserId>(data.first);
+  options.borrow_points = true;
+  return std::move(*simulation::SimulatedFleet::create(*DeviceConfig::cgp(capacity), data.points,
+                                                       data.dimension, common.seed, options));
 }
 
 std::uint64_t rep_seed(const Common& common, std::size_t rep) {

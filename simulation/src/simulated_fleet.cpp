@@ -118,7 +118,8 @@ Expected<SimulationNoise> parse_noise(std::string_view name) {
 struct SimulatedFleet::State {
   DeviceConfig config;
   std::size_t dimension = 0;
-  std::vector<double> points;
+  std::vector<double> owned_points;  // empty when the points are borrowed
+  std::span<const double> points;
   // Each device's filter state as arrays (9 bytes a user); the rules are client::PrivacyFilter's,
   // applied to a filter built from them per user.
   std::vector<double> spent;
@@ -138,18 +139,34 @@ SimulatedFleet::~SimulatedFleet() = default;
 Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
                                                 std::span<const double> points,
                                                 std::size_t dimension, std::uint64_t seed,
-                                                unsigned threads, SimulationNoise noise,
-                                                UserId first_user) {
+                                                unsigned threads, SimulationNoise noise) {
+  return create(config, points, dimension, seed, SimulatedFleetOptions{threads, noise});
+}
+
+Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
+                                                std::span<const double> points,
+                                                std::size_t dimension, std::uint64_t seed,
+                                                const SimulatedFleetOptions& options) {
   CGP_RETURN_IF_ERROR(validate_fleet_points(points, dimension));
-  if (std::uint64_t{first_user} + points.size() / dimension > (std::uint64_t{1} << 32))
+  if (std::uint64_t{options.first_user} + points.size() / dimension > (std::uint64_t{1} << 32))
     return make_error(ErrorCode::out_of_range, "first_user",
                       "the fleet's global ids must fit a UserId (32 bits)");
-  auto state = std::unique_ptr<State>(
-      new State{config, dimension, {}, {}, {}, seed, first_user, 1, noise, {}});
-  state->points.assign(points.begin(), points.end());
+  auto state = std::make_unique<State>();
+  state->config = config;
+  state->dimension = dimension;
+  if (options.borrow_points) {
+    state->points = points;
+  } else {
+    state->owned_points.assign(points.begin(), points.end());
+    state->points = state->owned_points;  // the State never moves: the view stays valid
+  }
   state->spent.assign(points.size() / dimension, 0.0);
   state->halted.assign(points.size() / dimension, 0);
-  state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  state->seed = seed;
+  state->first_user = options.first_user;
+  state->threads =
+      options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  state->noise = options.noise;
   return SimulatedFleet(std::move(state));
 }
 

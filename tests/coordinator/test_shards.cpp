@@ -84,9 +84,12 @@ Outcome run_queries(const std::vector<double>& all_points, std::size_t first, st
   const std::vector<double> points(
       all_points.begin() + static_cast<std::ptrdiff_t>(2 * first),
       all_points.begin() + static_cast<std::ptrdiff_t>(2 * (first + size)));
-  auto fleet = simulation::SimulatedFleet::create(*DeviceConfig::cgp(kBudget), points, 2, seed, 1,
-                                                  simulation::SimulationNoise::fast,
-                                                  static_cast<UserId>(first));
+  simulation::SimulatedFleetOptions fleet_options;
+  fleet_options.threads = 1;
+  fleet_options.first_user = static_cast<UserId>(first);
+  fleet_options.borrow_points = true;  // `points` outlives the fleet
+  auto fleet = simulation::SimulatedFleet::create(*DeviceConfig::cgp(kBudget), points, 2, seed,
+                                                  fleet_options);
   if (!fleet) return out.error = fleet.error().message, out;
   BudgetMirror mirror(size, kBudget);
   QueryOptions options;

@@ -51,7 +51,8 @@ class QueryBackend {
                                                            const coordinator::QueryOptions& o) = 0;
 };
 
-// The simulated fleet over `data`, each device with a CGP filter of `capacity`.
+// The simulated fleet over `data`, each device with a CGP filter of `capacity`. The fleet views
+// the points of `data`, which must outlive the backend.
 std::unique_ptr<QueryBackend> in_process_backend(const Dataset& data, double capacity,
                                                  const Common& common);
 
