@@ -473,7 +473,13 @@ int main(int argc, char** argv) {
     job = std::move(*started);
     g_quiet = job->rank() != 0;
   }
-  return tools::guarded_main("cgp-sim", [&] { return run(argc, argv, job.get()); });
+  const int code = tools::guarded_main("cgp-sim", [&] { return run(argc, argv, job.get()); });
+  if (job && job->rank() == 0 && code == 0)
+    std::fprintf(stderr,
+                 "cgp-sim: %zu ranks; rank 0 put %llu bytes into %llu reductions of the engine\n",
+                 job->size(), static_cast<unsigned long long>(job->bytes_reduced()),
+                 static_cast<unsigned long long>(job->reductions()));
+  return code;
 }
 
 namespace {

@@ -33,6 +33,12 @@ Expected<std::unique_ptr<MpiJob>> MpiJob::start(int*, char***) {
 Status MpiJob::agree(Status local) {
   return local;
 }
+std::uint64_t MpiJob::reductions() const noexcept {
+  return 0;
+}
+std::uint64_t MpiJob::bytes_reduced() const noexcept {
+  return 0;
+}
 sim::Dataset MpiJob::broadcast(sim::Dataset data) {
   return data;
 }
@@ -75,11 +81,16 @@ void broadcast_header(sim::Dataset& data) {
 }  // namespace
 
 struct MpiJob::Reducer final : coordinator::ShardReducer {
+  std::uint64_t calls = 0, bytes = 0;
   void sum(std::span<std::uint64_t> values) override {
+    ++calls;
+    bytes += values.size_bytes();
     MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T,
                   MPI_SUM, MPI_COMM_WORLD);
   }
   std::vector<double> gather(std::span<const double> local) override {
+    ++calls;
+    bytes += local.size_bytes();
     int ranks = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     const int mine = static_cast<int>(local.size());
@@ -95,6 +106,13 @@ struct MpiJob::Reducer final : coordinator::ShardReducer {
 };
 
 MpiJob::MpiJob() : reducer_(std::make_unique<Reducer>()) {}
+
+std::uint64_t MpiJob::reductions() const noexcept {
+  return static_cast<const Reducer&>(*reducer_).calls;
+}
+std::uint64_t MpiJob::bytes_reduced() const noexcept {
+  return static_cast<const Reducer&>(*reducer_).bytes;
+}
 
 MpiJob::~MpiJob() {
   MPI_Finalize();

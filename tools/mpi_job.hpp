@@ -4,6 +4,7 @@
 // touches it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "cgp/common/expected.hpp"
@@ -26,6 +27,9 @@ class MpiJob {
   std::size_t rank() const noexcept { return rank_; }
   std::size_t size() const noexcept { return size_; }
   coordinator::ShardReducer& reducer() noexcept { return *reducer_; }
+  // What this rank put into the engine's reductions so far: calls and bytes.
+  std::uint64_t reductions() const noexcept;
+  std::uint64_t bytes_reduced() const noexcept;
 
   // Every rank passes its own status; every rank gets an error when one failed: the lowest
   // failing rank's, its message prefixed with "rank R: ". One reduction (and one broadcast on
