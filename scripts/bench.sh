@@ -6,6 +6,8 @@
 #   scripts/bench.sh timing      device timing by |noise| bucket and by inside/outside, unpaced
 #                                and paced (bench/bench_timing.cpp; optional: samples requests seed)
 #   scripts/bench.sh sim         the simulation suite against a numpy baseline (bench/sim_suite.sh)
+#   scripts/bench.sh scale       cgp-sim on 10^8 users: one process, 1 and 2 MPI ranks
+#                                (bench/scale_out.sh; optional: users reps)
 # The coordinator's kNN scenario needs Debian's dataset-fashion-mnist (installed here);
 # locations come from ../shared/data/nyc_collisions when present, else the synthetic city.
 set -euo pipefail
@@ -23,6 +25,14 @@ if [ "${1:-}" = "sim" ]; then
   fi
   cmake --build "$root/build-release" --target cgp-sim cgp_bench_coordinator
   exec "$root/bench/sim_suite.sh" "$root/build-release" "${@:2}"
+fi
+if [ "${1:-}" = "scale" ]; then
+  command -v /usr/bin/time >/dev/null || {
+    sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq time >/dev/null
+  }
+  cmake --build "$root/build-release" --target cgp-sim
+  exec "$root/bench/scale_out.sh" "$root/build-release" "${@:2}"
 fi
 if [ "${1:-}" = "timing" ]; then
   cmake --build "$root/build-release" --target cgp_bench_timing
