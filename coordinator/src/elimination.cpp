@@ -48,6 +48,21 @@ struct alignas(64) Worker {  // its own cache lines: workers write their lists p
   }
 };
 
+// A caller's own split: 1 to kMaxRounds parts, each > 0 and finite, the sum ≤ 1.
+Status validate_fractions(const std::vector<double>& fractions) {
+  CGP_RETURN_IF_ERROR(require_count_in("fractions", fractions.size(), 1, privacy::kMaxRounds));
+  double sum = 0;
+  for (std::size_t j = 0; j < fractions.size(); ++j) {
+    if (!(std::isfinite(fractions[j]) && fractions[j] > 0))
+      return require_finite_positive(indexed_name("fractions", j), fractions[j]);
+    sum += fractions[j];
+  }
+  if (!(sum <= 1))
+    return make_error(ErrorCode::out_of_range, "fractions",
+                      "fractions must sum to at most 1, got " + format_number(sum));
+  return {};
+}
+
 void append(std::vector<UserId>& to, const std::vector<UserId>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
@@ -93,8 +108,13 @@ class Engine {
     if (mirror_.size() != fleet_.size())
       return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");
     CGP_RETURN_IF_ERROR(require_open_interval("beta0", setup_.beta0, 0.0, 1.0));
-    CGP_ASSIGN_OR_RETURN(auto fractions, privacy::split_budget(1.0, rounds, setup_.split));
-    fractions_ = std::move(fractions);
+    if (setup_.fractions.empty()) {
+      CGP_ASSIGN_OR_RETURN(auto fractions, privacy::split_budget(1.0, rounds, setup_.split));
+      fractions_ = std::move(fractions);
+    } else {
+      CGP_RETURN_IF_ERROR(validate_fractions(setup_.fractions));
+      fractions_ = setup_.fractions;
+    }
     if (setup_.triple == Triple::distance &&
         setup_.phi.statistic == StatisticKind::signed_distance_to_region && !setup_.phi.region)
       return make_error(ErrorCode::missing_field, "region", "the query needs a region");
@@ -306,6 +326,13 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
                                                      const EliminationSetup& setup,
                                                      const UserCharges& charges, double nu_low,
                                                      double nu_high) {
+  return eliminate_noninteractive(fleet, mirror, setup, charges, nu_low, nu_high, StopRule{});
+}
+
+Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror& mirror,
+                                                     const EliminationSetup& setup,
+                                                     const UserCharges& charges, double nu_low,
+                                                     double nu_high, const StopRule& stop) {
   if (std::isnan(nu_low) || std::isnan(nu_high) || nu_low > nu_high)
     return make_error(ErrorCode::invalid_argument, "nu_low",
                       "nu_low must be <= nu_high, got " + format_number(nu_low) + " and " +
@@ -335,6 +362,7 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
     }
     engine.end_round(next.size());
     group.swap(next);
+    if (stop && stop(result, group)) break;
   }
   result.remaining = std::move(group);
   return std::move(result);

@@ -1,6 +1,8 @@
 #include "cgp/common/privacy/budget_split.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "cgp/common/validate.hpp"
 
@@ -30,6 +32,32 @@ bool exact_sum_exceeds(const std::vector<double>& parts, double total) {
   return s > total || (s == total && tail > 0);
 }
 
+// Every part > 0, and neither sum of the parts above `total`.
+Expected<std::vector<double>> checked_parts(std::vector<double> parts, double total,
+                                            const char* name) {
+  for (std::size_t j = 0; j < parts.size(); ++j) {
+    if (!(parts[j] > 0)) {
+      return make_error(ErrorCode::out_of_range, name,
+                        std::string(name) + " = " + format_number(total) + " split into " +
+                            std::to_string(parts.size()) + " rounds gives a zero part in round " +
+                            std::to_string(j + 1) + "; use a larger " + name + " or fewer rounds");
+    }
+  }
+  // Rounding may leave the parts a few ulps over the total. Shave one ulp off every part until
+  // neither the exact nor the left-to-right sum exceeds it: each pass lowers the sum by about
+  // ulp(total).
+  for (int pass = 0; pass < 64 && (naive_sum(parts) > total || exact_sum_exceeds(parts, total));
+       ++pass) {
+    for (double& p : parts) p = std::nextafter(p, 0.0);
+  }
+  if (naive_sum(parts) > total || exact_sum_exceeds(parts, total)) {
+    // Unreachable for the schedules here; fail closed rather than overspend.
+    return make_error(ErrorCode::out_of_range, name,
+                      std::string("could not split ") + name + " without overspending");
+  }
+  return parts;
+}
+
 }  // namespace
 
 Expected<std::vector<double>> split_budget(double rho, std::size_t rounds, SplitSchedule schedule) {
@@ -46,25 +74,56 @@ Expected<std::vector<double>> split_budget(double rho, std::size_t rounds, Split
       parts[j] =
           rho * (std::ldexp(1.0, static_cast<int>(j) - static_cast<int>(rounds)) / denominator);
   }
-  for (std::size_t j = 0; j < rounds; ++j) {
-    if (!(parts[j] > 0)) {
-      return make_error(ErrorCode::out_of_range, "rho",
-                        "rho = " + format_number(rho) + " split into c = " +
-                            std::to_string(rounds) + " rounds gives a zero part in round " +
-                            std::to_string(j + 1) + "; use a larger rho or fewer rounds");
+  return checked_parts(std::move(parts), rho, "rho");
+}
+
+Expected<std::vector<double>> geometric_split(double cap, double growth, std::size_t max_rounds,
+                                              double first) {
+  CGP_RETURN_IF_ERROR(require_finite_positive("cap", cap));
+  CGP_RETURN_IF_ERROR(require_finite_positive("growth", growth));
+  if (!(growth > 1))
+    return make_error(ErrorCode::out_of_range, "growth",
+                      "growth must be > 1, got " + format_number(growth));
+  CGP_RETURN_IF_ERROR(require_count_in("max_rounds", max_rounds, 1, kMaxRounds));
+  if (!(std::isfinite(first) && first >= 0 && first <= cap))
+    return make_error(
+        ErrorCode::out_of_range, "first",
+        "first must be in [0, cap = " + format_number(cap) + "], got " + format_number(first));
+  const double c = static_cast<double>(max_rounds);
+  std::vector<double> parts;
+  if (first == 0) {
+    // cap·(g − 1)·g^(j−1−c)/(1 − g^−c): no overflow, and for g = 2 the very expression of
+    // split_budget's doubling.
+    const double denominator = -std::expm1(-c * std::log(growth));
+    for (std::size_t j = 0; j < max_rounds; ++j)
+      parts.push_back(cap *
+                      ((growth - 1) * std::pow(growth, static_cast<double>(j) - c) / denominator));
+  } else {
+    double spent = 0;
+    for (std::size_t j = 0; j < max_rounds && spent < cap; ++j) {
+      const double part = std::min(first * std::pow(growth, static_cast<double>(j)), cap - spent);
+      parts.push_back(part);
+      spent += part;
     }
   }
-  // Rounding may leave the parts a few ulps over ρ. Shave one ulp off every part until neither
-  // the exact nor the left-to-right sum exceeds ρ: each pass lowers the sum by about ulp(ρ).
-  for (int pass = 0; pass < 64 && (naive_sum(parts) > rho || exact_sum_exceeds(parts, rho));
-       ++pass) {
-    for (double& p : parts) p = std::nextafter(p, 0.0);
-  }
-  if (naive_sum(parts) > rho || exact_sum_exceeds(parts, rho)) {
-    // Unreachable for the schedules above; fail closed rather than overspend.
-    return make_error(ErrorCode::out_of_range, "rho", "could not split rho without overspending");
-  }
-  return parts;
+  return checked_parts(std::move(parts), cap, "cap");
+}
+
+Expected<double> rho_to_reach_sigma(double lipschitz, double sigma, double rho_bar) {
+  CGP_RETURN_IF_ERROR(require_finite_positive("lipschitz", lipschitz));
+  CGP_RETURN_IF_ERROR(require_finite_positive("sigma", sigma));
+  if (!(std::isfinite(rho_bar) && rho_bar >= 0))
+    return make_error(ErrorCode::out_of_range, "rho_bar",
+                      "rho_bar must be finite and >= 0, got " + format_number(rho_bar));
+  // Each operation rounded up: the returned ρ is at least the real K²/(2σ²) − ρ̄.
+  const double k2 = std::nextafter(lipschitz * lipschitz, INFINITY);
+  const double two_s2 = std::nextafter(2 * sigma * sigma, 0.0);
+  const double needed = std::nextafter(k2 / two_s2, INFINITY);
+  if (!std::isfinite(needed))
+    return make_error(ErrorCode::out_of_range, "sigma",
+                      "sigma = " + format_number(sigma) + " needs an unbounded rho");
+  if (needed <= rho_bar) return 0.0;
+  return std::nextafter(needed - rho_bar, INFINITY);
 }
 
 Expected<SplitSchedule> parse_split_schedule(std::string_view name) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct EliminationSetup {
   Triple triple = Triple::distance;
   std::size_t rounds = 4;  // c
   privacy::SplitSchedule split = privacy::SplitSchedule::even;
+  // When set, replaces (rounds, split): the share of each user's cap asked in each round (each
+  // > 0, summing to ≤ 1), e.g. privacy::geometric_split(1, g, c) for noise reduction.
+  std::vector<double> fractions;
   double beta0 = 0.025;  // β₀ = β/4 (Remark 6)
   // The fleet is one shard of a bigger one (shard.hpp): radii use the group over every shard,
   // PIE-k the k-th upper end over every shard; ids in the result are the shard's (local).
@@ -90,6 +94,16 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
                                                      const EliminationSetup& setup,
                                                      const UserCharges& charges, double nu_low,
                                                      double nu_high);
+
+// PIE-NI that may stop before its last round: after each round, stop(result, G_j) sees S₁, S₀,
+// the estimates and the report so far; true ends the query. The radii keep the union bound over
+// all the planned rounds, so Lemma 5.2 holds at whichever round a stopping rule on the released
+// values ends it (accuracy_first.md). Sharded: stop must return the same on every shard.
+using StopRule = std::function<bool(const EliminationResult&, std::span<const UserId> group)>;
+Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror& mirror,
+                                                     const EliminationSetup& setup,
+                                                     const UserCharges& charges, double nu_low,
+                                                     double nu_high, const StopRule& stop);
 
 // PIE-k (Alg. 5): keeps every user whose confidence interval reaches below the k-th smallest
 // upper end; stops when k remain or after c rounds.

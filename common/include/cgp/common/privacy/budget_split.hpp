@@ -21,6 +21,21 @@ inline constexpr std::size_t kMaxRounds = 256;
 // ρ > 0 finite, 1 ≤ c ≤ kMaxRounds.
 Expected<std::vector<double>> split_budget(double rho, std::size_t rounds, SplitSchedule schedule);
 
+// A geometric schedule for noise reduction (accuracy-first queries): parts r_j = first·g^(j−1)
+// of `cap` for j = 1 .. max_rounds, stopping where the cap is reached — the last part is what is
+// left, so the sum never exceeds the cap (exact and left-to-right, as split_budget). first = 0:
+// cap·(g − 1)/(g^c − 1), the first part that spends the whole cap over max_rounds (g = 2 is
+// split_budget's doubling, bit for bit). cap > 0 finite, growth > 1 finite, 0 ≤ first ≤ cap,
+// 1 ≤ max_rounds ≤ kMaxRounds. Errors name "cap", "growth", "first" or "max_rounds".
+Expected<std::vector<double>> geometric_split(double cap, double growth, std::size_t max_rounds,
+                                              double first = 0);
+
+// Noise reduction: the ρ a further release of a K-Lipschitz statistic must have so that the
+// ρ-weighted running mean of all releases (total ρ̄ so far) has noise σ = K/√(2(ρ̄ + ρ)) ≤ sigma:
+// K²/(2σ²) − ρ̄, rounded up (the target is met, never missed by rounding), 0 when ρ̄ already
+// suffices. lipschitz, sigma > 0 finite; rho_bar ≥ 0 finite.
+Expected<double> rho_to_reach_sigma(double lipschitz, double sigma, double rho_bar);
+
 // "even" | "doubling" (also "double", as in cgp-sim's --split).
 Expected<SplitSchedule> parse_split_schedule(std::string_view name);
 std::string_view split_schedule_name(SplitSchedule schedule) noexcept;
