@@ -42,6 +42,7 @@ struct Arguments {
   std::string noise = "fast";
   bool no_shift = false;
   std::string fleet, analyst_credential, tls_root, curator;
+  AccuracySettings accuracy;  // cgp-sim accuracy
 };
 
 // Under mpirun only rank 0 speaks (the ranks agree on every error first).
@@ -346,6 +347,24 @@ int run_multi_range_experiment(const Arguments& a, Context& context) {
   return report(a, description, run_multi_range(*data, a.budget, a.m, a.w[0], context.common));
 }
 
+int run_accuracy_experiment(const Arguments& a, Context& context) {
+  if (context.job) return fail(kUsageError, "accuracy runs in one process, not under mpirun (yet)");
+  if (context.remote())
+    return fail(kUsageError,
+                "accuracy runs in process; --fleet needs the Analyst API's "
+                "accuracy-first query (not yet)");
+  auto data = locations(a, context.projection);
+  if (!data) return fail(kDataError, data.error().message);
+  if (auto s = load_centres(a, *data, context.projection, context.common); !s)
+    return fail(kDataError, s.error().message);
+  auto rows = run_accuracy(*data, a.accuracy, context.common);
+  if (!rows &&
+      (rows.error().code == ErrorCode::out_of_range ||
+       rows.error().code == ErrorCode::not_positive || rows.error().code == ErrorCode::not_finite))
+    return fail(kUsageError, rows.error().message);
+  return report(a, data->description, rows);
+}
+
 int run_threshold_experiment(const Arguments& a, Context& context) {
   if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
   for (double q : a.q)
@@ -418,6 +437,23 @@ const Experiment kExperiments[] = {
        sub.add_option("--w", a.w, "square side in metres")->required();
      },
      run_multi_range_experiment},
+    {"accuracy", "accuracy-first range counts: certify a target, pay only for it",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--target", a.accuracy.targets, "relative targets in (0, 1) (list)")
+           ->delimiter(',')
+           ->capture_default_str();
+       sub.add_option("--growth", a.accuracy.growths, "per-round growth g > 1 (list)")
+           ->delimiter(',')
+           ->capture_default_str();
+       sub.add_option("--cap", a.accuracy.cap, "each user's most charge per query")
+           ->capture_default_str();
+       sub.add_option("--w", a.accuracy.width, "square side in metres")->capture_default_str();
+       sub.add_option("--absolute", a.accuracy.absolute, "or certify within this many users");
+       sub.add_option("--max-rounds", a.accuracy.max_rounds, "rounds at most (the union bound)")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
+           ->capture_default_str();
+     },
+     run_accuracy_experiment},
     {"threshold", "private threshold query, central model (Alg. 9)",
      [](CLI::App& sub, Arguments& a) {
        sub.add_option("--column", a.column, "numeric column of --data")->required();

@@ -44,6 +44,7 @@ Expected<EliminationSetup> setup_for(const AccuracyFirstOptions& options, Useful
   setup.fractions = std::move(fractions);
   setup.beta0 = options.beta / 4;
   setup.shard = options.shard;
+  setup.latest_release_only = options.latest_release_only;
   return setup;
 }
 

@@ -266,6 +266,7 @@ class Engine {
                                  replies.remaining[k]);
       switch (replies.kind[k]) {
         case ReplyKind::answered:
+          if (setup_.latest_release_only) e.forget(u);
           e.add(u, replies.values.data() + k * d, r);
           result_.report.charged[u] += replies.charged[k];
           on_answer(w, u);

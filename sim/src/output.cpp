@@ -22,21 +22,46 @@ std::string variant_label(const Row& r) {
 }  // namespace
 
 std::string metric_name(const std::string& query) {
-  if (query == "range" || query == "multi-range") return "CountErr";
+  if (query == "range" || query == "multi-range" || query == "accuracy") return "CountErr";
   if (query == "kde") return "l1-Err";
   if (query == "knn") return "DistErr";
   return "WrongRate";
 }
 
 std::string param_name(const std::string& query) {
-  if (query == "range" || query == "multi-range") return query == "range" ? "w" : "m";
+  if (query == "range" || query == "accuracy") return "w";
+  if (query == "multi-range") return "m";
   if (query == "kde") return "b";
   if (query == "knn") return "k";
   return "q";
 }
 
+namespace {
+
+// Accuracy-first rows: the target and what reaching it took.
+void print_accuracy_table(std::FILE* out, const std::vector<Row>& rows) {
+  fmt::print(out,
+             "{:<10} {:>6} {:>6} {:>4} {:>10} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} "
+             "{:>7} {:>9}\n",
+             "method", "target", "growth", "c", "cap", "w", "reps", "CountErr", "p75", "certified",
+             "rho/user", "p95 rho", "rounds", "seconds");
+  for (const Row& r : rows) {
+    const Row::Accuracy& a = *r.accuracy;
+    const std::string certified =
+        a.certified ? fmt::format("{:.0f}%", 100 * *a.certified) : std::string("-");
+    fmt::print(out,
+               "{:<10} {:>6.3g} {:>6.3g} {:>4} {:>10.3g} {:>7.4g} {:>5} {:>10.4g} {:>10.4g} "
+               "{:>10} {:>10.3g} {:>10.3g} {:>7.2f} {:>9.3f}\n",
+               r.method, a.target, a.growth, r.c, r.rho, r.param, r.reps, r.error.mean, r.error.p75,
+               certified, a.rho_mean, a.rho_p95, a.rounds, r.seconds);
+  }
+}
+
+}  // namespace
+
 void print_table(std::FILE* out, const std::vector<Row>& rows) {
   if (rows.empty()) return;
+  if (rows.front().accuracy) return print_accuracy_table(out, rows);
   const std::string metric = metric_name(rows.front().query);
   fmt::print(
       out,
@@ -72,6 +97,16 @@ Status write_json(const std::string& path, const std::vector<Row>& rows) {
                    {"seconds", r.seconds},
                    {"noise", r.noise},
                    {"released", r.released ? nlohmann::json(*r.released) : nlohmann::json()}});
+    if (r.accuracy) {
+      const Row::Accuracy& a = *r.accuracy;
+      auto& row = out.back();
+      row["target"] = a.target;
+      row["growth"] = a.growth;
+      row["certified"] = a.certified ? nlohmann::json(*a.certified) : nlohmann::json();
+      row["rho_mean"] = a.rho_mean;
+      row["rho_p95"] = a.rho_p95;
+      row["rounds"] = a.rounds;
+    }
   }
   std::ofstream file(path);
   if (!file) return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + path);

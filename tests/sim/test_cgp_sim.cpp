@@ -243,3 +243,41 @@ TEST_CASE("cgp-sim: --plot writes PNG and SVG figures", "[sim]") {
   CHECK(fs::file_size(base + ".svg") > 1000);
   CHECK(fs::file_size(base + ".png") > 1000);
 }
+
+TEST_CASE("cgp-sim accuracy: AF, AF-latest and PM1 rows with certification and rho per user",
+          "[sim][accuracy_first]") {
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(2000, 8));
+  const std::string json = scratch.path("accuracy.json");
+  Run run = run_sim("accuracy --data " + points +
+                    " --target 0.3 --growth 2 --cap 1e-2 --w 3000 --max-rounds 10 --reps 4 "
+                    "--json " +
+                    json);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto rows = parse_rows(json);
+  REQUIRE(rows.size() == 3);
+  check_keys(rows);
+  for (const auto& row : rows) {
+    CHECK(row["query"] == "accuracy");
+    CHECK(row["target"] == 0.3);
+    CHECK(row["rho_mean"].get<double>() > 0);
+    CHECK(row["rho_mean"].get<double>() <= 1e-2);
+    CHECK(row["rho_p95"].get<double>() <= 1e-2);
+    CHECK(row["rounds"].get<double>() >= 1);
+    if (row["method"] == "PM1") {
+      CHECK(row["certified"].is_null());  // the fixed-ρ baseline certifies nothing
+    } else {
+      CHECK(row["certified"].get<double>() >= 0);
+      CHECK(row["certified"].get<double>() <= 1);
+    }
+  }
+  CHECK(run.out.find("certified") != std::string::npos);  // the table's own columns
+  // Bad targets and growths are named usage errors; nothing runs.
+  Run bad = run_sim("accuracy --data " + points + " --target 1.5");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--target") != std::string::npos);
+  bad = run_sim("accuracy --data " + points + " --growth 1");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--growth") != std::string::npos);
+}

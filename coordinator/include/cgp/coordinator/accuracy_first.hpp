@@ -37,6 +37,9 @@ struct AccuracyFirstOptions {
   double first = 0;
   double beta = 0.1;  // β₀ = β/4, as QueryOptions
   bool shift = true;  // PM1 ranges: the Appendix B shift in the final estimate
+  // The baseline "doubling without averaging" (seed 001 §7.1): every estimate and interval from
+  // the latest release alone. For comparisons; it pays the same and certifies later.
+  bool latest_release_only = false;
   std::string query_id = "query";
   std::string component_id = "location";
   Shard shard;  // as QueryOptions::shard

@@ -46,6 +46,10 @@ struct EliminationSetup {
   // > 0, summing to ≤ 1), e.g. privacy::geometric_split(1, g, c) for noise reduction.
   std::vector<double> fractions;
   double beta0 = 0.025;  // β₀ = β/4 (Remark 6)
+  // A baseline, not a method: each round's estimate and radius from that round's release alone
+  // (no running mean) — "doubling without averaging" (seed 001 §7.1). Users still pay every
+  // release.
+  bool latest_release_only = false;
   // The fleet is one shard of a bigger one (shard.hpp): radii use the group over every shard,
   // PIE-k the k-th upper end over every shard; ids in the result are the shard's (local).
   Shard shard;
@@ -76,6 +80,12 @@ struct Estimates {
     double* s = sum.data() + static_cast<std::size_t>(user) * dimension;
     for (std::size_t t = 0; t < dimension; ++t) s[t] += r * v[t];
     rho_bar[user] += r;
+  }
+  // Drops the user's releases so far (latest_release_only).
+  void forget(UserId user) noexcept {
+    double* s = sum.data() + static_cast<std::size_t>(user) * dimension;
+    for (std::size_t t = 0; t < dimension; ++t) s[t] = 0;
+    rho_bar[user] = 0;
   }
   // (1/ρ̄) Σ r_s v_s into out[0 .. dimension); ρ̄ > 0.
   void mean(UserId user, double* out) const noexcept;

@@ -39,6 +39,15 @@ struct Row {
   std::string noise;   // fast | exact (in-process, SimulationNoise) | device (--fleet)
   // Noisy values released over the repetitions (one Gaussian each); in-process only.
   std::optional<std::uint64_t> released;
+  // Accuracy-first rows (query "accuracy"): the target and growth, the share of queries
+  // certified (none for the fixed-ρ baseline), the ρ each user paid — mean and 95th percentile
+  // over users, averaged over repetitions — and the rounds run.
+  struct Accuracy {
+    double target = 0, growth = 0;
+    std::optional<double> certified;
+    double rho_mean = 0, rho_p95 = 0, rounds = 0;
+  };
+  std::optional<Accuracy> accuracy;
 };
 
 struct Common {
@@ -89,6 +98,22 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
 Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
                                            std::span<const std::size_t> ms, double width,
                                            const Common& common);
+// Accuracy-first range counts (coordinator/accuracy_first.hpp): for each relative target and
+// growth, `reps` squares of side `width`, each user's cap `cap`, three variants — AF (noise
+// reduction on the running mean), AF-latest (the same schedule using the latest release only:
+// seed 001 §7.1's "doubling without averaging") and PM1 (today's query at ρ = cap, c =
+// max_rounds, even split: no certificate). In process, one rank.
+struct AccuracySettings {
+  std::vector<double> targets{0.05, 0.1, 0.25};
+  std::vector<double> growths{1.25, 2};
+  double cap = 1e-3;
+  double width = 2000;
+  double absolute = 0;  // or within this many users
+  std::size_t max_rounds = 16;
+};
+Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySettings& settings,
+                                        const Common& common);
+
 // values: one per row of the curator's table; a row counts when its value ≤ `below`. Over
 // --fleet the curator is a device of the coordinator that holds that count.
 Expected<std::vector<Row>> run_threshold(std::span<const double> values, double below,

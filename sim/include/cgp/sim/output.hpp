@@ -16,7 +16,8 @@ std::string param_name(const std::string& query);
 
 void print_table(std::FILE* out, const std::vector<Row>& rows);
 // Keys: query, method, c, split, rho, param, reps, error_mean, error_p25, error_p75,
-// privsav_mean, privsav_p25, privsav_p75, seconds.
+// privsav_mean, privsav_p25, privsav_p75, seconds, noise, released; accuracy rows add target,
+// growth, certified (null for the fixed-ρ baseline), rho_mean, rho_p95, rounds.
 Status write_json(const std::string& path, const std::vector<Row>& rows);
 // OUT.png and OUT.svg with gnuplot: one column per parameter value, error (top) and PrivSav
 // (bottom) against ρ (or against the parameter when only one ρ was run), one line per method.
