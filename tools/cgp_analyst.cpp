@@ -9,6 +9,9 @@
 //     result    --id QUERY_ID
 //   query options: --rho R (0 = the coordinator's adaptive allocation) --method BM0|BM1|PM0|PM1
 //                  --c ROUNDS --split even|double --beta B --no-shift --id QUERY_ID --per-user
+//   accuracy-first (range, kde): --target A [--absolute K] --max-rho R [--max-rounds C]
+//                  [--growth G]: certify the answer within max(A·answer, K), each user charged
+//                  at most R (--max-rho is --rho), stopping as soon as it is certified
 //
 // Exit 0 with the JSON result on stdout; 1 when the coordinator refuses or fails (the error
 // names the parameter); 2 on bad arguments or values; 3 on a missing or unreadable file.
@@ -40,6 +43,11 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
   nlohmann::json out;
   out["query_id"] = r.query_id;
   if (kind == "range" || kind == "kde") out["estimate"] = r.estimate;
+  if (r.certified) {
+    out["lower"] = r.lower;
+    out["upper"] = r.upper;
+    out["certified"] = *r.certified;
+  }
   if (kind == "knn") out["neighbours"] = r.neighbour_ids;
   if (kind == "threshold") out["below"] = r.below;
   out["rounds_used"] = r.report.rounds_used;
@@ -81,10 +89,31 @@ struct Arguments {
   std::vector<double> box, disc, point;
   std::size_t wait_connected = 0;
   double timeout = 60;
+  // Accuracy-first: set when --target or --absolute is given.
+  double target = 0, absolute = 0, growth = 2;
+  std::size_t max_rounds = 16;
+  bool accuracy_first() const noexcept { return target > 0 || absolute > 0; }
+  cgp::transport::RemoteAccuracy accuracy() const {
+    return {{target, absolute}, max_rounds, growth, 0};
+  }
 };
 
+void add_accuracy_options(CLI::App& sub, Arguments& a) {
+  sub.add_option("--target", a.target,
+                 "accuracy-first: certify the answer within this share of it, in (0, 1)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub.add_option("--absolute", a.absolute,
+                 "accuracy-first: or within this much (users; density for kde)")
+      ->check(CLI::Range(0.0, 1e300));
+  sub.add_option("--max-rounds", a.max_rounds, "accuracy-first: rounds at most")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
+      ->capture_default_str();
+  sub.add_option("--growth", a.growth, "accuracy-first: each round asks g times the last, g > 1")
+      ->capture_default_str();
+}
+
 void add_query_options(CLI::App& sub, Arguments& a) {
-  sub.add_option("--rho", a.rho, "each user's charge (rho per m^2); 0 = adaptive")
+  sub.add_option("--rho,--max-rho", a.rho, "each user's charge (rho per m^2); 0 = adaptive")
       ->check(CLI::Range(0.0, 1e300))
       ->capture_default_str();
   sub.add_option("--method", a.method, "BM0|BM1|PM0|PM1")->capture_default_str();
@@ -198,7 +227,8 @@ int run_range(const Arguments& a, cgp::transport::AnalystClient& client) {
     region = *made;
   }
   return run_query(a, client, "range", [&](auto& c, const Query& q) {
-    return c.range_count(*region, q.charges, q.options);
+    return a.accuracy_first() ? c.range_count(*region, q.charges, a.accuracy(), q.options)
+                              : c.range_count(*region, q.charges, q.options);
   });
 }
 
@@ -227,6 +257,7 @@ const Command kCommands[] = {
        sub.add_option("--box", a.box, "X0,Y0,X1,Y1")->delimiter(',')->expected(4);
        sub.add_option("--disc", a.disc, "X,Y,R")->delimiter(',')->expected(3);
        add_query_options(sub, a);
+       add_accuracy_options(sub, a);
      },
      [](const Arguments& a, const cgp::transport::AnalystConnection&,
         cgp::transport::AnalystClient& client) { return run_range(a, client); }},
@@ -235,11 +266,13 @@ const Command kCommands[] = {
        sub.add_option("--point", a.point, "X,Y,...")->delimiter(',')->required();
        sub.add_option("--b", a.bandwidth, "bandwidth, metres")->required();
        add_query_options(sub, a);
+       add_accuracy_options(sub, a);
      },
      [](const Arguments& a, const cgp::transport::AnalystConnection&,
         cgp::transport::AnalystClient& client) {
        return run_query(a, client, "kde", [&](auto& c, const Query& q) {
-         return c.kde(a.point, a.bandwidth, q.charges, q.options);
+         return a.accuracy_first() ? c.kde(a.point, a.bandwidth, q.charges, a.accuracy(), q.options)
+                                   : c.kde(a.point, a.bandwidth, q.charges, q.options);
        });
      }},
     {"knn", "private k nearest neighbours",

@@ -10,6 +10,7 @@
 
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/common/wire/codec.hpp"
+#include "cgp/coordinator/accuracy_first.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/simulation/device_fleet.hpp"
 #include "cgp/transport/analyst_client.hpp"
@@ -376,4 +377,82 @@ TEST_CASE("analyst: a threshold query over a curator device", "[transport][analy
                         transport::RemoteCharges::fixed(coordinator::Charge{10}), query),
       ErrorCode::invalid_argument, "device_id");
   swarm.reset();
+}
+
+TEST_CASE("analyst: accuracy-first range and KDE over a live coordinator match the library",
+          "[transport][analyst][accuracy_first]") {
+  CGP_SEEDED(9305);
+  const std::size_t n = 400;
+  auto points = test::uniform_square(n, 2000, seed);
+  const double budget = 0.1;  // = the cap: each round's share is one a device answers
+  LiveCoordinator live(points, n, budget, seed, "analyst-secret");
+  auto analyst =
+      *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s, std::nullopt});
+  double lo[2] = {400, 400}, hi[2] = {1400, 1400};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  transport::RemoteAccuracy accuracy;
+  accuracy.target = {0.1, 0};
+  accuracy.max_rounds = 10;
+  QueryOptions options;
+  options.query_id = "accuracy-parity";
+
+  // The same query on the device code in process, with the same seed.
+  auto local = *DeviceFleet::create(*DeviceConfig::cgp(budget), points, 2, seed, 1);
+  BudgetMirror local_mirror(n, local.initial_budget());
+  AccuracyFirstOptions local_options;
+  local_options.max_rounds = 10;
+  local_options.query_id = "accuracy-parity";
+  const auto expected = range_count_to_accuracy(
+      local, local_mirror, range, test::charge_everyone(budget), {0.1, 0}, local_options);
+  REQUIRE(expected.has_value());
+
+  auto remote = analyst.range_count(
+      range, transport::RemoteCharges::fixed(coordinator::Charge{budget}), accuracy, options);
+  REQUIRE(remote.has_value());
+  REQUIRE(remote->certified.has_value());
+  CHECK(*remote->certified == expected->certified);
+  CHECK(remote->estimate == expected->estimate);
+  CHECK(remote->lower == expected->lower);
+  CHECK(remote->upper == expected->upper);
+  CHECK(remote->report.charged == expected->report.charged);
+  CHECK(remote->lower <= remote->estimate);
+  CHECK(remote->estimate <= remote->upper);
+  for (double c : remote->report.charged) CHECK(c <= budget);
+  // Read back, with its certificate.
+  auto again = analyst.result("accuracy-parity");
+  REQUIRE(again.has_value());
+  REQUIRE(again->certified.has_value());
+  CHECK(again->upper == remote->upper);
+
+  // KDE; and plain queries carry no certificate.
+  const double p[2] = {1000, 1000};
+  transport::RemoteAccuracy density_target;
+  density_target.target = {0, 0.05};
+  QueryOptions unnamed;
+  unnamed.query_id = "";
+  auto density = analyst.kde(p, 300, transport::RemoteCharges::fixed(coordinator::Charge{0.05}),
+                             density_target, unnamed);
+  REQUIRE(density.has_value());
+  REQUIRE(density->certified.has_value());
+  CHECK(density->lower <= density->upper);
+  auto plain =
+      analyst.kde(p, 300, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), unnamed);
+  REQUIRE(plain.has_value());
+  CHECK_FALSE(plain->certified.has_value());
+
+  // Bad targets are named errors; nothing is asked.
+  const auto before = analyst.status()->requests;
+  transport::RemoteAccuracy bad = accuracy;
+  bad.target = {0, 0};
+  CGP_REQUIRE_ERROR(
+      analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), bad,
+                          unnamed),
+      ErrorCode::invalid_argument, "target");
+  bad = accuracy;
+  bad.growth = 1;
+  CGP_REQUIRE_ERROR(
+      analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), bad,
+                          unnamed),
+      ErrorCode::out_of_range, "growth");
+  CHECK(analyst.status()->requests == before);
 }

@@ -66,7 +66,28 @@ RemoteResult result_from_wire(const v1::QueryResult& in) {
   out.report.rejected.assign(in.rejected().begin(), in.rejected().end());
   out.report.unanswered.assign(in.unanswered().begin(), in.unanswered().end());
   out.seconds = in.seconds();
+  if (in.has_certified()) {
+    out.lower = in.lower();
+    out.upper = in.upper();
+    out.certified = in.certified();
+  }
   return out;
+}
+
+// The accuracy part of a request; the options' rounds and split give way to it.
+Status accuracy_to_wire(const RemoteAccuracy& in, v1::QueryOptions& options,
+                        v1::AccuracyTarget& out) {
+  if (in.max_rounds < 1 || in.max_rounds > 64)
+    return make_error(ErrorCode::out_of_range, "max_rounds",
+                      "max_rounds must be 1..64, got " + std::to_string(in.max_rounds));
+  options.set_rounds(0);
+  options.clear_split();
+  out.set_relative(in.target.relative);
+  out.set_absolute(in.target.absolute);
+  out.set_max_rounds(static_cast<std::uint32_t>(in.max_rounds));
+  out.set_growth(in.growth);
+  out.set_first(in.first);
+  return {};
 }
 
 // The client's state type is deduced: AnalystClient::Impl is private.
@@ -126,6 +147,36 @@ Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double 
   v1::KdeQuery request;
   CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
                                       *request.mutable_options()));
+  request.mutable_point()->Assign(point.begin(), point.end());
+  request.set_bandwidth(bandwidth);
+  return call(*impl_, request,
+              [&](auto* c, const auto& r, auto* out) { return impl_->stub->Kde(c, r, out); });
+}
+
+Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range,
+                                                  const RemoteCharges& charges,
+                                                  const RemoteAccuracy& accuracy,
+                                                  const coordinator::QueryOptions& options) {
+  v1::RangeCountQuery request;
+  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
+                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      accuracy_to_wire(accuracy, *request.mutable_options(), *request.mutable_accuracy()));
+  *request.mutable_range() = wire::region_to_wire(range);
+  return call(*impl_, request, [&](auto* c, const auto& r, auto* out) {
+    return impl_->stub->RangeCount(c, r, out);
+  });
+}
+
+Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double bandwidth,
+                                          const RemoteCharges& charges,
+                                          const RemoteAccuracy& accuracy,
+                                          const coordinator::QueryOptions& options) {
+  v1::KdeQuery request;
+  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
+                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      accuracy_to_wire(accuracy, *request.mutable_options(), *request.mutable_accuracy()));
   request.mutable_point()->Assign(point.begin(), point.end());
   request.set_bandwidth(bandwidth);
   return call(*impl_, request,

@@ -17,6 +17,7 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
+#include "cgp/coordinator/accuracy_first.hpp"
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/queries.hpp"
@@ -369,6 +370,36 @@ struct ServiceCore {
     return grpc::Status::OK;
   }
 
+  // An accuracy-first query's options: the analyst's, with the target's schedule.
+  static Expected<std::pair<coordinator::AccuracyTarget, coordinator::AccuracyFirstOptions>>
+  accuracy_options(const v1::QueryOptions& in, const v1::AccuracyTarget& wire,
+                   const coordinator::QueryOptions& query) {
+    if (in.rounds() != 0 || !in.split().empty())
+      return make_error(ErrorCode::invalid_argument, "rounds",
+                        "rounds and split do not apply to accuracy-first queries: set "
+                        "accuracy.max_rounds and accuracy.growth");
+    if (wire.max_rounds() > 64)
+      return make_error(ErrorCode::out_of_range, "max_rounds", "max_rounds must be 1..64");
+    coordinator::AccuracyFirstOptions o;
+    o.method = query.method;
+    if (wire.max_rounds() > 0) o.max_rounds = wire.max_rounds();
+    if (wire.growth() != 0) o.growth = wire.growth();
+    o.first = wire.first();
+    o.beta = query.beta;
+    o.shift = query.shift;
+    o.query_id = query.query_id;
+    o.component_id = query.component_id;
+    return std::pair{coordinator::AccuracyTarget{wire.relative(), wire.absolute()}, o};
+  }
+
+  static void fill_certificate(const coordinator::CertifiedEstimate& c, v1::QueryResult& result) {
+    result.set_estimate(c.estimate);
+    result.set_lower(c.lower);
+    result.set_upper(c.upper);
+    result.set_certified(c.certified);
+    fill_report(c.report, result);
+  }
+
   grpc::Status RangeCount(grpc::ServerContext* context, const v1::RangeCountQuery* request,
                           v1::QueryResult* out) {
     return run(context, request->options(), "range", out,
@@ -376,6 +407,16 @@ struct ServiceCore {
                    v1::QueryResult& result) -> cgp::Status {
                  auto range = wire::region_from_wire(request->range());
                  if (!range) return range.error();
+                 if (request->has_accuracy()) {
+                   CGP_ASSIGN_OR_RETURN(
+                       const auto accuracy,
+                       accuracy_options(request->options(), request->accuracy(), query));
+                   CGP_ASSIGN_OR_RETURN(const auto certified, coordinator::range_count_to_accuracy(
+                                                                  *fleet, *mirror, *range, charges,
+                                                                  accuracy.first, accuracy.second));
+                   fill_certificate(certified, result);
+                   return {};
+                 }
                  auto counted = coordinator::range_count(*fleet, *mirror, *range, charges, query);
                  if (!counted) return counted.error();
                  result.set_estimate(counted->estimate);
@@ -386,17 +427,27 @@ struct ServiceCore {
 
   grpc::Status Kde(grpc::ServerContext* context, const v1::KdeQuery* request,
                    v1::QueryResult* out) {
-    return run(context, request->options(), "kde", out,
-               [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
-                   v1::QueryResult& result) -> cgp::Status {
-                 const std::vector<double> p(request->point().begin(), request->point().end());
-                 auto density =
-                     coordinator::kde(*fleet, *mirror, p, request->bandwidth(), charges, query);
-                 if (!density) return density.error();
-                 result.set_estimate(density->estimate);
-                 fill_report(density->report, result);
-                 return {};
-               });
+    return run(
+        context, request->options(), "kde", out,
+        [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
+            v1::QueryResult& result) -> cgp::Status {
+          const std::vector<double> p(request->point().begin(), request->point().end());
+          if (request->has_accuracy()) {
+            CGP_ASSIGN_OR_RETURN(const auto accuracy,
+                                 accuracy_options(request->options(), request->accuracy(), query));
+            CGP_ASSIGN_OR_RETURN(
+                const auto certified,
+                coordinator::kde_to_accuracy(*fleet, *mirror, p, request->bandwidth(), charges,
+                                             accuracy.first, accuracy.second));
+            fill_certificate(certified, result);
+            return {};
+          }
+          auto density = coordinator::kde(*fleet, *mirror, p, request->bandwidth(), charges, query);
+          if (!density) return density.error();
+          result.set_estimate(density->estimate);
+          fill_report(density->report, result);
+          return {};
+        });
   }
 
   grpc::Status Knn(grpc::ServerContext* context, const v1::KnnQuery* request,

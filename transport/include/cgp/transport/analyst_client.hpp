@@ -11,6 +11,7 @@
 
 #include "cgp/common/expected.hpp"
 #include "cgp/common/geometry/region.hpp"
+#include "cgp/coordinator/accuracy_first.hpp"
 #include "cgp/coordinator/queries.hpp"
 
 namespace cgp::transport {
@@ -41,6 +42,18 @@ struct RemoteResult {
   coordinator::QueryReport report;  // charged: per user in enrolment order
   double seconds = 0;               // on the coordinator
   RemoteCoverage coverage;
+  // Accuracy-first queries: the certified interval and whether it meets the target.
+  double lower = 0, upper = 0;
+  std::optional<bool> certified;
+};
+
+// An accuracy-first query (coordinator/accuracy_first.hpp) sent to the coordinator: the target
+// and the schedule (options.rounds and options.split are not sent).
+struct RemoteAccuracy {
+  coordinator::AccuracyTarget target;
+  std::size_t max_rounds = 16;  // 1..64
+  double growth = 2;
+  double first = 0;
 };
 
 struct RemoteStatus {
@@ -77,6 +90,14 @@ class AnalystClient {
                                      const coordinator::QueryOptions& options);
   Expected<RemoteResult> kde(std::span<const double> point, double bandwidth,
                              const RemoteCharges& charges,
+                             const coordinator::QueryOptions& options);
+  // Accuracy-first count and density: certified within accuracy.target, each user charged at
+  // most its cap (charges) for it.
+  Expected<RemoteResult> range_count(const geometry::Region& range, const RemoteCharges& charges,
+                                     const RemoteAccuracy& accuracy,
+                                     const coordinator::QueryOptions& options);
+  Expected<RemoteResult> kde(std::span<const double> point, double bandwidth,
+                             const RemoteCharges& charges, const RemoteAccuracy& accuracy,
                              const coordinator::QueryOptions& options);
   Expected<RemoteResult> knn(std::span<const double> point, std::size_t k,
                              const RemoteCharges& charges,
