@@ -22,7 +22,8 @@ signature() {
     1) echo "std::span<const std::uint8_t> request_bytes" ;;
     2) echo "const uint8_t* config, size_t config_len, const uint8_t* request, size_t request_len" ;;
     3) echo "const std::vector<double>& points_xy, const cgp::geometry::Region& range, std::span<const double> p" ;;
-    4) echo "const std::vector<std::string>& device_ids, cgp::coordinator::BudgetMirror& mirror, const cgp::geometry::Region& range, const cgp::coordinator::UserCharges& rho, const cgp::coordinator::QueryOptions& options" ;;
+    4) echo "cgp::coordinator::Fleet& fleet, cgp::coordinator::BudgetMirror& mirror, const cgp::geometry::Region& range" ;;
+    5) echo "const std::vector<std::string>& device_ids, cgp::coordinator::BudgetMirror& mirror, const cgp::geometry::Region& range, const cgp::coordinator::UserCharges& rho, const cgp::coordinator::QueryOptions& options" ;;
     *) return 1 ;;
   esac
 }
