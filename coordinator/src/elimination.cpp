@@ -369,6 +369,50 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
   return std::move(result);
 }
 
+Expected<EliminationResult> eliminate_regions(Fleet& fleet, BudgetMirror& mirror,
+                                              const EliminationSetup& setup,
+                                              const UserCharges& charges,
+                                              std::span<const geometry::Region> regions,
+                                              const std::vector<char>& competing,
+                                              const StopRule& stop) {
+  if (setup.triple != Triple::point)
+    return make_error(ErrorCode::invalid_argument, "method",
+                      "method must be PM0 for a race of regions: one point release gives a "
+                      "user's distance to every region");
+  if (setup.shard.sharded())
+    return make_error(ErrorCode::invalid_argument, "shard", "a race of regions runs unsharded");
+  if (competing.size() != regions.size())
+    return make_error(ErrorCode::dimension_mismatch, "competing",
+                      "competing must have one flag per region");
+  Engine engine(fleet, mirror, setup);
+  std::vector<UserId> group, next;
+  CGP_RETURN_IF_ERROR(engine.init(charges, setup.rounds, group));
+  EliminationResult& result = engine.result();
+  result.radius.assign(fleet.size(), 0.0);
+  for (std::size_t j = 0; j < engine.fractions().size() && engine.group_users() > 0; ++j) {
+    CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda());
+    engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
+      result.estimates.mean(u, w.mean.data());
+      const double h = engine.radius(w, u, lambda);
+      result.radius[u] = h;
+      bool undecided = false;
+      for (std::size_t r = 0; r < regions.size() && !undecided; ++r)
+        undecided = competing[r] && std::fabs(geometry::signed_distance(regions[r], w.mean)) <= h;
+      (undecided ? w.next : w.s0).push_back(u);
+    });
+    next.clear();
+    for (const Worker& w : engine.workers()) {
+      append(result.s0, w.s0);
+      append(next, w.next);
+    }
+    engine.end_round(next.size());
+    group.swap(next);
+    if (stop && stop(result, group)) break;
+  }
+  result.remaining = std::move(group);
+  return std::move(result);
+}
+
 Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
                                         const EliminationSetup& setup, const UserCharges& charges,
                                         std::size_t k) {

@@ -96,6 +96,10 @@ struct EliminationResult {
   std::vector<UserId> remaining;  // G_ĵ: undecided (PIE-NI) or the kNN candidates (PIE-k)
   Estimates estimates;
   QueryReport report;
+  // eliminate_regions: by user id, the confidence radius of the user's last estimate (0 before
+  // its first answer). Lemma 5.2's event covers every (user, round) at once, so a user's last
+  // interval stays valid after it stops.
+  std::vector<double> radius;
 };
 
 // PIE-NI (Alg. 4) over the users of `charges` (G₀), each charged at most its cap over all
@@ -114,6 +118,17 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
                                                      const EliminationSetup& setup,
                                                      const UserCharges& charges, double nu_low,
                                                      double nu_high, const StopRule& stop);
+
+// The race of top-k regions (accuracy_first.hpp, top_regions): point releases (Cor. 6.1), and
+// after each round a user stays in the group while its signed distance to some region still in
+// the race (competing[r] != 0) is within its radius; otherwise it stops paying (s0). `competing`
+// may change between rounds (from `stop`, which sees every round's result). Not sharded.
+Expected<EliminationResult> eliminate_regions(Fleet& fleet, BudgetMirror& mirror,
+                                              const EliminationSetup& setup,
+                                              const UserCharges& charges,
+                                              std::span<const geometry::Region> regions,
+                                              const std::vector<char>& competing,
+                                              const StopRule& stop);
 
 // PIE-k (Alg. 5): keeps every user whose confidence interval reaches below the k-th smallest
 // upper end; stops when k remain or after c rounds.
