@@ -6,6 +6,8 @@
 //     kde       --point X,Y,... --b BANDWIDTH         [query options]
 //     knn       --point X,Y,... --k K                 [query options]
 //     threshold --device ID --q Q --population N      [query options]
+//     top-regions --grid X0,Y0,CELL,COLUMNS,ROWS --k K  [query options] [--max-rounds C]
+//                                                     [--growth G]
 //     result    --id QUERY_ID
 //   query options: --rho R (0 = the coordinator's adaptive allocation) --method BM0|BM1|PM0|PM1
 //                  --c ROUNDS --split even|double --beta B --no-shift --id QUERY_ID --per-user
@@ -17,6 +19,7 @@
 // names the parameter); 2 on bad arguments or values; 3 on a missing or unreadable file.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -50,6 +53,14 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
   }
   if (kind == "knn") out["neighbours"] = r.neighbour_ids;
   if (kind == "threshold") out["below"] = r.below;
+  if (!r.region_counts.empty()) {
+    out["top_regions"] = r.top_regions;
+    nlohmann::json counts = nlohmann::json::array();
+    for (const auto& c : r.region_counts)
+      counts.push_back(
+          {{"region", c.region}, {"estimate", c.estimate}, {"lower", c.lower}, {"upper", c.upper}});
+    out["region_counts"] = counts;
+  }
   out["rounds_used"] = r.report.rounds_used;
   out["asked_per_round"] = r.report.asked_per_round;
   out["eliminated_per_round"] = r.report.eliminated_per_round;
@@ -86,7 +97,7 @@ struct Arguments {
   std::string method = "PM1", split = "even", id, device;
   std::size_t rounds = 4, k = 0;
   bool no_shift = false, per_user = false;
-  std::vector<double> box, disc, point;
+  std::vector<double> box, disc, point, grid;
   std::size_t wait_connected = 0;
   double timeout = 60;
   // Accuracy-first: set when --target or --absolute is given.
@@ -300,6 +311,36 @@ const Command kCommands[] = {
         cgp::transport::AnalystClient& client) {
        return run_query(a, client, "threshold", [&](auto& c, const Query& q) {
          return c.threshold(a.device, a.q, a.population, q.charges, q.options);
+       });
+     }},
+    {"top-regions", "the k busiest cells of a grid",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--grid", a.grid, "X0,Y0,CELL,COLUMNS,ROWS")
+           ->delimiter(',')
+           ->expected(5)
+           ->required();
+       sub.add_option("--k", a.k, "regions")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{10000}))
+           ->required();
+       add_query_options(sub, a);
+       sub.add_option("--max-rounds", a.max_rounds, "rounds at most")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
+           ->capture_default_str();
+       sub.add_option("--growth", a.growth, "each round asks g times the last, g > 1")
+           ->capture_default_str();
+     },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) {
+       const auto count = [](double v) {
+         return v >= 1 && v <= 10000 && v == std::floor(v) ? static_cast<std::size_t>(v) : 0;
+       };
+       if (count(a.grid[3]) == 0 || count(a.grid[4]) == 0)
+         return fail(2, "--grid: COLUMNS and ROWS must be whole numbers in 1..10000");
+       auto cells = cgp::coordinator::grid_regions(a.grid[0], a.grid[1], a.grid[2],
+                                                   count(a.grid[3]), count(a.grid[4]));
+       if (!cells) return fail(2, "--grid: " + cells.error().message);
+       return run_query(a, client, "top-regions", [&](auto& c, const Query& q) {
+         return c.top_regions(*cells, a.k, q.charges, a.accuracy(), q.options);
        });
      }},
     {"result", "a finished query's result",

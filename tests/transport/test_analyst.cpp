@@ -12,6 +12,7 @@
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/coordinator/accuracy_first.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/coordinator/top_regions.hpp"
 #include "cgp/simulation/device_fleet.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
@@ -455,4 +456,54 @@ TEST_CASE("analyst: accuracy-first range and KDE over a live coordinator match t
                           unnamed),
       ErrorCode::out_of_range, "growth");
   CHECK(analyst.status()->requests == before);
+}
+
+TEST_CASE("analyst: top regions over a live coordinator match the library",
+          "[transport][analyst][top_regions]") {
+  CGP_SEEDED(9306);
+  // Denser towards the north-east: the cells' counts differ.
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0, 1);
+  const std::size_t n = 400;
+  std::vector<double> points;
+  for (std::size_t i = 0; i < n; ++i) {
+    points.push_back(2000 * std::sqrt(unit(rng)));
+    points.push_back(2000 * std::sqrt(unit(rng)));
+  }
+  const double budget = 0.1;
+  LiveCoordinator live(points, n, budget, seed, "analyst-secret");
+  auto analyst =
+      *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s, std::nullopt});
+  const auto cells = *grid_regions(0, 0, 500, 4, 4);
+  transport::RemoteAccuracy schedule;
+  schedule.max_rounds = 8;
+  QueryOptions options;
+  options.query_id = "race";
+
+  auto local = *DeviceFleet::create(*DeviceConfig::cgp(budget), points, 2, seed, 1);
+  BudgetMirror local_mirror(n, local.initial_budget());
+  AccuracyFirstOptions local_options;
+  local_options.method = Method::PM0;
+  local_options.max_rounds = 8;
+  local_options.query_id = "race";
+  const auto expected =
+      top_regions(local, local_mirror, cells, 2, test::charge_everyone(budget), local_options);
+  REQUIRE(expected.has_value());
+
+  auto remote = analyst.top_regions(
+      cells, 2, transport::RemoteCharges::fixed(coordinator::Charge{budget}), schedule, options);
+  REQUIRE(remote.has_value());
+  CHECK(remote->top_regions == expected->top);
+  REQUIRE(remote->region_counts.size() == cells.size());
+  for (std::size_t g = 0; g < cells.size(); ++g) {
+    CHECK(remote->region_counts[g].lower == expected->counts[g].lower);
+    CHECK(remote->region_counts[g].upper == expected->counts[g].upper);
+  }
+  REQUIRE(remote->certified.has_value());
+  CHECK(*remote->certified == expected->certified);
+  CHECK(remote->report.charged == expected->report.charged);
+  CGP_REQUIRE_ERROR(
+      analyst.top_regions(cells, 0, transport::RemoteCharges::fixed(coordinator::Charge{0.01}),
+                          schedule, QueryOptions{}),
+      ErrorCode::out_of_range, "k");
 }

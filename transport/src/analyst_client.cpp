@@ -71,6 +71,9 @@ RemoteResult result_from_wire(const v1::QueryResult& in) {
     out.upper = in.upper();
     out.certified = in.certified();
   }
+  out.top_regions.assign(in.top_regions().begin(), in.top_regions().end());
+  for (const auto& c : in.region_counts())
+    out.region_counts.push_back({c.region(), c.estimate(), c.lower(), c.upper()});
   return out;
 }
 
@@ -181,6 +184,25 @@ Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double 
   request.set_bandwidth(bandwidth);
   return call(*impl_, request,
               [&](auto* c, const auto& r, auto* out) { return impl_->stub->Kde(c, r, out); });
+}
+
+Expected<RemoteResult> AnalystClient::top_regions(std::span<const geometry::Region> regions,
+                                                  std::size_t k, const RemoteCharges& charges,
+                                                  const RemoteAccuracy& schedule,
+                                                  const coordinator::QueryOptions& options) {
+  v1::TopRegionsQuery request;
+  coordinator::QueryOptions as_point = options;
+  as_point.method = coordinator::Method::PM0;
+  CGP_RETURN_IF_ERROR(options_to_wire(as_point, charges, impl_->connection.min_coverage,
+                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      accuracy_to_wire(schedule, *request.mutable_options(), *request.mutable_schedule()));
+  for (const auto& region : regions) *request.add_regions() = wire::region_to_wire(region);
+  if (k > 10000) return make_error(ErrorCode::out_of_range, "k", "k must be at most 10000");
+  request.set_k(static_cast<std::uint32_t>(k));
+  return call(*impl_, request, [&](auto* c, const auto& r, auto* out) {
+    return impl_->stub->TopRegions(c, r, out);
+  });
 }
 
 Expected<RemoteResult> AnalystClient::knn(std::span<const double> point, std::size_t k,

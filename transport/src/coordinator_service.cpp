@@ -21,6 +21,7 @@
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/coordinator/top_regions.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
 #include "coordinator_state.hpp"
@@ -487,6 +488,45 @@ struct ServiceCore {
                {user->second});
   }
 
+  grpc::Status TopRegions(grpc::ServerContext* context, const v1::TopRegionsQuery* request,
+                          v1::QueryResult* out) {
+    return run(
+        context, request->options(), "top-regions", out,
+        [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
+            v1::QueryResult& result) -> cgp::Status {
+          if (request->regions_size() > 10000)
+            return make_error(ErrorCode::too_large, "regions", "regions: at most 10000 candidates");
+          std::vector<geometry::Region> regions;
+          for (int g = 0; g < request->regions_size(); ++g) {
+            auto region = wire::region_from_wire(request->regions(g));
+            if (!region)
+              return make_error(region.error().code,
+                                indexed_name("regions", static_cast<std::size_t>(g)),
+                                indexed_name("regions", static_cast<std::size_t>(g)) + ": " +
+                                    region.error().message);
+            regions.push_back(std::move(*region));
+          }
+          coordinator::QueryOptions as_point = query;
+          if (request->options().method().empty()) as_point.method = coordinator::Method::PM0;
+          CGP_ASSIGN_OR_RETURN(const auto schedule,
+                               accuracy_options(request->options(), request->schedule(), as_point));
+          CGP_ASSIGN_OR_RETURN(const auto race,
+                               coordinator::top_regions(*fleet, *mirror, regions, request->k(),
+                                                        charges, schedule.second));
+          for (std::size_t g : race.top) result.add_top_regions(static_cast<std::uint32_t>(g));
+          for (const auto& c : race.counts) {
+            auto* wire_count = result.add_region_counts();
+            wire_count->set_region(static_cast<std::uint32_t>(c.region));
+            wire_count->set_estimate(c.estimate);
+            wire_count->set_lower(c.lower);
+            wire_count->set_upper(c.upper);
+          }
+          result.set_certified(race.certified);
+          fill_report(race.report, result);
+          return {};
+        });
+  }
+
   grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,
                          v1::QueryResult* out) {
     if (!authorised(context)) return unauthenticated(context);
@@ -567,6 +607,10 @@ class AnalystEndpoint final : public v1::Analyst::Service {
   grpc::Status Threshold(grpc::ServerContext* c, const v1::ThresholdQuery* q,
                          v1::QueryResult* r) override {
     return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Threshold(c, q, r); });
+  }
+  grpc::Status TopRegions(grpc::ServerContext* c, const v1::TopRegionsQuery* q,
+                          v1::QueryResult* r) override {
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.TopRegions(c, q, r); });
   }
   grpc::Status GetResult(grpc::ServerContext* c, const v1::ResultRequest* q,
                          v1::QueryResult* r) override {

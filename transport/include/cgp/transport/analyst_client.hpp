@@ -13,6 +13,7 @@
 #include "cgp/common/geometry/region.hpp"
 #include "cgp/coordinator/accuracy_first.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/coordinator/top_regions.hpp"
 
 namespace cgp::transport {
 
@@ -45,6 +46,9 @@ struct RemoteResult {
   // Accuracy-first queries: the certified interval and whether it meets the target.
   double lower = 0, upper = 0;
   std::optional<bool> certified;
+  // Top regions: the k busiest (busiest first) and every candidate's count.
+  std::vector<std::size_t> top_regions;
+  std::vector<coordinator::RegionCount> region_counts;
 };
 
 // An accuracy-first query (coordinator/accuracy_first.hpp) sent to the coordinator: the target
@@ -99,6 +103,10 @@ class AnalystClient {
   Expected<RemoteResult> kde(std::span<const double> point, double bandwidth,
                              const RemoteCharges& charges, const RemoteAccuracy& accuracy,
                              const coordinator::QueryOptions& options);
+  // The k busiest of `regions` (coordinator/top_regions.hpp); schedule.target is not used.
+  Expected<RemoteResult> top_regions(std::span<const geometry::Region> regions, std::size_t k,
+                                     const RemoteCharges& charges, const RemoteAccuracy& schedule,
+                                     const coordinator::QueryOptions& options);
   Expected<RemoteResult> knn(std::span<const double> point, std::size_t k,
                              const RemoteCharges& charges,
                              const coordinator::QueryOptions& options);
