@@ -43,6 +43,7 @@ struct Arguments {
   bool no_shift = false;
   std::string fleet, analyst_credential, tls_root, curator;
   AccuracySettings accuracy;  // cgp-sim accuracy
+  TopRegionsSettings top;     // cgp-sim top-regions
 };
 
 // Under mpirun only rank 0 speaks (the ranks agree on every error first).
@@ -365,6 +366,23 @@ int run_accuracy_experiment(const Arguments& a, Context& context) {
   return report(a, data->description, rows);
 }
 
+int run_top_regions_experiment(const Arguments& a, Context& context) {
+  if (context.job)
+    return fail(kUsageError, "top-regions runs in one process, not under mpirun (yet)");
+  if (context.remote())
+    return fail(kUsageError,
+                "top-regions runs in process; over a coordinator use cgp-analyst "
+                "top-regions");
+  auto data = locations(a, context.projection);
+  if (!data) return fail(kDataError, data.error().message);
+  if (auto s = load_centres(a, *data, context.projection, context.common); !s)
+    return fail(kDataError, s.error().message);
+  auto rows = run_top_regions(*data, a.top, context.common);
+  if (!rows && rows.error().code != ErrorCode::invalid_argument)
+    return fail(kUsageError, rows.error().message);
+  return report(a, data->description, rows);
+}
+
 int run_threshold_experiment(const Arguments& a, Context& context) {
   if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
   for (double q : a.q)
@@ -454,6 +472,26 @@ const Experiment kExperiments[] = {
            ->capture_default_str();
      },
      run_accuracy_experiment},
+    {"top-regions", "the k busiest cells of a grid: a race of cells and users",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--k", a.top.ks, "regions (list)")->delimiter(',')->capture_default_str();
+       sub.add_option("--growth", a.top.growths, "per-round growth g > 1 (list)")
+           ->delimiter(',')
+           ->capture_default_str();
+       sub.add_option("--cap", a.top.cap, "each user's most charge per query")
+           ->capture_default_str();
+       sub.add_option("--cell", a.top.cell, "cell side in metres")->capture_default_str();
+       sub.add_option("--columns", a.top.columns, "grid columns")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{100}))
+           ->capture_default_str();
+       sub.add_option("--rows", a.top.rows, "grid rows")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{100}))
+           ->capture_default_str();
+       sub.add_option("--max-rounds", a.top.max_rounds, "rounds at most (the union bound)")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
+           ->capture_default_str();
+     },
+     run_top_regions_experiment},
     {"threshold", "private threshold query, central model (Alg. 9)",
      [](CLI::App& sub, Arguments& a) {
        sub.add_option("--column", a.column, "numeric column of --data")->required();

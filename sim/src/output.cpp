@@ -24,12 +24,14 @@ std::string variant_label(const Row& r) {
 std::string metric_name(const std::string& query) {
   if (query == "range" || query == "multi-range" || query == "accuracy") return "CountErr";
   if (query == "kde") return "l1-Err";
+  if (query == "top-regions") return "WrongSet";
   if (query == "knn") return "DistErr";
   return "WrongRate";
 }
 
 std::string param_name(const std::string& query) {
   if (query == "range" || query == "accuracy") return "w";
+  if (query == "top-regions") return "cell";
   if (query == "multi-range") return "m";
   if (query == "kde") return "b";
   if (query == "knn") return "k";
@@ -57,10 +59,30 @@ void print_accuracy_table(std::FILE* out, const std::vector<Row>& rows) {
   }
 }
 
+// Top-regions rows: how often the true top k came back, and what it cost.
+void print_top_regions_table(std::FILE* out, const std::vector<Row>& rows) {
+  fmt::print(out,
+             "{:<6} {:>4} {:>6} {:>4} {:>10} {:>7} {:>5} {:>8} {:>10} {:>10} {:>10} {:>7} "
+             "{:>9}\n",
+             "method", "k", "growth", "c", "cap", "cell", "reps", "correct", "certified",
+             "rho/user", "p95 rho", "rounds", "seconds");
+  for (const Row& r : rows) {
+    const Row::Accuracy& a = *r.accuracy;
+    const std::string certified =
+        a.certified ? fmt::format("{:.0f}%", 100 * *a.certified) : std::string("-");
+    fmt::print(out,
+               "{:<6} {:>4} {:>6.3g} {:>4} {:>10.3g} {:>7.4g} {:>5} {:>7.0f}% {:>10} {:>10.3g} "
+               "{:>10.3g} {:>7.2f} {:>9.3f}\n",
+               r.method, a.k, a.growth, r.c, r.rho, r.param, r.reps, 100 * a.correct.value_or(0),
+               certified, a.rho_mean, a.rho_p95, a.rounds, r.seconds);
+  }
+}
+
 }  // namespace
 
 void print_table(std::FILE* out, const std::vector<Row>& rows) {
   if (rows.empty()) return;
+  if (rows.front().query == "top-regions") return print_top_regions_table(out, rows);
   if (rows.front().accuracy) return print_accuracy_table(out, rows);
   const std::string metric = metric_name(rows.front().query);
   fmt::print(
@@ -106,6 +128,11 @@ Status write_json(const std::string& path, const std::vector<Row>& rows) {
       row["rho_mean"] = a.rho_mean;
       row["rho_p95"] = a.rho_p95;
       row["rounds"] = a.rounds;
+      if (r.query == "top-regions") {
+        row["k"] = a.k;
+        row["correct"] = a.correct ? nlohmann::json(*a.correct) : nlohmann::json();
+        row.erase("target");
+      }
     }
   }
   std::ofstream file(path);

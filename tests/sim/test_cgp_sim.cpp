@@ -281,3 +281,31 @@ TEST_CASE("cgp-sim accuracy: AF, AF-latest and PM1 rows with certification and r
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--growth") != std::string::npos);
 }
+
+TEST_CASE("cgp-sim top-regions: the race against BM0 with correctness and rho per user",
+          "[sim][top_regions]") {
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(3000, 9));
+  const std::string json = scratch.path("top.json");
+  Run run = run_sim("top-regions --data " + points +
+                    " --k 1,2 --cap 1e-2 --cell 1000 --columns 3 --rows 3 --max-rounds 8 "
+                    "--reps 3 --json " +
+                    json);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto rows = parse_rows(json);
+  REQUIRE(rows.size() == 4);
+  for (const auto& row : rows) {
+    CHECK(row["query"] == "top-regions");
+    CHECK(row["correct"].get<double>() >= 0);
+    CHECK(row["correct"].get<double>() <= 1);
+    CHECK(row["rho_mean"].get<double>() <= 1e-2);
+    if (row["method"] == "BM0") {
+      CHECK(row["rho_mean"].get<double>() == Approx(1e-2));  // everyone pays the whole cap
+      CHECK(row["certified"].is_null());
+    }
+  }
+  Run bad = run_sim("top-regions --data " + points + " --k 10 --columns 3 --rows 3");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--k") != std::string::npos);
+}

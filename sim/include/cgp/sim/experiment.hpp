@@ -46,6 +46,9 @@ struct Row {
     double target = 0, growth = 0;
     std::optional<double> certified;
     double rho_mean = 0, rho_p95 = 0, rounds = 0;
+    // Top-regions rows: k, and the share of queries that returned the true top k.
+    std::size_t k = 0;
+    std::optional<double> correct;
   };
   std::optional<Accuracy> accuracy;
 };
@@ -113,6 +116,21 @@ struct AccuracySettings {
 };
 Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySettings& settings,
                                         const Common& common);
+
+// Top-k busiest cells (coordinator/top_regions.hpp): per repetition a grid of columns × rows
+// cells of side `cell` centred on a query centre; the race (point releases over a geometric
+// schedule, users and cells eliminated) against BM0 (everyone releases once with the whole cap,
+// the k cells with the most estimated points). In process, one rank.
+struct TopRegionsSettings {
+  std::vector<std::size_t> ks{3};
+  std::vector<double> growths{2};
+  double cap = 1e-3;
+  double cell = 1000;
+  std::size_t columns = 5, rows = 5;
+  std::size_t max_rounds = 16;
+};
+Expected<std::vector<Row>> run_top_regions(const Dataset& data, const TopRegionsSettings& settings,
+                                           const Common& common);
 
 // values: one per row of the curator's table; a row counts when its value ≤ `below`. Over
 // --fleet the curator is a device of the coordinator that holds that count.
