@@ -44,6 +44,7 @@ struct Arguments {
   std::string fleet, analyst_credential, tls_root, curator;
   AccuracySettings accuracy;  // cgp-sim accuracy
   TopRegionsSettings top;     // cgp-sim top-regions
+  double multi_target = 0;    // multi-range --target
 };
 
 // Under mpirun only rank 0 speaks (the ranks agree on every error first).
@@ -345,6 +346,16 @@ int run_multi_range_experiment(const Arguments& a, Context& context) {
   std::string description = data->description;
   if (context.remote())
     description += "; the coordinator's adaptive allocation over its devices' budgets";
+  if (a.multi_target > 0) {
+    if (context.job || context.remote())
+      return fail(kUsageError,
+                  "multi-range --target runs in one process (not over --fleet or mpirun yet)");
+    if (!(a.multi_target < 1))
+      return fail(kUsageError, "--target must be in (0, 1), got " + format_number(a.multi_target));
+    return report(a, description,
+                  run_multi_range_to_accuracy(*data, a.budget, a.m, a.w[0], a.multi_target,
+                                              a.accuracy, context.common));
+  }
   return report(a, description, run_multi_range(*data, a.budget, a.m, a.w[0], context.common));
 }
 
@@ -453,6 +464,12 @@ const Experiment kExperiments[] = {
            ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
            ->required();
        sub.add_option("--w", a.w, "square side in metres")->required();
+       sub.add_option("--target", a.multi_target,
+                      "accuracy-first: certify each query within this share (AF vs PM1)");
+       sub.add_option("--growth", a.accuracy.growths, "with --target: per-round growth g > 1")
+           ->delimiter(',');
+       sub.add_option("--max-rounds", a.accuracy.max_rounds, "with --target: rounds at most")
+           ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
      },
      run_multi_range_experiment},
     {"accuracy", "accuracy-first range counts: certify a target, pay only for it",

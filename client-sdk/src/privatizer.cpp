@@ -19,7 +19,7 @@ constexpr int kGridBits = 24;
 constexpr int kCapacityGridBits = 21;
 // ρ ≥ capacity·2^-kMinRhoBits keeps σ²/u² < 2^(2·kCapacityGridBits + 2 + kMinRhoBits) = 2^62,
 // the exact sampler's range, and bounds the number of releases by 2^18.
-constexpr int kMinRhoBits = 18;
+constexpr int kMinRhoBits = privacy::kMinRhoBits;  // the public rule (device_charge.hpp)
 // Inputs are clamped to ±2^kClampBits·u; φ is clamped to ±2^kPhiBits·u, which φ of clamped
 // inputs never reaches (≤ 2√d·2^kClampBits·u = 2^55·u at d = 4096), so the second clamp only
 // makes "answered" independent of the data by construction.
@@ -110,7 +110,7 @@ double NoisePlan::sigma() const noexcept {
 }
 
 double min_rho(double capacity) noexcept {
-  return std::ldexp(capacity, -kMinRhoBits);
+  return privacy::min_rho(capacity);
 }
 
 double resolution(double capacity, std::size_t output_dimension, double float_error_grid_units) {

@@ -6,6 +6,7 @@
 
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/common/privacy/confidence.hpp"
+#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
 
@@ -32,14 +33,23 @@ Status validate(const AccuracyTarget& target, const AccuracyFirstOptions& option
   return {};
 }
 
-Expected<EliminationSetup> setup_for(const AccuracyFirstOptions& options, Usefulness phi) {
+// The smallest cap of the query over every shard (collective when sharded).
+double smallest_cap(const UserCharges& charges, const Shard& shard) {
+  const double smallest = charges.smallest_cap();
+  if (!shard.sharded()) return smallest;
+  return smallest_over_shards(shard, {{smallest, 0}}, 1).front().key;
+}
+
+Expected<EliminationSetup> setup_for(const AccuracyFirstOptions& options, Usefulness phi,
+                                     const Fleet& fleet, const UserCharges& charges) {
   EliminationSetup setup;
   setup.query_id = options.query_id;
   setup.component_id = options.component_id;
   setup.phi = phi;
   setup.triple = triple_of(options.method);
-  CGP_ASSIGN_OR_RETURN(auto fractions, privacy::geometric_split(1.0, options.growth,
-                                                                options.max_rounds, options.first));
+  CGP_ASSIGN_OR_RETURN(
+      auto fractions,
+      accuracy_schedule(options, smallest_cap(charges, options.shard), fleet.initial_budget()));
   setup.rounds = fractions.size();
   setup.fractions = std::move(fractions);
   setup.beta0 = options.beta / 4;
@@ -76,6 +86,20 @@ CertifiedEstimate finish(EliminationResult& result, double pm_estimate,
 
 }  // namespace
 
+Expected<std::vector<double>> accuracy_schedule(const AccuracyFirstOptions& options,
+                                                double smallest_cap, double device_budget) {
+  CGP_ASSIGN_OR_RETURN(auto fractions, privacy::geometric_split(1.0, options.growth,
+                                                                options.max_rounds, options.first));
+  if (!(smallest_cap > 0) || !std::isfinite(smallest_cap) || !(device_budget > 0) ||
+      !std::isfinite(device_budget))
+    return fractions;  // the charges' and fleet's own checks name these
+  // The asked ρ is a little below cap·share (rho_within_charge: ≥ cap/(1 + 2^-10)^2 − ulps, and
+  // the 2^-40 shave): 1% covers it.
+  const double needed = 1.01 * privacy::min_rho(device_budget) / smallest_cap;
+  if (fractions.front() >= needed || needed >= 1) return fractions;
+  return privacy::geometric_split(1.0, options.growth, options.max_rounds, needed);
+}
+
 std::pair<double, double> certifying_window(double lower, double upper,
                                             const AccuracyTarget& target) noexcept {
   auto tolerance = [&](double c) { return std::max(target.relative * c, target.absolute); };
@@ -94,9 +118,11 @@ Expected<CertifiedEstimate> range_count_to_accuracy(Fleet& fleet, BudgetMirror& 
                           ", the fleet " + std::to_string(fleet.dimension()));
   CGP_ASSIGN_OR_RETURN(
       const auto setup,
-      setup_for(options, Usefulness{StatisticKind::signed_distance_to_region, {}, &range}));
+      setup_for(options, Usefulness{StatisticKind::signed_distance_to_region, {}, &range}, fleet,
+                charges));
   const Shard& shard = options.shard;
-  const double n0 = static_cast<double>(query_users(fleet, charges, shard));
+  const double n0 =
+      static_cast<double>(query_users(fleet, charges, shard) + options.users_not_asked);
   // Lemma 5.2: S₁ users are inside, S₀ users outside; the undecided and the users that left the
   // query (refused, rejected, unanswered) may be either.
   auto interval = [&](const EliminationResult& r) {
@@ -140,9 +166,10 @@ Expected<CertifiedEstimate> kde_to_accuracy(Fleet& fleet, BudgetMirror& mirror,
   CGP_RETURN_IF_ERROR(require_all_finite("p", p));
   CGP_ASSIGN_OR_RETURN(
       const auto setup,
-      setup_for(options, Usefulness{StatisticKind::distance_to_point, p, nullptr}));
+      setup_for(options, Usefulness{StatisticKind::distance_to_point, p, nullptr}, fleet, charges));
   const Shard& shard = options.shard;
-  const double n = static_cast<double>(query_users(fleet, charges, shard));
+  const double n =
+      static_cast<double>(query_users(fleet, charges, shard) + options.users_not_asked);
   const std::size_t release_dimension = setup.triple == Triple::point ? fleet.dimension() : 1;
   const double rounds = static_cast<double>(setup.fractions.size());
   auto kernel = [&](double d) { return std::exp(-d * d / (2 * bandwidth * bandwidth)); };

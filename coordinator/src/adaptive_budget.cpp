@@ -108,4 +108,41 @@ Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMir
   return results;
 }
 
+Expected<std::vector<CertifiedEstimate>> adaptive_range_counts_to_accuracy(
+    Fleet& fleet, BudgetMirror& mirror, const AdaptiveBudget& budget,
+    std::span<const geometry::Region> ranges, const AccuracyTarget& target,
+    const AccuracyFirstOptions& options, std::span<const UserId> users) {
+  if (options.shard.sharded())
+    return make_error(ErrorCode::invalid_argument, "shard",
+                      "accuracy-first sequences run unsharded (not yet over shards)");
+  for (UserId u : users)
+    if (u >= fleet.size() || u >= mirror.size())
+      return make_error(ErrorCode::out_of_range, "users",
+                        "users holds id " + std::to_string(u) + ", not in the fleet of " +
+                            std::to_string(fleet.size()));
+  std::vector<CertifiedEstimate> results;
+  results.reserve(ranges.size());
+  const double n = static_cast<double>(users.empty() ? fleet.size() : users.size());
+  for (std::size_t l = 1; l <= ranges.size(); ++l) {
+    const auto ask = budget.ask(l, mirror, users);
+    AccuracyFirstOptions query = options;
+    query.query_id = options.query_id + "-" + std::to_string(l);
+    // Users with nothing left are not asked but still counted: they may be inside.
+    query.users_not_asked =
+        static_cast<std::size_t>(n) - ask.charges.listed().size() + options.users_not_asked;
+    CertifiedEstimate result;
+    if (ask.charges.listed().empty()) {
+      result.upper = n;  // nobody can pay: the count may be anything
+      result.report.charged.assign(fleet.size(), 0.0);
+    } else {
+      CGP_ASSIGN_OR_RETURN(result, range_count_to_accuracy(fleet, mirror, ranges[l - 1],
+                                                           ask.charges, target, query));
+    }
+    result.report.refused.insert(result.report.refused.end(), ask.exhausted.begin(),
+                                 ask.exhausted.end());
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
 }  // namespace cgp::coordinator

@@ -1,6 +1,8 @@
 #include "cgp/coordinator/charges.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -59,6 +61,12 @@ Status UserCharges::validate(std::size_t fleet_size, bool allow_empty) const {
                         "users lists id " + std::to_string(u) + " twice");
   }
   return {};
+}
+
+double UserCharges::smallest_cap() const noexcept {
+  double smallest = std::numeric_limits<double>::infinity();
+  for (const Charge& cap : caps_) smallest = std::min(smallest, cap.rho());
+  return smallest;
 }
 
 std::vector<UserId> UserCharges::users(std::size_t fleet_size) const {

@@ -103,9 +103,8 @@ Expected<TopRegionsResult> top_regions(Fleet& fleet, BudgetMirror& mirror,
   setup.query_id = options.query_id;
   setup.component_id = options.component_id;
   setup.triple = Triple::point;
-  CGP_ASSIGN_OR_RETURN(
-      setup.fractions,
-      privacy::geometric_split(1.0, options.growth, options.max_rounds, options.first));
+  CGP_ASSIGN_OR_RETURN(setup.fractions,
+                       accuracy_schedule(options, charges.smallest_cap(), fleet.initial_budget()));
   setup.rounds = setup.fractions.size();
   setup.beta0 = options.beta / 4;
 

@@ -3,6 +3,7 @@
 
 #include "cgp/common/validate.hpp"
 #include "cgp/coordinator/accuracy_first.hpp"
+#include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/sim/experiment.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "experiment_support.hpp"
@@ -137,6 +138,114 @@ Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySetti
         rows.push_back(std::move(row));
       }
   progress.finish();
+  return rows;
+}
+
+Expected<std::vector<Row>> run_multi_range_to_accuracy(const Dataset& data, double budget,
+                                                       std::span<const std::size_t> ms,
+                                                       double width, double target,
+                                                       const AccuracySettings& schedule,
+                                                       const Common& common) {
+  if (common.fleet || (common.ranks && data.total != 0))
+    return make_error(ErrorCode::invalid_argument, "target",
+                      "multi-range --target runs in one process (not over --fleet or mpirun yet)");
+  if (!(target > 0 && target < 1))
+    return make_error(ErrorCode::out_of_range, "target",
+                      "--target must be in (0, 1), got " + format_number(target));
+  const double growth = schedule.growths.empty() ? 2.0 : schedule.growths.back();
+  auto fleet = fleet_for(data, budget, common);
+  const std::size_t n = fleet.size();
+  std::vector<Row> rows;
+  for (std::size_t m : ms) {
+    const auto centres =
+        centres_for(data, m * common.reps, common, [&](const std::array<double, 2>& c) {
+          return simulation::exact_count(data.points, 2, square_around(c, width)) > 0;
+        });
+    CGP_ASSIGN_OR_RETURN(const auto plan, coordinator::AdaptiveBudget::fixed(budget, m));
+    for (bool accuracy_first : {true, false}) {
+      Row row;
+      row.query = "multi-range";
+      row.method = accuracy_first ? "AF" : "PM1";
+      row.c = schedule.max_rounds;
+      row.split = accuracy_first ? "geometric" : "even";
+      row.rho = budget;
+      row.param = static_cast<double>(m);
+      row.reps = common.reps;
+      row.noise = std::string(simulation::noise_name(common.noise));
+      Row::Accuracy stats;
+      stats.target = target;
+      stats.growth = growth;
+      double certified = 0, within = 0, rounds = 0;
+      std::vector<double> errors, savings;
+      const auto began = std::chrono::steady_clock::now();
+      const auto released_before = fleet.values_released();
+      for (std::size_t rep = 0; rep < common.reps; ++rep) {
+        fleet.reset(rep_seed(common, rep));
+        coordinator::BudgetMirror mirror(n, fleet.initial_budget());
+        std::vector<geometry::Region> ranges;
+        std::vector<double> truth;
+        for (std::size_t l = 0; l < m; ++l) {
+          ranges.push_back(square_around(centres[rep * m + l], width));
+          truth.push_back(
+              static_cast<double>(simulation::exact_count(data.points, 2, ranges.back())));
+        }
+        std::vector<double> estimates, charged(n, 0.0);
+        if (accuracy_first) {
+          coordinator::AccuracyFirstOptions o;
+          o.max_rounds = schedule.max_rounds;
+          o.growth = growth;
+          o.beta = common.beta;
+          o.shift = common.shift;
+          o.query_id = "multi-range";
+          CGP_ASSIGN_OR_RETURN(const auto results, coordinator::adaptive_range_counts_to_accuracy(
+                                                       fleet, mirror, plan, ranges,
+                                                       coordinator::AccuracyTarget{target, 0}, o));
+          for (const auto& r : results) {
+            estimates.push_back(r.estimate);
+            certified += r.certified ? 1 : 0;
+            rounds += static_cast<double>(r.report.rounds_used);
+            for (std::size_t u = 0; u < n; ++u) charged[u] += r.report.charged[u];
+          }
+        } else {
+          coordinator::QueryOptions o;
+          o.method = coordinator::Method::PM1;
+          o.rounds = schedule.max_rounds;
+          o.beta = common.beta;
+          o.shift = common.shift;
+          o.query_id = "multi-range";
+          CGP_ASSIGN_OR_RETURN(const auto results,
+                               coordinator::adaptive_range_counts(fleet, mirror, plan, ranges, o));
+          for (const auto& r : results) {
+            estimates.push_back(r.estimate);
+            rounds += static_cast<double>(r.report.rounds_used);
+            for (std::size_t u = 0; u < n; ++u) charged[u] += r.report.charged[u];
+          }
+        }
+        double error = 0;
+        for (std::size_t l = 0; l < m; ++l) {
+          const double e = simulation::count_error(estimates[l], truth[l]);
+          error += e / static_cast<double>(m);
+          within += e <= target ? 1 : 0;
+        }
+        errors.push_back(error);
+        savings.push_back(simulation::privacy_saving(charged, budget));
+        double sum = 0;
+        for (double c : charged) sum += c;
+        stats.rho_mean += sum / static_cast<double>(n) / static_cast<double>(common.reps);
+        stats.rho_p95 += quantile(charged, 0.95) / static_cast<double>(common.reps);
+      }
+      const double queries = static_cast<double>(m * common.reps);
+      if (accuracy_first) stats.certified = certified / queries;
+      stats.correct = within / queries;
+      stats.rounds = rounds / queries;
+      row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      row.released = fleet.values_released() - released_before;
+      row.error = summarize(std::move(errors));
+      row.privsav = summarize(std::move(savings));
+      row.accuracy = stats;
+      rows.push_back(std::move(row));
+    }
+  }
   return rows;
 }
 

@@ -42,20 +42,23 @@ namespace {
 
 // Accuracy-first rows: the target and what reaching it took.
 void print_accuracy_table(std::FILE* out, const std::vector<Row>& rows) {
+  const bool sequence = rows.front().query == "multi-range";
   fmt::print(out,
-             "{:<10} {:>6} {:>6} {:>4} {:>10} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} "
-             "{:>7} {:>9}\n",
-             "method", "target", "growth", "c", "cap", "w", "reps", "CountErr", "p75", "certified",
+             "{:<10} {:>6} {:>6} {:>4} {:>10} {:>7} {:>5} {:>10} {:>10} {:>10} {:>7} {:>10} "
+             "{:>10} {:>7} {:>9}\n",
+             "method", "target", "growth", "c", sequence ? "budget" : "cap",
+             param_name(rows.front().query), "reps", "CountErr", "p75", "certified", "within",
              "rho/user", "p95 rho", "rounds", "seconds");
+  auto share = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.0f}%", 100 * *v) : std::string("-");
+  };
   for (const Row& r : rows) {
     const Row::Accuracy& a = *r.accuracy;
-    const std::string certified =
-        a.certified ? fmt::format("{:.0f}%", 100 * *a.certified) : std::string("-");
     fmt::print(out,
                "{:<10} {:>6.3g} {:>6.3g} {:>4} {:>10.3g} {:>7.4g} {:>5} {:>10.4g} {:>10.4g} "
-               "{:>10} {:>10.3g} {:>10.3g} {:>7.2f} {:>9.3f}\n",
+               "{:>10} {:>7} {:>10.3g} {:>10.3g} {:>7.2f} {:>9.3f}\n",
                r.method, a.target, a.growth, r.c, r.rho, r.param, r.reps, r.error.mean, r.error.p75,
-               certified, a.rho_mean, a.rho_p95, a.rounds, r.seconds);
+               share(a.certified), share(a.correct), a.rho_mean, a.rho_p95, a.rounds, r.seconds);
   }
 }
 
@@ -132,6 +135,8 @@ Status write_json(const std::string& path, const std::vector<Row>& rows) {
         row["k"] = a.k;
         row["correct"] = a.correct ? nlohmann::json(*a.correct) : nlohmann::json();
         row.erase("target");
+      } else if (a.correct) {
+        row["within_target"] = *a.correct;
       }
     }
   }

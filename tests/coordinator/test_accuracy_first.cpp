@@ -7,6 +7,7 @@
 #include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/coordinator/accuracy_first.hpp"
+#include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
 #include "support/errors.hpp"
@@ -167,9 +168,9 @@ TEST_CASE("accuracy-first range count with no reachable target is PM1 with the d
   const auto points = test::uniform_square(3000, 10000, seed);
   const auto range = square(3000, 3000, 3000);
   for (std::size_t c : {1, 4, 8}) {
-    auto fleet_a = test::make_fleet(points, 2, 1.0, seed);
-    auto fleet_b = test::make_fleet(points, 2, 1.0, seed);
-    BudgetMirror mirror_a(fleet_a.size(), 1.0), mirror_b(fleet_b.size(), 1.0);
+    auto fleet_a = test::make_fleet(points, 2, 1e-3, seed);
+    auto fleet_b = test::make_fleet(points, 2, 1e-3, seed);
+    BudgetMirror mirror_a(fleet_a.size(), 1e-3), mirror_b(fleet_b.size(), 1e-3);
     QueryOptions fixed;
     fixed.method = Method::PM1;
     fixed.rounds = c;
@@ -270,6 +271,35 @@ TEST_CASE("accuracy-first KDE covers the truth and certifies an absolute target"
   CHECK(certified > runs / 2);
 }
 
+TEST_CASE("accuracy-first schedules start at a rho every device answers",
+          "[coordinator][accuracy_first]") {
+  AccuracyFirstOptions options;  // growth 2, 16 rounds: round 1 asks 1/65535 of the cap
+  const double budget = 1.0;     // a device answers rho >= 2^-18
+  // A cap of 1e-2 would start at 1.5e-7: raised to a first share of 1.01·2^-18/1e-2.
+  const auto raised = accuracy_schedule(options, 1e-2, budget);
+  REQUIRE(raised.has_value());
+  CHECK(raised->front() * 1e-2 >= privacy::min_rho(budget));
+  double sum = 0;
+  for (double part : *raised) sum += part;
+  CHECK(sum <= 1.0);
+  CHECK(raised->size() < 16);  // bigger first steps reach the cap sooner
+  // A cap as large as the budget needs no change.
+  const auto kept = accuracy_schedule(options, 1.0, budget);
+  REQUIRE(kept.has_value());
+  CHECK(*kept == *privacy::geometric_split(1.0, 2.0, 16));
+  // End to end: per-user caps far below the device budget are still answered in round 1.
+  const auto points = test::uniform_square(500, 2000, 11);
+  auto fleet = test::make_fleet(points, 2, 1.0, 11);
+  BudgetMirror mirror(fleet.size(), 1.0);
+  const double lo[2] = {500, 500}, hi[2] = {1500, 1500};
+  const geometry::Region range = *geometry::Box::create(lo, hi);
+  const auto result =
+      range_count_to_accuracy(fleet, mirror, range, test::charge_everyone(1e-3), {0.2, 0}, options);
+  REQUIRE(result.has_value());
+  CHECK(result->report.rejected.empty());
+  CHECK(result->report.asked_per_round.front() == 500);
+}
+
 TEST_CASE("accuracy-first queries refuse bad targets and options before asking anyone",
           "[coordinator][accuracy_first]") {
   const auto points = test::uniform_square(100, 1000, 3);
@@ -302,4 +332,38 @@ TEST_CASE("accuracy-first queries refuse bad targets and options before asking a
                     ErrorCode::not_positive, "charge");
   CHECK(fleet.values_released() == 0);  // nobody was asked
   for (UserId u = 0; u < fleet.size(); ++u) CHECK(mirror.remaining(u) == 1.0);
+}
+
+TEST_CASE("Alg. 3 with accuracy-first queries keeps every user within its budget",
+          "[coordinator][accuracy_first]") {
+  CGP_SEEDED(1407);
+  const std::size_t n = 3000;
+  const auto points = test::uniform_square(n, 10000, seed);
+  const double budget = 1e-2;
+  auto fleet = test::make_fleet(points, 2, budget, seed);
+  BudgetMirror mirror(n, budget);
+  const auto plan = *AdaptiveBudget::fixed(budget, 6);
+  std::vector<geometry::Region> ranges;
+  for (int l = 0; l < 6; ++l) ranges.push_back(square(1000.0 * l, 2000, 4000));
+  AccuracyFirstOptions options;
+  options.max_rounds = 12;
+  const auto results =
+      adaptive_range_counts_to_accuracy(fleet, mirror, plan, ranges, {0.15, 0}, options);
+  REQUIRE(results.has_value());
+  REQUIRE(results->size() == 6);
+  std::vector<double> total(n, 0.0);
+  int certified = 0;
+  for (std::size_t l = 0; l < 6; ++l) {
+    const auto& r = (*results)[l];
+    CHECK(r.lower <= r.upper);
+    const double truth = static_cast<double>(simulation::exact_count(points, 2, ranges[l]));
+    // The certificate holds except on the β₀ event (a fixed seed: deterministic here).
+    if (r.certified) {
+      ++certified;
+      CHECK(std::fabs(r.estimate - truth) <= 0.15 * truth);
+    }
+    for (std::size_t u = 0; u < n; ++u) total[u] += r.report.charged[u];
+  }
+  for (std::size_t u = 0; u < n; ++u) REQUIRE(total[u] <= budget);
+  CHECK(certified >= 3);
 }

@@ -309,3 +309,28 @@ TEST_CASE("cgp-sim top-regions: the race against BM0 with correctness and rho pe
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--k") != std::string::npos);
 }
+
+TEST_CASE("cgp-sim multi-range --target: AF against PM1 with certified and within-target shares",
+          "[sim][accuracy_first]") {
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(2000, 10));
+  const std::string json = scratch.path("multi.json");
+  Run run =
+      run_sim("multi-range --data " + points +
+              " --budget 1e-2 --m 4 --w 3000 --target 0.2 --max-rounds 10 --reps 2 --json " + json);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto rows = parse_rows(json);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["method"] == "AF");
+  CHECK(rows[1]["method"] == "PM1");
+  for (const auto& row : rows) {
+    CHECK(row["within_target"].get<double>() >= 0);
+    CHECK(row["within_target"].get<double>() <= 1);
+    CHECK(row["rho_p95"].get<double>() <= 1e-2);
+  }
+  CHECK(rows[1]["certified"].is_null());
+  Run bad = run_sim("multi-range --data " + points + " --budget 1e-2 --m 4 --w 3000 --target 2");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--target") != std::string::npos);
+}

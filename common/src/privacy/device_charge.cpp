@@ -38,4 +38,8 @@ double rho_within_charge(double charge) noexcept {
   return std::bit_cast<double>(fitting);
 }
 
+double min_rho(double capacity) noexcept {
+  return std::ldexp(capacity, -kMinRhoBits);
+}
+
 }  // namespace cgp::privacy

@@ -40,6 +40,10 @@ struct AccuracyFirstOptions {
   // The baseline "doubling without averaging" (seed 001 §7.1): every estimate and interval from
   // the latest release alone. For comparisons; it pays the same and certifies later.
   bool latest_release_only = false;
+  // Users the answer is about who are not asked (Alg. 3: nothing left to allocate): they may be
+  // anywhere, so the certified interval includes them (ranges: in the upper end; KDE: in n and
+  // with a kernel in [0, 1]).
+  std::size_t users_not_asked = 0;
   std::string query_id = "query";
   std::string component_id = "location";
   Shard shard;  // as QueryOptions::shard
@@ -70,6 +74,13 @@ Expected<CertifiedEstimate> kde_to_accuracy(Fleet& fleet, BudgetMirror& mirror,
                                             const UserCharges& charges,
                                             const AccuracyTarget& target,
                                             const AccuracyFirstOptions& options);
+
+// The shares of each user's cap asked per round (privacy::geometric_split of options), with the
+// first share raised, where needed, so that the smallest cap's first round is one a device of
+// budget `device_budget` answers (≥ 1.01·privacy::min_rho): a schedule whose early rounds every
+// device would reject would drop every user from the query.
+Expected<std::vector<double>> accuracy_schedule(const AccuracyFirstOptions& options,
+                                                double smallest_cap, double device_budget);
 
 // The values an estimate may take for every answer in [lower, upper] to be within `target` of
 // it: [upper − tol(upper), lower + tol(lower)], tol(C) = max(relative·C, absolute); empty

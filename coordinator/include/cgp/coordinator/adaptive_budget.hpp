@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cgp/common/expected.hpp"
+#include "cgp/coordinator/accuracy_first.hpp"
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/queries.hpp"
 
@@ -51,5 +52,13 @@ Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMir
                                                          std::span<const geometry::Region> ranges,
                                                          const QueryOptions& options,
                                                          std::span<const UserId> users = {});
+
+// Alg. 3 over accuracy-first range counts: query l certifies ranges[l−1] to `target` with each
+// user's allocation as its cap, so a query that certifies early leaves more for the next ones.
+// Users with nothing left are not asked (reported as refused).
+Expected<std::vector<CertifiedEstimate>> adaptive_range_counts_to_accuracy(
+    Fleet& fleet, BudgetMirror& mirror, const AdaptiveBudget& budget,
+    std::span<const geometry::Region> ranges, const AccuracyTarget& target,
+    const AccuracyFirstOptions& options, std::span<const UserId> users = {});
 
 }  // namespace cgp::coordinator

@@ -46,6 +46,8 @@ class UserCharges {
   // The cap of listed()[k], or of every user when the cap is uniform.
   Charge cap(std::size_t k) const noexcept { return uniform_ ? caps_[0] : caps_[k]; }
   bool is_uniform() const noexcept { return uniform_; }
+  // The smallest cap (ρ); +∞ when there is none (nobody listed, or not yet valid).
+  double smallest_cap() const noexcept;
 
   // For a fleet of `fleet_size`: ids in the fleet and listed once, one cap per listed user,
   // every cap finite and > 0, at least one user (allow_empty: none is fine, as on one shard of

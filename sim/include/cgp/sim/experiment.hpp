@@ -117,6 +117,17 @@ struct AccuracySettings {
 Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySettings& settings,
                                         const Common& common);
 
+// Alg. 3 with accuracy-first queries (seed 001's Fig. 2, locally): per repetition m squares of
+// side `width`, each user's budget B spread by AdaptiveBudget::fixed(B, m); AF certifies each
+// query to `target` with its allocation as the cap (leaving the rest for later queries), PM1 is
+// today's adaptive sequence. Rows: the share of queries certified (AF) and the share whose
+// realised error is within the target. In process, one rank.
+Expected<std::vector<Row>> run_multi_range_to_accuracy(const Dataset& data, double budget,
+                                                       std::span<const std::size_t> ms,
+                                                       double width, double target,
+                                                       const AccuracySettings& schedule,
+                                                       const Common& common);
+
 // Top-k busiest cells (coordinator/top_regions.hpp): per repetition a grid of columns × rows
 // cells of side `cell` centred on a query centre; the race (point releases over a geometric
 // schedule, users and cells eliminated) against BM0 (everyone releases once with the whole cap,

@@ -17,4 +17,10 @@ double device_charge(double rho) noexcept;
 // device_charge(result) ≤ charge. Precondition: charge finite and > 0.
 double rho_within_charge(double charge) noexcept;
 
+// The smallest ρ a device with budget `capacity` answers: capacity·2^-kMinRhoBits (below it the
+// device's grid would need more than 62 bits; client-sdk privatizer.md). Public, so that a
+// coordinator plans rounds its devices will answer. capacity finite and > 0.
+inline constexpr int kMinRhoBits = 18;
+double min_rho(double capacity) noexcept;
+
 }  // namespace cgp::privacy
