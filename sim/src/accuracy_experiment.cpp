@@ -11,14 +11,6 @@
 namespace cgp::sim {
 namespace {
 
-// The q-quantile of a copy of `values` (nearest rank).
-double quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  const auto at = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(at), values.end());
-  return values[at];
-}
-
 struct Trial {
   double estimate = 0;
   std::optional<bool> certified;

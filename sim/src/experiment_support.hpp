@@ -2,6 +2,7 @@
 // cgp_sim).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <random>
@@ -69,6 +70,14 @@ inline simulation::SimulatedFleet fleet_for(const Dataset& data, double capacity
 
 inline std::uint64_t rep_seed(const Common& common, std::size_t rep) {
   return common.seed * 0x9e3779b97f4a7c15ULL + rep + 1;
+}
+
+// The q-quantile of a copy of `values` (nearest rank); 0 when empty.
+inline double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  const auto at = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(at), values.end());
+  return values[at];
 }
 
 }  // namespace cgp::sim

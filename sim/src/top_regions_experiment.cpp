@@ -11,13 +11,6 @@
 namespace cgp::sim {
 namespace {
 
-double percentile_95(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const auto at = static_cast<std::size_t>(0.95 * static_cast<double>(values.size() - 1) + 0.5);
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(at), values.end());
-  return values[at];
-}
-
 // The k indices with the largest values, as a sorted set (ties by index).
 std::vector<std::size_t> top_set(const std::vector<double>& values, std::size_t k) {
   std::vector<std::size_t> order(values.size());
@@ -136,7 +129,7 @@ Expected<std::vector<Row>> run_top_regions(const Dataset& data, const TopRegions
           double sum = 0;
           for (double c : report.charged) sum += c;
           stats.rho_mean += sum / static_cast<double>(n) / static_cast<double>(common.reps);
-          stats.rho_p95 += percentile_95(report.charged) / static_cast<double>(common.reps);
+          stats.rho_p95 += quantile(report.charged, 0.95) / static_cast<double>(common.reps);
           stats.rounds +=
               static_cast<double>(report.rounds_used) / static_cast<double>(common.reps);
           progress.step();
