@@ -483,7 +483,10 @@ const Experiment kExperiments[] = {
        sub.add_option("--cap", a.accuracy.cap, "each user's most charge per query")
            ->capture_default_str();
        sub.add_option("--w", a.accuracy.width, "square side in metres")->capture_default_str();
-       sub.add_option("--absolute", a.accuracy.absolute, "or certify within this many users");
+       sub.add_option("--absolute", a.accuracy.absolute,
+                      "or certify within this many users (with --b: this much density)");
+       sub.add_option("--b", a.accuracy.bandwidth,
+                      "Gaussian KDE with this bandwidth (metres) instead of range counts");
        sub.add_option("--max-rounds", a.accuracy.max_rounds, "rounds at most (the union bound)")
            ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
            ->capture_default_str();

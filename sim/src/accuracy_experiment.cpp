@@ -38,18 +38,24 @@ Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySetti
                         "--growth values must be > 1, got " + format_number(g));
   CGP_RETURN_IF_ERROR(require_finite_positive("cap", settings.cap));
   CGP_RETURN_IF_ERROR(require_finite_positive("w", settings.width));
+  const bool density = settings.bandwidth > 0;
+  if (!(std::isfinite(settings.bandwidth) && settings.bandwidth >= 0))
+    return make_error(ErrorCode::out_of_range, "b",
+                      "--b must be finite and > 0, got " + format_number(settings.bandwidth));
 
   // The device budget is the cap: each variant's first, smallest round is answered.
   auto fleet = fleet_for(data, settings.cap, common);
   const std::size_t n = fleet.size();
   const auto centres = centres_for(data, common.reps, common, [&](const std::array<double, 2>& c) {
-    return simulation::exact_count(data.points, 2, square_around(c, settings.width)) > 0;
+    return density || simulation::exact_count(data.points, 2, square_around(c, settings.width)) > 0;
   });
   std::vector<geometry::Region> ranges;
   std::vector<double> truth;
   for (const auto& c : centres) {
     ranges.push_back(square_around(c, settings.width));
-    truth.push_back(static_cast<double>(simulation::exact_count(data.points, 2, ranges.back())));
+    truth.push_back(
+        density ? simulation::exact_kde(data.points, 2, c, settings.bandwidth)
+                : static_cast<double>(simulation::exact_count(data.points, 2, ranges.back())));
   }
 
   enum class Variant { af, af_latest, pm1 };
@@ -59,21 +65,21 @@ Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySetti
     for (double growth : settings.growths)
       for (Variant variant : {Variant::af, Variant::af_latest, Variant::pm1}) {
         Row row;
-        row.query = "accuracy";
+        row.query = density ? "accuracy-kde" : "accuracy";
         row.method = variant == Variant::af          ? "AF"
                      : variant == Variant::af_latest ? "AF-latest"
                                                      : "PM1";
         row.c = settings.max_rounds;
         row.split = variant == Variant::pm1 ? "even" : "geometric";
         row.rho = settings.cap;
-        row.param = settings.width;
+        row.param = density ? settings.bandwidth : settings.width;
         row.reps = common.reps;
         row.noise = std::string(simulation::noise_name(common.noise));
         Row::Accuracy stats;
         stats.target = target;
         stats.growth = growth;
         std::vector<double> errors, savings;
-        double certified = 0;
+        double certified = 0, within = 0;
         const auto began = std::chrono::steady_clock::now();
         const auto released_before = fleet.values_released();
         for (std::size_t rep = 0; rep < common.reps; ++rep) {
@@ -89,10 +95,17 @@ Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySetti
             o.beta = common.beta;
             o.shift = common.shift;
             o.query_id = "accuracy";
-            CGP_ASSIGN_OR_RETURN(auto result,
-                                 coordinator::range_count(fleet, mirror, ranges[rep], charges, o));
-            trial.estimate = result.estimate;
-            trial.report = std::move(result.report);
+            if (density) {
+              CGP_ASSIGN_OR_RETURN(auto result, coordinator::kde(fleet, mirror, centres[rep],
+                                                                 settings.bandwidth, charges, o));
+              trial.estimate = result.estimate;
+              trial.report = std::move(result.report);
+            } else {
+              CGP_ASSIGN_OR_RETURN(
+                  auto result, coordinator::range_count(fleet, mirror, ranges[rep], charges, o));
+              trial.estimate = result.estimate;
+              trial.report = std::move(result.report);
+            }
           } else {
             coordinator::AccuracyFirstOptions o;
             o.max_rounds = settings.max_rounds;
@@ -101,15 +114,19 @@ Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySetti
             o.shift = common.shift;
             o.latest_release_only = variant == Variant::af_latest;
             o.query_id = "accuracy";
-            CGP_ASSIGN_OR_RETURN(auto result,
-                                 coordinator::range_count_to_accuracy(
-                                     fleet, mirror, ranges[rep], charges,
-                                     coordinator::AccuracyTarget{target, settings.absolute}, o));
-            trial.estimate = result.estimate;
-            trial.certified = result.certified;
-            trial.report = std::move(result.report);
+            const coordinator::AccuracyTarget goal{target, settings.absolute};
+            auto result = density
+                              ? coordinator::kde_to_accuracy(fleet, mirror, centres[rep],
+                                                             settings.bandwidth, charges, goal, o)
+                              : coordinator::range_count_to_accuracy(fleet, mirror, ranges[rep],
+                                                                     charges, goal, o);
+            if (!result) return result.error();
+            trial.estimate = result->estimate;
+            trial.certified = result->certified;
+            trial.report = std::move(result->report);
           }
           errors.push_back(simulation::count_error(trial.estimate, truth[rep]));
+          within += errors.back() <= std::max(target, settings.absolute / truth[rep]) ? 1 : 0;
           savings.push_back(simulation::privacy_saving(trial.report.charged, settings.cap));
           double sum = 0;
           for (double c : trial.report.charged) sum += c;
@@ -121,6 +138,7 @@ Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySetti
           progress.step();
         }
         if (variant != Variant::pm1) stats.certified = certified / static_cast<double>(common.reps);
+        stats.correct = within / static_cast<double>(common.reps);
         row.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
         row.released = fleet.values_released() - released_before;

@@ -25,6 +25,7 @@ std::string metric_name(const std::string& query) {
   if (query == "range" || query == "multi-range" || query == "accuracy") return "CountErr";
   if (query == "kde") return "l1-Err";
   if (query == "top-regions") return "WrongSet";
+  if (query == "accuracy-kde") return "RelErr";
   if (query == "knn") return "DistErr";
   return "WrongRate";
 }
@@ -32,6 +33,7 @@ std::string metric_name(const std::string& query) {
 std::string param_name(const std::string& query) {
   if (query == "range" || query == "accuracy") return "w";
   if (query == "top-regions") return "cell";
+  if (query == "accuracy-kde") return "b";
   if (query == "multi-range") return "m";
   if (query == "kde") return "b";
   if (query == "knn") return "k";
@@ -47,8 +49,8 @@ void print_accuracy_table(std::FILE* out, const std::vector<Row>& rows) {
              "{:<10} {:>6} {:>6} {:>4} {:>10} {:>7} {:>5} {:>10} {:>10} {:>10} {:>7} {:>10} "
              "{:>10} {:>7} {:>9}\n",
              "method", "target", "growth", "c", sequence ? "budget" : "cap",
-             param_name(rows.front().query), "reps", "CountErr", "p75", "certified", "within",
-             "rho/user", "p95 rho", "rounds", "seconds");
+             param_name(rows.front().query), "reps", metric_name(rows.front().query), "p75",
+             "certified", "within", "rho/user", "p95 rho", "rounds", "seconds");
   auto share = [](const std::optional<double>& v) {
     return v ? fmt::format("{:.0f}%", 100 * *v) : std::string("-");
   };

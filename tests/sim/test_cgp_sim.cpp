@@ -273,6 +273,21 @@ TEST_CASE("cgp-sim accuracy: AF, AF-latest and PM1 rows with certification and r
     }
   }
   CHECK(run.out.find("certified") != std::string::npos);  // the table's own columns
+  // KDE instead of range counts (--b): rows "accuracy-kde" with the same columns.
+  const std::string kde_json = scratch.path("accuracy-kde.json");
+  Run kde = run_sim("accuracy --data " + points +
+                    " --b 800 --target 0.3 --absolute 1e-5 --growth 2 --cap 1e-2 --max-rounds 10 "
+                    "--reps 3 --json " +
+                    kde_json);
+  INFO(kde.err);
+  REQUIRE(kde.exit_code == 0);
+  const auto kde_rows = parse_rows(kde_json);
+  REQUIRE(kde_rows.size() == 3);
+  for (const auto& row : kde_rows) {
+    CHECK(row["query"] == "accuracy-kde");
+    CHECK(row["param"] == 800);
+    CHECK(row["rho_mean"].get<double>() <= 1e-2);
+  }
   // Bad targets and growths are named usage errors; nothing runs.
   Run bad = run_sim("accuracy --data " + points + " --target 1.5");
   CHECK(bad.exit_code == 2);

@@ -111,8 +111,11 @@ struct AccuracySettings {
   std::vector<double> growths{1.25, 2};
   double cap = 1e-3;
   double width = 2000;
-  double absolute = 0;  // or within this many users
+  double absolute = 0;  // or within this many users (KDE: this much density)
   std::size_t max_rounds = 16;
+  // > 0: Gaussian KDE with this bandwidth at the query centres (kde_to_accuracy; rows
+  // "accuracy-kde", error |F̂ − F|/F) instead of range counts.
+  double bandwidth = 0;
 };
 Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySettings& settings,
                                         const Common& common);
