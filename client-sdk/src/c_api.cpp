@@ -113,6 +113,48 @@ int cgp_device_handle(cgp_device* device, const uint8_t* request, size_t request
   });
 }
 
+int cgp_device_start_watch(cgp_device* device, const uint8_t* spec, size_t spec_len, int* started) {
+  return guarded(device, [&]() -> int {
+    if (!device) return CGP_INVALID_ARGUMENT;
+    if (!started) return fail(device, CGP_INVALID_ARGUMENT, "started must not be NULL");
+    if (!spec && spec_len > 0) return fail(device, CGP_INVALID_ARGUMENT, "spec must not be NULL");
+    auto parsed = cgp::wire::parse_watch_spec({spec, spec_len});
+    if (!parsed) return fail(device, parsed.error());
+    auto validated = cgp::wire::watch_from_wire(*parsed);
+    if (!validated) return fail(device, validated.error());
+    auto arming = device->device.start_watch(*validated);
+    if (!arming) return fail(device, arming.error());
+    *started = arming->status == cgp::client::WatchStartStatus::armed ? CGP_WATCH_ARMED
+                                                                      : CGP_WATCH_REFUSED_BUDGET;
+    return CGP_OK;
+  });
+}
+
+int cgp_device_tick_watch(cgp_device* device, const char* watch_id, uint64_t tick, int* outcome) {
+  return guarded(device, [&]() -> int {
+    if (!device) return CGP_INVALID_ARGUMENT;
+    if (!watch_id) return fail(device, CGP_INVALID_ARGUMENT, "watch_id must not be NULL");
+    if (!outcome) return fail(device, CGP_INVALID_ARGUMENT, "outcome must not be NULL");
+    auto status = device->device.tick_watch(watch_id, tick);
+    if (!status) return fail(device, status.error());
+    switch (*status) {
+      case cgp::WatchTickStatus::silent:
+        *outcome = CGP_TICK_SILENT;
+        break;
+      case cgp::WatchTickStatus::alert:
+        *outcome = CGP_TICK_ALERT;
+        break;
+      case cgp::WatchTickStatus::finished:
+        *outcome = CGP_TICK_FINISHED;
+        break;
+      case cgp::WatchTickStatus::budget_exhausted:
+        *outcome = CGP_TICK_BUDGET_EXHAUSTED;
+        break;
+    }
+    return CGP_OK;
+  });
+}
+
 int cgp_device_remaining(const cgp_device* device, double* out) {
   return guarded(device, [&]() -> int {
     if (!device) return CGP_INVALID_ARGUMENT;

@@ -1,7 +1,5 @@
 #include "cgp/client/device.hpp"
 
-#include <sodium.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,64 +9,9 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
+#include "device_state.hpp"
 
 namespace cgp::client {
-namespace {
-
-struct Component {
-  std::size_t dimension = 0;
-  std::string unit;
-  std::vector<double> value;  // empty until set
-};
-
-RequestDigest digest_of(const std::string& canonical) {
-  RequestDigest digest;
-  crypto_hash_sha256(digest.data(), reinterpret_cast<const unsigned char*>(canonical.data()),
-                     canonical.size());
-  return digest;
-}
-
-}  // namespace
-
-struct Device::State {
-  DeviceConfig config;
-  std::unique_ptr<Ledger> ledger;
-  std::unique_ptr<RandomSource> random;
-  PrivacyFilter filter;
-  Status ledger_status;
-  std::unordered_map<std::string, Component> components;
-  ReleaseScratch scratch;
-  std::vector<double> noisy;  // reused across requests
-  ReplyPacing pacing;
-  std::shared_ptr<PacingClock> clock = PacingClock::steady();
-  std::uint64_t pacing_overruns = 0;
-
-  State(const DeviceConfig& c, std::unique_ptr<Ledger> l, std::unique_ptr<RandomSource> r)
-      : config(c), ledger(std::move(l)), random(std::move(r)), filter(c) {}
-
-  Reply rejected(const RequestId& id, Error error) const {
-    Reply reply;
-    reply.id = id;
-    reply.status = ReplyStatus::rejected_invalid;
-    reply.error = std::move(error);
-    reply.remaining_budget = filter.remaining();
-    return reply;
-  }
-
-  // The whole request path. `bytes` receives the serialized reply, unless it would be longer
-  // than `capacity`: then `bytes` is empty, `needed` says how long, and nothing was charged.
-  Reply process(const DeviceRequest& request, const RequestDigest& digest, std::string& bytes,
-                std::size_t capacity, std::size_t& needed);
-
-  // Any failure to write the ledger leaves this handle failing closed until it is reopened.
-  Reply ledger_failed(const RequestId& id, Error error) {
-    if (ledger_status.ok()) ledger_status = error;
-    return rejected(id, std::move(error));
-  }
-};
-
-// No caller's buffer to fit: the wire path, the in-process path.
-constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
 
 // The longest reply with this id and output dimension: every field that can appear, doubles at
 // full width (proto3 omits zeros, so real replies are never longer), and with `with_error` the
@@ -219,6 +162,7 @@ Device Device::open(const DeviceConfig& config, std::unique_ptr<Ledger> ledger,
         make_error(ErrorCode::ledger_failure, "ledger", "ledger: recorded spent budget is invalid");
   } else {
     state->filter = PrivacyFilter(config, loaded->spent, loaded->halted);
+    state->expost_spent = loaded->expost_spent;
   }
   return Device(std::move(state));
 }

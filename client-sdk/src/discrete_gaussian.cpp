@@ -4,6 +4,7 @@
 #include <boost/multiprecision/cpp_int.hpp>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "cgp/common/validate.hpp"
 
@@ -98,18 +99,37 @@ Expected<DiscreteGaussian> DiscreteGaussian::create(std::uint64_t sigma2) {
 DiscreteGaussian::DiscreteGaussian(std::uint64_t sigma2, std::uint64_t t) noexcept
     : sigma2_(sigma2), t_(t), denominator_(2 * static_cast<u128>(sigma2) * t * t) {}
 
-int128 DiscreteGaussian::sample(RandomBits& bits) const {
+namespace {
+// CKS Algorithm 2 with s = 1, drawn until it is not "−0": the sign and |y| of a discrete
+// Laplace sample with scale t, P[y] ∝ exp(−|y|/t).
+std::pair<bool, u128> discrete_laplace_parts(std::uint64_t t, RandomBits& bits) {
   for (;;) {
-    // CKS Algorithm 2: discrete Laplace with scale t, P[y] ∝ exp(−|y|/t).
     const bool negative = bits.bit();
     std::uint64_t u;
     do {
-      u = bits.uniform_below(t_);
-    } while (!bernoulli_exp(u, t_, bits));
+      u = bits.uniform_below(t);
+    } while (!bernoulli_exp(u, t, bits));
+    // v counts Bernoulli(e^-1) successes: beyond 2^64 with probability e^-(2^64).
     std::uint64_t v = 0;
     while (bernoulli_exp_minus_one(bits)) ++v;
-    const u128 magnitude = static_cast<u128>(v) * t_ + u;
+    const u128 magnitude = static_cast<u128>(v) * t + u;
     if (negative && magnitude == 0) continue;
+    return {negative, magnitude};
+  }
+}
+}  // namespace
+
+int128 sample_discrete_laplace(std::uint64_t t, RandomBits& bits) {
+  const auto [negative, magnitude] = discrete_laplace_parts(t, bits);
+  // magnitude < 2^64·t: for t < 2^63 it fits a signed 128-bit value.
+  const auto y = static_cast<int128>(magnitude);
+  return negative ? -y : y;
+}
+
+int128 DiscreteGaussian::sample(RandomBits& bits) const {
+  for (;;) {
+    // CKS Algorithm 2: discrete Laplace with scale t, P[y] ∝ exp(−|y|/t).
+    const auto [negative, magnitude] = discrete_laplace_parts(t_, bits);
 
     // CKS Algorithm 3: accept with probability exp(−(|y| − σ²/t)²/(2σ²))
     //                                        = exp(−(|y|t − σ²)²/(2σ²t²)).

@@ -33,6 +33,11 @@ class DiscreteGaussian {
   uint128 denominator_;  // 2σ²t², of the acceptance exponent (|Y|t − σ²)²/(2σ²t²)
 };
 
+// One exact sample of the discrete Laplace distribution with integer scale t ≥ 1:
+// P[y] ∝ exp(−|y|/t) over the integers (CKS Algorithm 2 with s = 1), exactly, from uniform
+// bits and integer arithmetic. t ∈ [1, 2^62]; |y| < 2^64·t fits int128.
+int128 sample_discrete_laplace(std::uint64_t t, RandomBits& bits);
+
 // Exactly uniform on [0, bound) for a bound beyond 64 bits (mask and reject), bound > 0.
 uint128 uniform_below(RandomBits& bits, uint128 bound);
 

@@ -1,4 +1,5 @@
 #include "cgp/client/ledger.hpp"
+#include "cgp/common/privacy/rounding.hpp"
 #include "cgp/common/validate.hpp"
 
 namespace cgp::client {
@@ -38,6 +39,44 @@ Expected<std::optional<AnsweredRequest>> MemoryLedger::find(const RequestId& id)
   auto round = query->second.find(id.round);
   if (round == query->second.end()) return std::optional<AnsweredRequest>{};
   return std::optional<AnsweredRequest>{round->second};
+}
+
+namespace {
+Error changed_underneath(const std::string& what) {
+  return make_error(ErrorCode::ledger_failure, "ledger",
+                    "ledger: " + what + " changed underneath this handle");
+}
+}  // namespace
+
+Status MemoryLedger::record_watch(const std::string& watch_id, const WatchRecord& watch,
+                                  double spent_before, double spent_after) {
+  if (state_.spent != spent_before || state_.halted) return changed_underneath("the total");
+  if (!watches_.try_emplace(watch_id, watch).second)
+    return changed_underneath("watch '" + watch_id + "'");
+  state_.spent = spent_after;
+  return {};
+}
+
+Status MemoryLedger::record_watch_tick(const std::string& watch_id, const WatchTickRecord& tick,
+                                       double expost_before, double expost_after) {
+  auto it = watches_.find(watch_id);
+  if (it == watches_.end() || it->second.last_tick >= tick.tick || it->second.alert_tick != 0 ||
+      it->second.budget_exhausted || state_.expost_spent != expost_before)
+    return changed_underneath("watch '" + watch_id + "'");
+  WatchRecord& watch = it->second;
+  watch.last_tick = tick.tick;
+  if (tick.alert) watch.alert_tick = tick.tick;
+  watch.budget_exhausted = tick.budget_exhausted;
+  if (tick.expost_charge > 0)
+    watch.expost_spent = privacy::next_up(watch.expost_spent + tick.expost_charge);
+  state_.expost_spent = expost_after;
+  return {};
+}
+
+Expected<std::optional<WatchRecord>> MemoryLedger::find_watch(const std::string& watch_id) {
+  auto it = watches_.find(watch_id);
+  if (it == watches_.end()) return std::optional<WatchRecord>{};
+  return std::optional<WatchRecord>{it->second};
 }
 
 }  // namespace cgp::client

@@ -17,16 +17,36 @@
 namespace cgp::client {
 namespace {
 
-constexpr const char* kFormat = "cgpkit-ledger-2";
-// Format 1 (WAL, no answered_at) is migrated in place when first opened.
+constexpr const char* kFormat = "cgpkit-ledger-3";
+// Older formats are migrated in place when first opened: 1 (WAL, no answered_at) and 2 (no
+// watches, no ex-post budget).
 constexpr const char* kFormatV1 = "cgpkit-ledger-1";
+constexpr const char* kFormatV2 = "cgpkit-ledger-2";
+
+// Format 3's additions, also the migration from format 2.
+constexpr const char* kWatchesTable = R"sql(
+CREATE TABLE watches (
+  watch_id TEXT PRIMARY KEY,
+  spec BLOB NOT NULL,
+  digest BLOB NOT NULL CHECK (length(digest) = 32),
+  charge REAL NOT NULL CHECK (charge >= 0),
+  noise_high INTEGER NOT NULL,
+  noise_low INTEGER NOT NULL,
+  last_tick INTEGER NOT NULL DEFAULT 0 CHECK (last_tick >= 0),
+  alert_tick INTEGER NOT NULL DEFAULT 0 CHECK (alert_tick >= 0),
+  budget_exhausted INTEGER NOT NULL DEFAULT 0 CHECK (budget_exhausted IN (0, 1)),
+  expost_spent REAL NOT NULL DEFAULT 0 CHECK (expost_spent >= 0));
+)sql";
+constexpr const char* kExpostColumn =
+    "ALTER TABLE state ADD COLUMN expost_spent REAL NOT NULL DEFAULT 0 CHECK (expost_spent >= 0);";
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE state (
   id INTEGER PRIMARY KEY CHECK (id = 0),
   spent REAL NOT NULL CHECK (spent >= 0),
-  halted INTEGER NOT NULL CHECK (halted IN (0, 1)));
+  halted INTEGER NOT NULL CHECK (halted IN (0, 1)),
+  expost_spent REAL NOT NULL DEFAULT 0 CHECK (expost_spent >= 0));
 CREATE TABLE answers (
   query_id TEXT NOT NULL,
   round INTEGER NOT NULL,
@@ -97,7 +117,7 @@ Status create_ledger_file(const std::string& path, const std::string& config_byt
                       nullptr) != SQLITE_OK)
     return fail("cannot create " + temp);
   if (!exec(db, "PRAGMA journal_mode=DELETE;") || !exec(db, "PRAGMA synchronous=FULL;") ||
-      !exec(db, "BEGIN IMMEDIATE;") || !exec(db, kSchema))
+      !exec(db, "BEGIN IMMEDIATE;") || !exec(db, kSchema) || !exec(db, kWatchesTable))
     return fail("cannot create the schema in " + temp);
   {
     Statement put(db, "INSERT INTO meta(key, value) VALUES ('format', ?1), ('config', ?2);");
@@ -286,7 +306,8 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
       state.halted = sqlite3_column_int(read.get(), 1) != 0;
     }
   }
-  if (!has_format || (stored_format != kFormat && stored_format != kFormatV1))
+  if (!has_format ||
+      (stored_format != kFormat && stored_format != kFormatV1 && stored_format != kFormatV2))
     return rollback(ledger_error(path_ + " is not a cgpkit ledger of format " + kFormat));
   if (!has_config || !has_state) return rollback(ledger_error(path_ + " is incomplete"));
   if (stored_config != config_bytes)
@@ -302,14 +323,34 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
         !s.exec("UPDATE meta SET value = CAST('cgpkit-ledger-2' AS BLOB) WHERE key = 'format';"))
       return rollback(s.failure("cannot migrate " + path_ + " from " + kFormatV1));
   }
-  // The recorded total must cover every recorded charge; anything else is tampering or rot.
-  Statement sum(s.db, "SELECT COALESCE(SUM(charge), 0) FROM answers;");
+  if (stored_format != kFormat) {
+    if (!s.exec(kExpostColumn) || !s.exec(kWatchesTable) ||
+        !s.exec("UPDATE meta SET value = CAST('cgpkit-ledger-3' AS BLOB) WHERE key = 'format';"))
+      return rollback(s.failure("cannot migrate " + path_ + " to " + kFormat));
+  }
+  {
+    Statement read(s.db, "SELECT expost_spent FROM state WHERE id = 0;");
+    if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
+      return rollback(s.failure("cannot read state"));
+    state.expost_spent = sqlite3_column_double(read.get(), 0);
+  }
+  // The recorded totals must cover every recorded charge; anything else is tampering or rot.
+  Statement sum(s.db,
+                "SELECT (SELECT COALESCE(SUM(charge), 0) FROM answers) + "
+                "(SELECT COALESCE(SUM(charge), 0) FROM watches), "
+                "(SELECT COALESCE(SUM(expost_spent), 0) FROM watches);");
   if (!sum.ok() || sqlite3_step(sum.get()) != SQLITE_ROW)
     return rollback(s.failure("cannot read answers"));
   const double charged = sqlite3_column_double(sum.get(), 0);
+  const double expost_charged = sqlite3_column_double(sum.get(), 1);
   if (!std::isfinite(state.spent) || state.spent < charged * (1 - 1e-12) || state.spent < 0)
     return rollback(ledger_error(path_ + " is inconsistent: spent " + format_number(state.spent) +
                                  " is below the recorded charges " + format_number(charged)));
+  if (!std::isfinite(state.expost_spent) || state.expost_spent < expost_charged * (1 - 1e-12) ||
+      state.expost_spent < 0)
+    return rollback(ledger_error(
+        path_ + " is inconsistent: ex-post spent " + format_number(state.expost_spent) +
+        " is below the recorded ex-post charges " + format_number(expost_charged)));
   if (!s.prune()) return rollback(s.failure("cannot prune old replies"));
   if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit"));
   return state;
@@ -395,6 +436,129 @@ Expected<std::optional<AnsweredRequest>> SqliteLedger::find(const RequestId& id)
                         static_cast<std::size_t>(sqlite3_column_bytes(select.get(), 2)));
   }
   return std::optional<AnsweredRequest>{std::move(answer)};
+}
+
+}  // namespace cgp::client
+
+namespace cgp::client {
+
+Status SqliteLedger::record_watch(const std::string& watch_id, const WatchRecord& watch,
+                                  double spent_before, double spent_after) {
+  Impl& s = *impl_;
+  CGP_RETURN_IF_ERROR(s.usable(path_));
+  if (s.file_moved())
+    return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
+  if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
+  auto rollback = [&](Error e) -> Status {
+    s.exec("ROLLBACK;");
+    return e;
+  };
+  {
+    Statement read(s.db, "SELECT spent, halted FROM state WHERE id = 0;");
+    if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
+      return rollback(s.failure("cannot read the recorded total"));
+    const double stored = sqlite3_column_double(read.get(), 0);
+    if (stored != spent_before || sqlite3_column_int(read.get(), 1) != 0)
+      return rollback(ledger_error(path_ + " changed underneath this handle: recorded spent " +
+                                   format_number(stored) + ", expected " +
+                                   format_number(spent_before)));
+  }
+  {
+    Statement insert(s.db,
+                     "INSERT INTO watches(watch_id, digest, charge, noise_high, noise_low, spec) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6);");
+    Statement update(s.db, "UPDATE state SET spent = ?1 WHERE id = 0;");
+    if (!insert.ok() || !update.ok()) return rollback(s.failure("cannot prepare"));
+    sqlite3_bind_text(insert.get(), 1, watch_id.data(), static_cast<int>(watch_id.size()),
+                      SQLITE_STATIC);
+    sqlite3_bind_blob(insert.get(), 2, watch.digest.data(), static_cast<int>(watch.digest.size()),
+                      SQLITE_STATIC);
+    sqlite3_bind_double(insert.get(), 3, watch.charge);
+    sqlite3_bind_int64(insert.get(), 4, watch.threshold_noise_high);
+    sqlite3_bind_int64(insert.get(), 5, static_cast<sqlite3_int64>(watch.threshold_noise_low));
+    sqlite3_bind_blob(insert.get(), 6, watch.spec.data(), static_cast<int>(watch.spec.size()),
+                      SQLITE_STATIC);
+    sqlite3_bind_double(update.get(), 1, spent_after);
+    if (sqlite3_step(insert.get()) != SQLITE_DONE || sqlite3_step(update.get()) != SQLITE_DONE)
+      return rollback(s.failure("cannot record the watch"));
+  }
+  if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit the watch"));
+  return {};
+}
+
+Status SqliteLedger::record_watch_tick(const std::string& watch_id, const WatchTickRecord& tick,
+                                       double expost_before, double expost_after) {
+  Impl& s = *impl_;
+  CGP_RETURN_IF_ERROR(s.usable(path_));
+  if (s.file_moved())
+    return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
+  if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
+  auto rollback = [&](Error e) -> Status {
+    s.exec("ROLLBACK;");
+    return e;
+  };
+  {
+    Statement read(s.db, "SELECT expost_spent FROM state WHERE id = 0;");
+    if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
+      return rollback(s.failure("cannot read the recorded ex-post total"));
+    if (sqlite3_column_double(read.get(), 0) != expost_before)
+      return rollback(ledger_error(path_ + " changed underneath this handle (ex-post total)"));
+  }
+  {
+    // Only a later tick of a watch still running: a stale handle cannot rewrite a decision.
+    Statement update(s.db,
+                     "UPDATE watches SET last_tick = ?2, "
+                     "alert_tick = CASE WHEN ?3 THEN ?2 ELSE 0 END, budget_exhausted = ?4, "
+                     "expost_spent = expost_spent + ?5 "
+                     "WHERE watch_id = ?1 AND last_tick < ?2 AND alert_tick = 0 AND "
+                     "budget_exhausted = 0;");
+    Statement total(s.db, "UPDATE state SET expost_spent = ?1 WHERE id = 0;");
+    if (!update.ok() || !total.ok()) return rollback(s.failure("cannot prepare"));
+    sqlite3_bind_text(update.get(), 1, watch_id.data(), static_cast<int>(watch_id.size()),
+                      SQLITE_STATIC);
+    sqlite3_bind_int64(update.get(), 2, static_cast<sqlite3_int64>(tick.tick));
+    sqlite3_bind_int(update.get(), 3, tick.alert ? 1 : 0);
+    sqlite3_bind_int(update.get(), 4, tick.budget_exhausted ? 1 : 0);
+    sqlite3_bind_double(update.get(), 5, tick.expost_charge);
+    sqlite3_bind_double(total.get(), 1, expost_after);
+    if (sqlite3_step(update.get()) != SQLITE_DONE)
+      return rollback(s.failure("cannot record the tick"));
+    if (sqlite3_changes(s.db) != 1)
+      return rollback(ledger_error(path_ + " changed underneath this handle: watch '" + watch_id +
+                                   "' is not at an earlier tick"));
+    if (sqlite3_step(total.get()) != SQLITE_DONE)
+      return rollback(s.failure("cannot record the tick"));
+  }
+  if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit the tick"));
+  return {};
+}
+
+Expected<std::optional<WatchRecord>> SqliteLedger::find_watch(const std::string& watch_id) {
+  Impl& s = *impl_;
+  CGP_RETURN_IF_ERROR(s.usable(path_));
+  Statement select(s.db,
+                   "SELECT digest, charge, noise_high, noise_low, last_tick, alert_tick, "
+                   "budget_exhausted, expost_spent, spec FROM watches WHERE watch_id = ?1;");
+  if (!select.ok()) return s.failure("cannot prepare");
+  sqlite3_bind_text(select.get(), 1, watch_id.data(), static_cast<int>(watch_id.size()),
+                    SQLITE_STATIC);
+  const int rc = sqlite3_step(select.get());
+  if (rc == SQLITE_DONE) return std::optional<WatchRecord>{};
+  if (rc != SQLITE_ROW) return s.failure("cannot read watches");
+  WatchRecord watch;
+  if (sqlite3_column_bytes(select.get(), 0) != 32) return ledger_error("corrupt watch digest");
+  std::memcpy(watch.digest.data(), sqlite3_column_blob(select.get(), 0), 32);
+  watch.charge = sqlite3_column_double(select.get(), 1);
+  watch.threshold_noise_high = sqlite3_column_int64(select.get(), 2);
+  watch.threshold_noise_low = static_cast<std::uint64_t>(sqlite3_column_int64(select.get(), 3));
+  watch.last_tick = static_cast<std::uint64_t>(sqlite3_column_int64(select.get(), 4));
+  watch.alert_tick = static_cast<std::uint64_t>(sqlite3_column_int64(select.get(), 5));
+  watch.budget_exhausted = sqlite3_column_int(select.get(), 6) != 0;
+  watch.expost_spent = sqlite3_column_double(select.get(), 7);
+  if (const void* spec = sqlite3_column_blob(select.get(), 8))
+    watch.spec.assign(static_cast<const char*>(spec),
+                      static_cast<std::size_t>(sqlite3_column_bytes(select.get(), 8)));
+  return std::optional<WatchRecord>{std::move(watch)};
 }
 
 }  // namespace cgp::client

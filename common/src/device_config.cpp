@@ -49,4 +49,14 @@ Expected<DeviceConfig> DeviceConfig::approximate_gp(double epsilon_budget, doubl
   return config;
 }
 
+Expected<DeviceConfig> DeviceConfig::with_expost_epsilon(double epsilon) const {
+  CGP_RETURN_IF_ERROR(require_finite("expost_epsilon", epsilon));
+  if (!(epsilon >= 0 && epsilon <= 0x1p30))
+    return make_error(ErrorCode::out_of_range, "expost_epsilon",
+                      "expost_epsilon must lie in [0, 2^30], got " + format_number(epsilon));
+  DeviceConfig config = *this;
+  config.expost_epsilon_ = epsilon;
+  return config;
+}
+
 }  // namespace cgp

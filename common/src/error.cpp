@@ -54,6 +54,8 @@ std::string_view error_code_name(ErrorCode code) noexcept {
       return "deadline_exceeded";
     case ErrorCode::already_exists:
       return "already_exists";
+    case ErrorCode::unknown_watch:
+      return "unknown_watch";
   }
   return "unknown_error";
 }

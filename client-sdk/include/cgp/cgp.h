@@ -46,6 +46,7 @@ enum cgp_status {
   CGP_UNAUTHENTICATED = 22,   /* network: a credential is missing or refused */
   CGP_DEADLINE_EXCEEDED = 23, /* network: no answer in time */
   CGP_ALREADY_EXISTS = 24,    /* tools: refusing to replace an id or a file */
+  CGP_UNKNOWN_WATCH = 25,     /* a tick names a watch this device does not have */
   CGP_OUT_OF_MEMORY = 100,
   CGP_INTERNAL = 101
 };
@@ -79,6 +80,39 @@ int cgp_device_set_component(cgp_device* device, const char* component_id, const
  * kept up to 8 MiB and 7 days; an older replay is REPLY_PRUNED, charged nothing). */
 int cgp_device_handle(cgp_device* device, const uint8_t* request, size_t request_len,
                       uint8_t* reply, size_t reply_capacity, size_t* reply_len);
+
+/* ---- Watches: "tell the coordinator when this device first comes within 300 m of p" --------
+ * Above Threshold evaluated on the device (README "Watches", client-sdk/src/watch.md). */
+
+enum cgp_watch_start {
+  CGP_WATCH_REFUSED_BUDGET = 0, /* the charge does not fit the budget: nothing armed or charged */
+  CGP_WATCH_ARMED = 1           /* armed now, or armed before with the same spec (charged once) */
+};
+
+/* Arms a watch. spec: a serialized cgp.v1.WatchSpec (as received from the coordinator). On
+ * CGP_OK, *started is a cgp_watch_start. A laplace watch charges the budget
+ * ρ = (ε(1 + 2^-10))²/2 once, recorded in the ledger together with the watch's secret
+ * threshold noise before this returns. Starting the same spec again charges nothing; the same
+ * watch_id with another spec is CGP_REQUEST_CONFLICT. Any error charges nothing (the spec's
+ * named error, CGP_UNKNOWN_COMPONENT, CGP_DIMENSION_MISMATCH, CGP_LEDGER_FAILURE, ...). */
+int cgp_device_start_watch(cgp_device* device, const uint8_t* spec, size_t spec_len,
+                           int* started);
+
+enum cgp_watch_tick {
+  CGP_TICK_SILENT = 0,          /* evaluated: no crossing (send nothing) */
+  CGP_TICK_ALERT = 1,           /* evaluated: the first noisy crossing (send the tick index) */
+  CGP_TICK_FINISHED = 2,        /* not evaluated: the watch alerted at an earlier tick */
+  CGP_TICK_BUDGET_EXHAUSTED = 3 /* not evaluated: the watch's ex-post budget is used up */
+};
+
+/* Evaluates watch watch_id at tick `tick` (1..horizon) on the component's current value; on
+ * CGP_OK *outcome is a cgp_watch_tick. The decision is durable before this returns, and the
+ * same tick asked again (also after a restart) returns it again. Call it on the watch's public
+ * schedule (e.g. once a minute), never because the user moved: which ticks are evaluated must
+ * not depend on the user's data. Errors, nothing evaluated: CGP_UNKNOWN_WATCH,
+ * CGP_OUT_OF_RANGE (tick 0, past the horizon, or before the last evaluated tick),
+ * CGP_COMPONENT_NOT_SET, CGP_DIMENSION_MISMATCH, CGP_LEDGER_FAILURE. */
+int cgp_device_tick_watch(cgp_device* device, const char* watch_id, uint64_t tick, int* outcome);
 
 /* The remaining budget, in ρ units (0 for a device that fails closed). */
 int cgp_device_remaining(const cgp_device* device, double* out);

@@ -67,6 +67,9 @@ Expected<v1::DeviceReply> parse_device_reply(std::span<const std::uint8_t> bytes
 Expected<v1::DeviceConfig> parse_device_config(std::span<const std::uint8_t> bytes) {
   return parse_bounded<v1::DeviceConfig>(bytes, "DeviceConfig");
 }
+Expected<v1::WatchSpec> parse_watch_spec(std::span<const std::uint8_t> bytes) {
+  return parse_bounded<v1::WatchSpec>(bytes, "WatchSpec");
+}
 Expected<v1::DeviceToCoordinator> parse_device_to_coordinator(std::span<const std::uint8_t> bytes) {
   return parse_bounded<v1::DeviceToCoordinator>(bytes, "DeviceToCoordinator");
 }
@@ -206,18 +209,102 @@ v1::DeviceRequest request_to_wire(const DeviceRequest& request) {
 }
 
 Expected<DeviceConfig> config_from_wire(const v1::DeviceConfig& config) {
-  switch (config.filter()) {
-    case v1::CGP:
-      return DeviceConfig::cgp(config.budget(), config.sticky_halt());
-    case v1::APPROXIMATE_GP:
-      return DeviceConfig::approximate_gp(config.budget(), config.delta(), config.lambda(),
-                                          config.sticky_halt());
-    default:
+  auto filter = [&]() -> Expected<DeviceConfig> {
+    switch (config.filter()) {
+      case v1::CGP:
+        return DeviceConfig::cgp(config.budget(), config.sticky_halt());
+      case v1::APPROXIMATE_GP:
+        return DeviceConfig::approximate_gp(config.budget(), config.delta(), config.lambda(),
+                                            config.sticky_halt());
+      default:
+        break;
+    }
+    return make_error(ErrorCode::invalid_argument, "filter",
+                      "filter must be CGP or APPROXIMATE_GP, got " +
+                          std::to_string(static_cast<int>(config.filter())));
+  }();
+  if (!filter) return filter;
+  return filter->with_expost_epsilon(config.expost_epsilon());
+}
+
+Expected<WatchSpec> watch_from_wire(const v1::WatchSpec& spec) {
+  WatchSpecParams p;
+  p.watch_id = spec.watch_id();
+  p.component_id = spec.component_id();
+  switch (spec.score_case()) {
+    case v1::WatchSpec::kDistanceToPoint:
+      CGP_RETURN_IF_ERROR(require_wire_dimension("point", spec.distance_to_point().point_size()));
+      p.statistic = StatisticKind::distance_to_point;
+      p.point = copy(spec.distance_to_point().point());
       break;
+    case v1::WatchSpec::kSignedDistanceToRegion: {
+      if (!spec.signed_distance_to_region().has_region())
+        return make_error(ErrorCode::missing_field, "region", "region is missing");
+      CGP_ASSIGN_OR_RETURN(auto region,
+                           region_from_wire(spec.signed_distance_to_region().region()));
+      p.statistic = StatisticKind::signed_distance_to_region;
+      p.region = std::move(region);
+      break;
+    }
+    case v1::WatchSpec::SCORE_NOT_SET:
+      return make_error(ErrorCode::missing_field, "score",
+                        "score must be distance_to_point or signed_distance_to_region; none was "
+                        "set");
   }
-  return make_error(ErrorCode::invalid_argument, "filter",
-                    "filter must be CGP or APPROXIMATE_GP, got " +
-                        std::to_string(static_cast<int>(config.filter())));
+  p.threshold = spec.threshold();
+  p.clamp_lo = spec.clamp_lo();
+  p.clamp_hi = spec.clamp_hi();
+  switch (spec.trigger()) {
+    case v1::WATCH_TRIGGER_AT_OR_BELOW:
+      p.trigger = WatchTrigger::at_or_below;
+      break;
+    case v1::WATCH_TRIGGER_AT_OR_ABOVE:
+      p.trigger = WatchTrigger::at_or_above;
+      break;
+    default:
+      return make_error(ErrorCode::invalid_argument, "trigger",
+                        "trigger must be AT_OR_BELOW or AT_OR_ABOVE, got " +
+                            std::to_string(static_cast<int>(spec.trigger())));
+  }
+  switch (spec.noise()) {
+    case v1::WATCH_NOISE_LAPLACE:
+      p.noise = WatchNoise::laplace;
+      break;
+    case v1::WATCH_NOISE_GAUSSIAN_EXPOST:
+      p.noise = WatchNoise::gaussian_expost;
+      break;
+    default:
+      return make_error(ErrorCode::invalid_argument, "noise",
+                        "noise must be LAPLACE or GAUSSIAN_EXPOST, got " +
+                            std::to_string(static_cast<int>(spec.noise())));
+  }
+  p.horizon = spec.horizon();
+  p.epsilon = spec.epsilon();
+  p.sigma = spec.sigma();
+  return WatchSpec::create(std::move(p));
+}
+
+v1::WatchSpec watch_to_wire(const WatchSpec& spec) {
+  const WatchSpecParams& p = spec.params();
+  v1::WatchSpec out;
+  out.set_watch_id(p.watch_id);
+  out.set_component_id(p.component_id);
+  if (p.statistic == StatisticKind::distance_to_point) {
+    for (double v : p.point) out.mutable_distance_to_point()->add_point(v);
+  } else {
+    *out.mutable_signed_distance_to_region()->mutable_region() = region_to_wire(*p.region);
+  }
+  out.set_threshold(p.threshold);
+  out.set_clamp_lo(p.clamp_lo);
+  out.set_clamp_hi(p.clamp_hi);
+  out.set_trigger(p.trigger == WatchTrigger::at_or_below ? v1::WATCH_TRIGGER_AT_OR_BELOW
+                                                         : v1::WATCH_TRIGGER_AT_OR_ABOVE);
+  out.set_horizon(p.horizon);
+  out.set_noise(p.noise == WatchNoise::laplace ? v1::WATCH_NOISE_LAPLACE
+                                               : v1::WATCH_NOISE_GAUSSIAN_EXPOST);
+  out.set_epsilon(p.epsilon);
+  out.set_sigma(p.sigma);
+  return out;
 }
 
 v1::DeviceConfig config_to_wire(const DeviceConfig& config) {
@@ -229,6 +316,7 @@ v1::DeviceConfig config_to_wire(const DeviceConfig& config) {
     out.set_lambda(config.lambda());
   }
   out.set_sticky_halt(config.sticky_halt());
+  out.set_expost_epsilon(config.expost_epsilon());
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "cgp/common/device_config.hpp"
 #include "cgp/common/expected.hpp"
 #include "cgp/common/request.hpp"
+#include "cgp/common/watch.hpp"
 
 namespace cgp::client {
 
@@ -32,6 +33,21 @@ using Reply = cgp::DeviceReply;
 struct HandleResult {
   std::string reply;
   std::size_t needed = 0;
+};
+
+enum class WatchStartStatus {
+  armed,           // armed now, or armed before with the same spec (replayed: charged once)
+  refused_budget,  // the charge does not fit the filter: nothing armed, charged or drawn
+};
+
+struct WatchArming {
+  WatchStartStatus status = WatchStartStatus::armed;
+  bool replayed = false;        // this spec was armed before: nothing was charged by this call
+  double charged_rho = 0;       // ρ the watch cost the CGP filter (at its first arming)
+  double remaining_budget = 0;  // in ρ units, now
+  // Pairs of trajectories closer than this (dist_∞) are protected as if this far apart
+  // (watch.md); about a centimetre for 2-D locations.
+  double resolution = 0;
 };
 
 class Device {
@@ -69,6 +85,29 @@ class Device {
                       std::size_t reply_capacity) noexcept;
   // The in-process path (the simulated fleet): the same rules without parsing.
   Reply handle(const DeviceRequest& request) noexcept;
+
+  // Watches (client-sdk/src/watch.md): device-side Above Threshold. start_watch validates the
+  // spec against this device, charges the CGP filter ρ = (ε(1 + 2^-10))²/2 once and records the
+  // charge with the watch's secret threshold noise before it returns armed. Starting the same
+  // spec again returns the recorded arming (replayed, no new charge); the same id with another
+  // spec is request_conflict. A refusal follows the filter's rules (sticky HALT included).
+  // Errors (nothing charged): the spec's, unknown_component, dimension_mismatch, out_of_range
+  // (ε so small that the charge is below min_rho), ledger_failure.
+  Expected<WatchArming> start_watch(const WatchSpec& spec) noexcept;
+  // tick_watch evaluates the watch at `tick` on the component's current value: alert at the
+  // first noisy crossing, silent otherwise, and the decision is durable before it returns (a
+  // repeated tick returns it again, also after a restart). Ticks are 1..horizon, increasing,
+  // on a public schedule: which ticks are evaluated must not depend on the user's data (a skip
+  // because the phone was off is fine; a skip because it did not move is not). After an
+  // alert, later ticks are finished. Errors (nothing evaluated or recorded): unknown_watch,
+  // out_of_range "tick" (0, past the horizon, before the last evaluated tick),
+  // component_not_set, dimension_mismatch, ledger_failure.
+  Expected<WatchTickStatus> tick_watch(std::string_view watch_id, std::uint64_t tick) noexcept;
+  // The wire form of start_watch: a serialized cgp.v1.WatchSpec in, a serialized
+  // cgp.v1.WatchStarted out (status armed, refused_budget or rejected_invalid with the error).
+  std::string start_watch(std::span<const std::uint8_t> spec_bytes) noexcept;
+  // The ex-post budget's realised ε (gaussian_expost watches), and what is left of it.
+  double expost_spent() const noexcept;
 
   // A reply size that handle() will not exceed for this request now (replays included).
   Expected<std::size_t> max_reply_size(std::span<const std::uint8_t> request_bytes) const;

@@ -31,6 +31,30 @@ struct AnsweredRequest {
 struct LedgerState {
   double spent = 0;
   bool halted = false;
+  double expost_spent = 0;  // ε of the ex-post budget realised so far (gaussian_expost watches)
+};
+
+// A watch as the device armed it (client-sdk/src/watch.md). The threshold noise is the
+// device's secret: drawn once, recorded before the watch is armed, never drawn again (a redraw
+// after a restart would be a fresh, unaccounted mechanism).
+struct WatchRecord {
+  std::string spec;        // the canonical cgp.v1.WatchSpec bytes (ticks after a restart)
+  RequestDigest digest{};  // SHA-256 of `spec`
+  double charge = 0;       // ρ charged to the CGP filter at arming (0 for gaussian_expost)
+  std::int64_t threshold_noise_high = 0;  // the threshold noise, a 128-bit integer: high word
+  std::uint64_t threshold_noise_low = 0;  //   and low word
+  std::uint64_t last_tick = 0;            // the last tick evaluated (0: none)
+  std::uint64_t alert_tick = 0;           // the tick that alerted (0: none)
+  bool budget_exhausted = false;          // gaussian_expost: stopped, the next tick would not fit
+  double expost_spent = 0;                // ε of the ex-post budget this watch realised
+};
+
+// One evaluated tick: its decision, recorded before anything leaves the device.
+struct WatchTickRecord {
+  std::uint64_t tick = 0;
+  bool alert = false;
+  bool budget_exhausted = false;
+  double expost_charge = 0;  // ε realised at this tick (gaussian_expost), 0 otherwise
 };
 
 // How long answered replies are kept for idempotent retries (privatizer.md, "Retention"). The
@@ -57,6 +81,18 @@ class Ledger {
   virtual Status record_halt() = 0;
   // The answer recorded under this id, if any (with an empty reply if it was pruned).
   virtual Expected<std::optional<AnsweredRequest>> find(const RequestId& id) = 0;
+
+  // Durably records an armed watch, its secret threshold noise and its charge, with the new
+  // spent total; fails closed unless the stored total is exactly `spent_before` and the id is
+  // new.
+  virtual Status record_watch(const std::string& watch_id, const WatchRecord& watch,
+                              double spent_before, double spent_after) = 0;
+  // Durably records a tick's decision (and its ex-post charge, added to the device's ex-post
+  // total, which must be exactly `expost_before`); fails closed unless the tick is after the
+  // watch's last recorded tick.
+  virtual Status record_watch_tick(const std::string& watch_id, const WatchTickRecord& tick,
+                                   double expost_before, double expost_after) = 0;
+  virtual Expected<std::optional<WatchRecord>> find_watch(const std::string& watch_id) = 0;
 };
 
 // For simulations and tests: nothing survives the process. Keeps replies up to
@@ -69,9 +105,15 @@ class MemoryLedger final : public Ledger {
                        double spent_after) override;
   Status record_halt() override;
   Expected<std::optional<AnsweredRequest>> find(const RequestId& id) override;
+  Status record_watch(const std::string& watch_id, const WatchRecord& watch, double spent_before,
+                      double spent_after) override;
+  Status record_watch_tick(const std::string& watch_id, const WatchTickRecord& tick,
+                           double expost_before, double expost_after) override;
+  Expected<std::optional<WatchRecord>> find_watch(const std::string& watch_id) override;
 
  private:
   LedgerRetention retention_;
+  std::map<std::string, WatchRecord, std::less<>> watches_;
   LedgerState state_;
   // query id -> round -> answer; std::less<> finds by the request's id without a copy.
   std::map<std::string, std::map<std::uint32_t, AnsweredRequest>, std::less<>> answers_;
@@ -102,6 +144,11 @@ class SqliteLedger final : public Ledger {
                        double spent_after) override;
   Status record_halt() override;
   Expected<std::optional<AnsweredRequest>> find(const RequestId& id) override;
+  Status record_watch(const std::string& watch_id, const WatchRecord& watch, double spent_before,
+                      double spent_after) override;
+  Status record_watch_tick(const std::string& watch_id, const WatchTickRecord& tick,
+                           double expost_before, double expost_after) override;
+  Expected<std::optional<WatchRecord>> find_watch(const std::string& watch_id) override;
 
  private:
   struct Impl;

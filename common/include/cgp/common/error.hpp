@@ -37,9 +37,10 @@ enum class ErrorCode : std::int32_t {
   unauthenticated = 22,    // a credential is missing or refused
   deadline_exceeded = 23,  // no answer within the time allowed
   already_exists = 24,     // refusing to replace something that exists (an id, a file)
+  unknown_watch = 25,      // a tick names a watch the device does not have
 };
 
-inline constexpr ErrorCode kLastErrorCode = ErrorCode::already_exists;
+inline constexpr ErrorCode kLastErrorCode = ErrorCode::unknown_watch;
 
 // The wire/ABI name of a code, e.g. "not_finite". Unknown values give "unknown_error".
 std::string_view error_code_name(ErrorCode code) noexcept;

@@ -10,6 +10,7 @@
 #include "cgp/common/expected.hpp"
 #include "cgp/common/geometry/region.hpp"
 #include "cgp/common/request.hpp"
+#include "cgp/common/watch.hpp"
 #include "cgp/v1/cgp.pb.h"
 
 namespace cgp::wire {
@@ -19,6 +20,7 @@ namespace cgp::wire {
 Expected<v1::DeviceRequest> parse_device_request(std::span<const std::uint8_t> bytes);
 Expected<v1::DeviceReply> parse_device_reply(std::span<const std::uint8_t> bytes);
 Expected<v1::DeviceConfig> parse_device_config(std::span<const std::uint8_t> bytes);
+Expected<v1::WatchSpec> parse_watch_spec(std::span<const std::uint8_t> bytes);
 Expected<v1::DeviceToCoordinator> parse_device_to_coordinator(std::span<const std::uint8_t> bytes);
 Expected<v1::CoordinatorToDevice> parse_coordinator_to_device(std::span<const std::uint8_t> bytes);
 
@@ -29,6 +31,7 @@ std::string serialize(const google::protobuf::MessageLite& message);
 Expected<geometry::Region> region_from_wire(const v1::Region& region);
 Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request);
 Expected<DeviceConfig> config_from_wire(const v1::DeviceConfig& config);
+Expected<WatchSpec> watch_from_wire(const v1::WatchSpec& spec);
 // A reply as a device sent it: no validation here (the values are checked where they are
 // used, coordinator::record_reply); an unknown status reads as rejected_invalid.
 DeviceReply reply_from_wire(const v1::DeviceReply& reply);
@@ -37,6 +40,7 @@ DeviceReply reply_from_wire(const v1::DeviceReply& reply);
 v1::Region region_to_wire(const geometry::Region& region);
 v1::DeviceRequest request_to_wire(const DeviceRequest& request);
 v1::DeviceConfig config_to_wire(const DeviceConfig& config);
+v1::WatchSpec watch_to_wire(const WatchSpec& spec);
 // Error messages are cut to kMaxReplyErrorMessage bytes (whole UTF-8 sequences), so that a
 // reply's size has a known bound.
 inline constexpr std::size_t kMaxReplyErrorMessage = 400;
