@@ -68,6 +68,23 @@ static buffer location_request(const char* query, unsigned round, double rho) {
   return b;
 }
 
+/* cgp.v1.WatchSpec: distance to (px, py), threshold 300 m, clamp [0, 1000], laplace. */
+static buffer geofence_spec(const char* id, double px, double py, double epsilon,
+                            uint64_t horizon) {
+  buffer score = {{0}, 0}, b = {{0}, 0};
+  double xy[2] = {px, py};
+  put_bytes(&score, 1, xy, sizeof xy); /* DistanceToPoint.point: packed repeated double */
+  put_bytes(&b, 1, id, strlen(id));
+  put_bytes(&b, 2, "location", 8);
+  put_bytes(&b, 3, score.bytes, score.len); /* distance_to_point */
+  put_double(&b, 5, 300);                   /* threshold */
+  put_double(&b, 7, 1000);                  /* clamp_hi (clamp_lo = 0) */
+  put_varint(&b, 9 << 3 | 0);               /* horizon */
+  put_varint(&b, horizon);
+  put_double(&b, 11, epsilon);
+  return b;
+}
+
 /* ---- a minimal DeviceReply reader ---- */
 typedef struct {
   int status, error, values;
@@ -275,6 +292,55 @@ int main(void) {
     unlink(path);
   }
 
+  /* Watches: armed once, a named error for bad specs and ticks, decisions durable. */
+  {
+    unlink(path), unlink(wal), unlink(shm);
+    CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
+    CHECK(cgp_device_set_component(device, "location", here, 2) == CGP_OK); /* 5 m from (0, 0) */
+    double before = -1, after = -1;
+    cgp_device_remaining(device, &before);
+    int started = -1, outcome = -1;
+    buffer bad_spec = geofence_spec("fence", 0, 0, -1, 10);
+    CHECK(cgp_device_start_watch(device, bad_spec.bytes, bad_spec.len, &started) ==
+          CGP_NOT_POSITIVE);
+    CHECK(strstr(cgp_device_last_error(device), "epsilon") != NULL);
+    CHECK(cgp_device_start_watch(device, garbage, sizeof garbage, &started) ==
+          CGP_MALFORMED_MESSAGE);
+    cgp_device_remaining(device, &after);
+    CHECK(after == before);
+    /* ε = 1 per metre: noise scales 2 m and 4 m, 295 m inside: alerts at tick 1 except with
+     * probability below e^-70. */
+    buffer spec = geofence_spec("fence", 0, 0, 1.0, 10);
+    CHECK(cgp_device_start_watch(device, spec.bytes, spec.len, &started) == CGP_OK);
+    CHECK(started == CGP_WATCH_ARMED);
+    cgp_device_remaining(device, &after);
+    CHECK(after < before && after > before - 0.51);
+    CHECK(cgp_device_start_watch(device, spec.bytes, spec.len, &started) == CGP_OK);
+    CHECK(started == CGP_WATCH_ARMED);
+    double replayed = -1;
+    cgp_device_remaining(device, &replayed);
+    CHECK(replayed == after);
+    CHECK(cgp_device_tick_watch(device, "nope", 1, &outcome) == CGP_UNKNOWN_WATCH);
+    CHECK(cgp_device_tick_watch(device, "fence", 0, &outcome) == CGP_OUT_OF_RANGE);
+    CHECK(cgp_device_tick_watch(device, "fence", 11, &outcome) == CGP_OUT_OF_RANGE);
+    CHECK(cgp_device_tick_watch(device, "fence", 1, NULL) == CGP_INVALID_ARGUMENT);
+    CHECK(cgp_device_tick_watch(device, "fence", 1, &outcome) == CGP_OK);
+    CHECK(outcome == CGP_TICK_ALERT);
+    CHECK(cgp_device_tick_watch(device, "fence", 2, &outcome) == CGP_OK);
+    CHECK(outcome == CGP_TICK_FINISHED);
+    buffer greedy_spec = geofence_spec("greedy", 0, 0, 2.0, 10); /* ρ ≈ 2 > what is left */
+    CHECK(cgp_device_start_watch(device, greedy_spec.bytes, greedy_spec.len, &started) == CGP_OK);
+    CHECK(started == CGP_WATCH_REFUSED_BUDGET);
+    cgp_device_close(device);
+    CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
+    cgp_device_set_component(device, "location", here, 2);
+    CHECK(cgp_device_tick_watch(device, "fence", 1, &outcome) == CGP_OK);
+    CHECK(outcome == CGP_TICK_ALERT); /* the recorded decision, after a restart */
+    cgp_device_close(device);
+    unlink(path), unlink(wal), unlink(shm);
+  }
+
+  CHECK(strcmp(cgp_status_name(CGP_UNKNOWN_WATCH), "unknown_watch") == 0);
   CHECK(strcmp(cgp_status_name(CGP_LEDGER_FAILURE), "ledger_failure") == 0);
   CHECK(strcmp(cgp_status_name(CGP_LEDGER_IN_USE), "ledger_in_use") == 0);
   CHECK(strcmp(cgp_status_name(CGP_REPLY_PRUNED), "reply_pruned") == 0);

@@ -95,8 +95,7 @@ enum cgp_watch_start {
  * threshold noise before this returns. Starting the same spec again charges nothing; the same
  * watch_id with another spec is CGP_REQUEST_CONFLICT. Any error charges nothing (the spec's
  * named error, CGP_UNKNOWN_COMPONENT, CGP_DIMENSION_MISMATCH, CGP_LEDGER_FAILURE, ...). */
-int cgp_device_start_watch(cgp_device* device, const uint8_t* spec, size_t spec_len,
-                           int* started);
+int cgp_device_start_watch(cgp_device* device, const uint8_t* spec, size_t spec_len, int* started);
 
 enum cgp_watch_tick {
   CGP_TICK_SILENT = 0,          /* evaluated: no crossing (send nothing) */
