@@ -9,6 +9,10 @@
 //     top-regions --grid X0,Y0,CELL,COLUMNS,ROWS --k K  [query options] [--max-rounds C]
 //                                                     [--growth G]
 //     result    --id QUERY_ID
+//     watch-start --id WATCH_ID (--point X,Y,... | --box X0,Y0,X1,Y1) --threshold R
+//               --epsilon E --horizon T --tick-seconds S [--clamp LO,HI] [--leave]
+//               [--component NAME] [--users I,J,...]
+//     watch     --id WATCH_ID
 //   query options: --rho R (0 = the coordinator's adaptive allocation) --method BM0|BM1|PM0|PM1
 //                  --c ROUNDS --split even|double --beta B --no-shift --id QUERY_ID --per-user
 //   accuracy-first (range, kde): --target A [--absolute K] --max-rho R [--max-rounds C]
@@ -103,6 +107,13 @@ struct Arguments {
   // Accuracy-first: set when --target or --absolute is given.
   double target = 0, absolute = 0, growth = 2;
   std::size_t max_rounds = 16;
+  // Watches.
+  double threshold = 0, epsilon = 0, tick_seconds = 0;
+  std::uint64_t horizon = 0;
+  std::vector<double> clamp;
+  std::vector<std::uint32_t> users;
+  std::string component = "location";
+  bool leave = false;
   bool accuracy_first() const noexcept { return target > 0 || absolute > 0; }
   cgp::transport::RemoteAccuracy accuracy() const {
     return {{target, absolute}, max_rounds, growth, 0};
@@ -243,6 +254,71 @@ int run_range(const Arguments& a, cgp::transport::AnalystClient& client) {
   });
 }
 
+nlohmann::json to_json(const cgp::transport::RemoteWatch& w) {
+  using State = cgp::transport::RemoteDeviceWatch::State;
+  static constexpr const char* kStates[] = {"pending", "armed", "refused", "rejected"};
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& d : w.devices) {
+    nlohmann::json device{{"device_id", d.device_id},
+                          {"user", d.user},
+                          {"state", kStates[static_cast<int>(d.state)]}};
+    if (d.state == State::rejected) device["error"] = d.error.message;
+    if (d.alert_tick != 0) {
+      device["alert_tick"] = d.alert_tick;
+      device["alert_received_unix_seconds"] = d.alert_received_unix_seconds;
+    }
+    devices.push_back(std::move(device));
+  }
+  nlohmann::json out{{"watch_id", w.watch_id}, {"pending", w.pending},   {"armed", w.armed},
+                     {"refused", w.refused},   {"rejected", w.rejected}, {"alerts", w.alerts},
+                     {"devices", devices}};
+  if (w.spec) {
+    const auto& p = w.spec->params();
+    out["horizon"] = p.horizon;
+    out["tick_seconds"] = p.tick_seconds;
+    out["start_unix_seconds"] = p.start_unix_seconds;
+    out["epsilon"] = p.epsilon;
+    out["charged_rho"] = cgp::laplace_watch_charge(p.epsilon);
+  }
+  return out;
+}
+
+int print_watch(const cgp::Expected<cgp::transport::RemoteWatch>& watch) {
+  if (!watch) return fail(1, watch.error().message);
+  std::printf("%s\n", to_json(*watch).dump(2).c_str());
+  return 0;
+}
+
+int run_watch_start(const Arguments& a, cgp::transport::AnalystClient& client) {
+  cgp::WatchSpecParams p;
+  p.watch_id = a.id;
+  p.component_id = a.component;
+  if (a.point.empty() == a.box.empty()) return fail(2, "watch-start needs one of --point or --box");
+  if (!a.point.empty()) {
+    p.statistic = cgp::StatisticKind::distance_to_point;
+    p.point = a.point;
+  } else {
+    const double lo[2] = {a.box[0], a.box[1]}, hi[2] = {a.box[2], a.box[3]};
+    auto made = cgp::geometry::Box::create(lo, hi);
+    if (!made) return fail(2, "--box: " + made.error().message);
+    p.statistic = cgp::StatisticKind::signed_distance_to_region;
+    p.region = *made;
+  }
+  p.threshold = a.threshold;
+  // Default clamp: scores beyond four thresholds (or 1 km) say nothing more about an alert.
+  const double reach = std::max(4 * std::fabs(a.threshold), 1000.0);
+  p.clamp_lo = a.clamp.empty() ? (p.point.empty() ? -reach : 0.0) : a.clamp[0];
+  p.clamp_hi = a.clamp.empty() ? reach : a.clamp[1];
+  p.trigger = a.leave ? cgp::WatchTrigger::at_or_above : cgp::WatchTrigger::at_or_below;
+  p.horizon = a.horizon;
+  p.epsilon = a.epsilon;
+  p.tick_seconds = a.tick_seconds;
+  auto spec = cgp::WatchSpec::create(std::move(p));
+  if (!spec) return fail(2, "--" + spec.error().parameter + ": " + spec.error().message);
+  std::vector<cgp::coordinator::UserId> users(a.users.begin(), a.users.end());
+  return print_watch(client.start_watch(*spec, users));
+}
+
 // The commands: each declares its flags and runs with a connected client.
 struct Command {
   const char* name;
@@ -354,6 +430,36 @@ const Command kCommands[] = {
        return print_result(answer, answer && !answer->neighbour_ids.empty() ? "knn" : "range",
                            a.per_user);
      }},
+    {"watch-start", "a geofence watch on the devices (one alert each at most)",
+     [](CLI::App& sub, Arguments& a) {
+       sub.add_option("--id", a.id, "watch id (unique on this coordinator)")->required();
+       sub.add_option("--point", a.point, "X,Y,...: score = distance to this point")
+           ->delimiter(',');
+       sub.add_option("--box", a.box, "X0,Y0,X1,Y1: score = signed distance to this box")
+           ->delimiter(',')
+           ->expected(4);
+       sub.add_option("--threshold", a.threshold, "alert when the score is at or below this")
+           ->required();
+       sub.add_option("--clamp", a.clamp, "LO,HI: the public score range (default: 4 thresholds)")
+           ->delimiter(',')
+           ->expected(2);
+       sub.add_flag("--leave", a.leave, "alert when the score is at or above the threshold");
+       sub.add_option("--epsilon", a.epsilon, "epsilon per unit distance for the whole watch")
+           ->required();
+       sub.add_option("--horizon", a.horizon, "ticks")->required();
+       sub.add_option("--tick-seconds", a.tick_seconds, "seconds between ticks, from now")
+           ->required();
+       sub.add_option("--component", a.component, "the device component scored")
+           ->capture_default_str();
+       sub.add_option("--users", a.users, "user indices (default: every enrolled user)")
+           ->delimiter(',');
+     },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) { return run_watch_start(a, client); }},
+    {"watch", "a watch's state: who armed it, who alerted at which tick",
+     [](CLI::App& sub, Arguments& a) { sub.add_option("--id", a.id, "watch id")->required(); },
+     [](const Arguments& a, const cgp::transport::AnalystConnection&,
+        cgp::transport::AnalystClient& client) { return print_watch(client.watch(a.id)); }},
 };
 
 int run(int argc, char** argv) {

@@ -53,6 +53,17 @@ Expected<const Component*> watch_component(
   return &it->second;
 }
 
+// The spec a watch was armed with, as the ledger keeps it.
+Expected<WatchSpec> recorded_spec(const std::string& id, const WatchRecord& watch) {
+  auto wire_spec = wire::parse_watch_spec(
+      std::span(reinterpret_cast<const std::uint8_t*>(watch.spec.data()), watch.spec.size()));
+  if (wire_spec) {
+    if (auto spec = wire::watch_from_wire(*wire_spec)) return spec;
+  }
+  return make_error(ErrorCode::ledger_failure, "ledger",
+                    "ledger: the recorded spec of watch '" + id + "' is invalid");
+}
+
 // Only Laplace watches run on devices so far; the Gaussian ex-post option is refused by name.
 Status require_supported(const WatchSpec& spec) {
   if (spec.noise() == WatchNoise::laplace) return {};
@@ -132,14 +143,8 @@ Expected<WatchTickStatus> Device::tick_watch(std::string_view watch_id,
       return make_error(ErrorCode::unknown_watch, "watch_id",
                         "watch_id '" + id + "' is not armed on this device");
     const WatchRecord& watch = *recorded;
-    CGP_ASSIGN_OR_RETURN(
-        auto wire_spec,
-        wire::parse_watch_spec(std::span(reinterpret_cast<const std::uint8_t*>(watch.spec.data()),
-                                         watch.spec.size())));
-    auto spec = wire::watch_from_wire(wire_spec);
-    if (!spec)
-      return make_error(ErrorCode::ledger_failure, "ledger",
-                        "ledger: the recorded spec of watch '" + id + "' is invalid");
+    auto spec = recorded_spec(id, watch);
+    if (!spec) return spec.error();
 
     if (tick == 0 || tick > spec->horizon())
       return tick_error(tick, "ticks are 1 to the horizon " + std::to_string(spec->horizon()));
@@ -215,6 +220,23 @@ std::string Device::start_watch(std::span<const std::uint8_t> spec_bytes) noexce
     return wire::serialize(reply);
   } catch (...) {
     return {};
+  }
+}
+
+Expected<Device::WatchState> Device::watch_state(std::string_view watch_id) const noexcept {
+  try {
+    const State& s = *state_;
+    if (!s.ledger_status.ok()) return s.ledger_status.error();
+    const std::string id(watch_id);
+    CGP_ASSIGN_OR_RETURN(auto recorded, s.ledger->find_watch(id));
+    if (!recorded)
+      return make_error(ErrorCode::unknown_watch, "watch_id",
+                        "watch_id '" + id + "' is not armed on this device");
+    CGP_ASSIGN_OR_RETURN(auto spec, recorded_spec(id, *recorded));
+    return WatchState{std::move(spec), recorded->last_tick, recorded->alert_tick,
+                      recorded->budget_exhausted};
+  } catch (...) {
+    return internal_failure();
   }
 }
 

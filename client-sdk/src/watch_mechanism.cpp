@@ -61,9 +61,8 @@ Expected<LaplaceWatchPlan> plan_laplace_watch(const WatchSpec& spec, double capa
   const double scale = std::ceil(2 * k / (p.epsilon * u)) + 1;
   plan.threshold_scale = static_cast<std::uint64_t>(scale);
   plan.threshold_grid = static_cast<std::int64_t>(std::nearbyint(orient(spec, p.threshold) / u));
-  // Pure ε(1 + 2^-10)-GP (watch.md) gives (ε(1 + 2^-10))²/2-CGP (004 Lemma 3.1): next_up keeps
-  // ε²/2 above its exact value, device_charge multiplies by (1 + 2^-10)² rounding up.
-  plan.charged_rho = privacy::device_charge(privacy::next_up(p.epsilon * p.epsilon * 0.5));
+  // Pure ε(1 + 2^-10)-GP (watch.md) gives (ε(1 + 2^-10))²/2-CGP (004 Lemma 3.1).
+  plan.charged_rho = laplace_watch_charge(p.epsilon);
   if (!(plan.charged_rho >= privacy::min_rho(capacity)))
     return make_error(ErrorCode::out_of_range, "epsilon",
                       "epsilon " + format_number(p.epsilon) + " would charge rho " +

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cgp/common/privacy/device_charge.hpp"
+#include "cgp/common/privacy/rounding.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
 
@@ -148,9 +150,36 @@ Expected<WatchSpec> WatchSpec::create(WatchSpecParams p) {
     default:
       return make_error(ErrorCode::invalid_argument, "noise", "noise is not a known value");
   }
+  CGP_RETURN_IF_ERROR(require_finite("tick_seconds", p.tick_seconds));
+  CGP_RETURN_IF_ERROR(require_finite("start_unix_seconds", p.start_unix_seconds));
+  // start 0 with a tick length: a coordinator stamps its clock's "now" before sending it.
+  if (p.tick_seconds != 0 || p.start_unix_seconds != 0) {
+    if (!(p.tick_seconds >= 1e-3 && p.tick_seconds <= 1e7))
+      return make_error(ErrorCode::out_of_range, "tick_seconds",
+                        "tick_seconds must lie in [0.001, 1e7] for a scheduled watch, got " +
+                            format_number(p.tick_seconds));
+    if (!(p.start_unix_seconds >= 0 && p.start_unix_seconds < 1e11))
+      return make_error(ErrorCode::out_of_range, "start_unix_seconds",
+                        "start_unix_seconds must be 0 (now) or a time after 1970, got " +
+                            format_number(p.start_unix_seconds));
+  }
   WatchSpec spec;
   spec.params_ = std::move(p);
   return spec;
+}
+
+std::uint64_t WatchSpec::tick_at(double unix_seconds) const noexcept {
+  const double elapsed = unix_seconds - params_.start_unix_seconds;
+  if (!(elapsed >= 0)) return 0;
+  const double k = std::floor(elapsed / params_.tick_seconds) + 1;
+  const auto past_end = static_cast<double>(params_.horizon + 1);
+  return static_cast<std::uint64_t>(std::min(k, past_end));
+}
+
+double laplace_watch_charge(double epsilon) noexcept {
+  // next_up keeps ε²/2 above its exact value; device_charge multiplies by (1 + 2^-10)² rounding
+  // up: pure ε(1 + 2^-10)-GP gives (ε(1 + 2^-10))²/2-CGP (004 Lemma 3.1).
+  return privacy::device_charge(privacy::next_up(epsilon * epsilon * 0.5));
 }
 
 std::size_t WatchSpec::required_dimension() const noexcept {

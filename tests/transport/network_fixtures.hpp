@@ -2,8 +2,14 @@
 // (optionally slow), and bounded waiting.
 #pragma once
 
+#include <unistd.h>
 #include <catch2/catch.hpp>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,6 +23,28 @@
 #include "cgp/transport/gateway.hpp"
 
 namespace cgp::test {
+
+// A throwaway self-signed certificate for localhost / 127.0.0.1, made with openssl at test time.
+struct ThrowawayCertificate {
+  std::string certificate, key;
+  ThrowawayCertificate() {
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("cgp-tls-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string command =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+        (dir / "key.pem").string() + " -out " + (dir / "cert.pem").string() + " >/dev/null 2>&1";
+    REQUIRE(std::system(command.c_str()) == 0);
+    auto slurp = [](const std::filesystem::path& p) {
+      std::ifstream in(p);
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    certificate = slurp(dir / "cert.pem");
+    key = slurp(dir / "key.pem");
+    std::filesystem::remove_all(dir);
+  }
+};
 
 // "device-0" .. "device-(n-1)": user i is device-i.
 inline std::vector<std::string> device_ids(std::size_t n) {

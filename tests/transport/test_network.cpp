@@ -123,35 +123,9 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
   }
 }
 
-namespace {
-
-// A throwaway self-signed certificate for localhost / 127.0.0.1, made with openssl at test time.
-struct ThrowawayCertificate {
-  std::string certificate, key;
-  ThrowawayCertificate() {
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("cgp-tls-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const std::string command =
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
-        (dir / "key.pem").string() + " -out " + (dir / "cert.pem").string() + " >/dev/null 2>&1";
-    REQUIRE(std::system(command.c_str()) == 0);
-    auto slurp = [](const std::filesystem::path& p) {
-      std::ifstream in(p);
-      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    };
-    certificate = slurp(dir / "cert.pem");
-    key = slurp(dir / "key.pem");
-    std::filesystem::remove_all(dir);
-  }
-};
-
-}  // namespace
-
 TEST_CASE("network: TLS and per-device credentials", "[transport][network][security]") {
   CGP_SEEDED(9103);
-  ThrowawayCertificate tls;
+  test::ThrowawayCertificate tls;
   const std::size_t n = 6;
   auto points = test::uniform_square(n, 1000, seed);
   const auto config = *DeviceConfig::cgp(1e4);

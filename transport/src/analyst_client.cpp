@@ -242,6 +242,67 @@ Expected<RemoteResult> AnalystClient::result(const std::string& query_id) {
               [&](auto* c, const auto& r, auto* out) { return impl_->stub->GetResult(c, r, out); });
 }
 
+namespace {
+RemoteWatch watch_from_wire(const v1::WatchReport& in) {
+  RemoteWatch out;
+  out.watch_id = in.watch_id();
+  if (auto spec = wire::watch_from_wire(in.spec())) out.spec = std::move(*spec);
+  for (const auto& d : in.devices()) {
+    RemoteDeviceWatch device;
+    device.device_id = d.device_id();
+    device.user = d.user();
+    switch (d.state()) {
+      case v1::DEVICE_WATCH_ARMED:
+        device.state = RemoteDeviceWatch::State::armed;
+        break;
+      case v1::DEVICE_WATCH_REFUSED:
+        device.state = RemoteDeviceWatch::State::refused;
+        break;
+      case v1::DEVICE_WATCH_REJECTED:
+        device.state = RemoteDeviceWatch::State::rejected;
+        break;
+      default:
+        device.state = RemoteDeviceWatch::State::pending;
+        break;
+    }
+    device.error = Error{wire::error_code_from_wire(d.error()), "", d.error_message()};
+    device.alert_tick = d.alert_tick();
+    device.alert_received_unix_seconds = d.alert_received_unix_seconds();
+    out.devices.push_back(std::move(device));
+  }
+  out.pending = in.pending();
+  out.armed = in.armed();
+  out.refused = in.refused();
+  out.rejected = in.rejected();
+  out.alerts = in.alerts();
+  return out;
+}
+}  // namespace
+
+Expected<RemoteWatch> AnalystClient::start_watch(const WatchSpec& spec,
+                                                 const std::vector<coordinator::UserId>& users) {
+  grpc::ClientContext context;
+  impl_->prepare(context);
+  v1::StartWatchRequest request;
+  *request.mutable_spec() = wire::watch_to_wire(spec);
+  for (auto u : users) request.add_users(static_cast<std::uint32_t>(u));
+  v1::WatchReport report;
+  const grpc::Status status = impl_->stub->StartWatch(&context, request, &report);
+  if (!status.ok()) return error_of(context, status);
+  return watch_from_wire(report);
+}
+
+Expected<RemoteWatch> AnalystClient::watch(const std::string& watch_id) {
+  grpc::ClientContext context;
+  impl_->prepare(context);
+  v1::WatchReportRequest request;
+  request.set_watch_id(watch_id);
+  v1::WatchReport report;
+  const grpc::Status status = impl_->stub->GetWatch(&context, request, &report);
+  if (!status.ok()) return error_of(context, status);
+  return watch_from_wire(report);
+}
+
 Expected<RemoteStatus> AnalystClient::status() {
   grpc::ClientContext context;
   impl_->prepare(context);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -542,6 +543,67 @@ struct ServiceCore {
     return grpc::Status::OK;
   }
 
+  // Watches are not queries: no round, no mirror charge. Each device charges itself at arming
+  // (a laplace watch costs ρ = (ε(1 + 2^-10))²/2 once, public), so the mirror is charged that
+  // too, keeping later queries within what the devices will still grant.
+  grpc::Status StartWatch(grpc::ServerContext* context, const v1::StartWatchRequest* request,
+                          v1::WatchReport* out) {
+    if (!authorised(context)) return unauthenticated(context);
+    v1::WatchSpec spec = request->spec();
+    if (spec.tick_seconds() > 0 && spec.start_unix_seconds() == 0)
+      spec.set_start_unix_seconds(static_cast<double>(unix_now()));
+    auto validated = wire::watch_from_wire(spec);
+    if (!validated) return to_status(context, validated.error());
+    const std::size_t n = options.device_ids.size();
+    std::vector<char> revoked_now;
+    {
+      std::lock_guard lock(revoked_mutex);
+      revoked_now = revoked;
+    }
+    std::vector<std::uint32_t> users(request->users().begin(), request->users().end());
+    if (users.empty())
+      for (std::size_t u = 0; u < n; ++u) users.push_back(static_cast<std::uint32_t>(u));
+    std::vector<std::pair<std::uint32_t, std::string>> devices;
+    for (std::uint32_t u : users) {
+      if (u >= n)
+        return to_status(context,
+                         make_error(ErrorCode::out_of_range, "users",
+                                    "users: index " + std::to_string(u) + " is not below the " +
+                                        std::to_string(n) + " enrolled"));
+      if (revoked_now[u] == 0) devices.emplace_back(u, options.device_ids[u]);
+    }
+    if (devices.empty())
+      return to_status(context, make_error(ErrorCode::invalid_argument, "users",
+                                           "users: every user of this watch is revoked"));
+    if (auto started = gateway->start_watch(spec, devices); !started.ok())
+      return to_status(context, started.error());
+    if (validated->noise() == WatchNoise::laplace) {
+      // The mirror assumes every device arms (a refusal only leaves it conservative).
+      const double charge = laplace_watch_charge(validated->params().epsilon);
+      std::lock_guard lock(query_mutex);
+      for (const auto& device : devices)
+        mirror->update_with_charge(device.first, coordinator::ReplyKind::no_answer, charge, 0,
+                                   std::numeric_limits<double>::quiet_NaN());
+      persist_mirror();
+    }
+    log("event=watch-start watch=" + log_value(spec.watch_id()) +
+        " users=" + std::to_string(devices.size()));
+    auto report = gateway->watch_report(spec.watch_id());
+    if (!report) return to_status(context, report.error());
+    *out = std::move(*report);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetWatch(grpc::ServerContext* context, const v1::WatchReportRequest* request,
+                        v1::WatchReport* out) {
+    if (!authorised(context)) return unauthenticated(context);
+    auto report = gateway->watch_report(request->watch_id());
+    if (!report)
+      return detail::to_grpc_status(context, report.error(), grpc::StatusCode::NOT_FOUND);
+    *out = std::move(*report);
+    return grpc::Status::OK;
+  }
+
   grpc::Status Status(grpc::ServerContext* context, const v1::StatusRequest*,
                       v1::CoordinatorStatus* out) {
     if (!authorised(context)) return unauthenticated(context);
@@ -615,6 +677,14 @@ class AnalystEndpoint final : public v1::Analyst::Service {
   grpc::Status GetResult(grpc::ServerContext* c, const v1::ResultRequest* q,
                          v1::QueryResult* r) override {
     return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.GetResult(c, q, r); });
+  }
+  grpc::Status StartWatch(grpc::ServerContext* c, const v1::StartWatchRequest* q,
+                          v1::WatchReport* r) override {
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.StartWatch(c, q, r); });
+  }
+  grpc::Status GetWatch(grpc::ServerContext* c, const v1::WatchReportRequest* q,
+                        v1::WatchReport* r) override {
+    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.GetWatch(c, q, r); });
   }
   grpc::Status Status(grpc::ServerContext* c, const v1::StatusRequest* q,
                       v1::CoordinatorStatus* r) override {

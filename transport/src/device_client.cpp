@@ -4,8 +4,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <thread>
 
@@ -15,6 +19,114 @@
 #include "cgp/v1/service.grpc.pb.h"
 
 namespace cgp::transport {
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The watches a device serves on its stream: each armed watch with a public schedule is ticked
+// at the tick due now (ticks missed while the device was off or disconnected are skipped, which
+// depends on the clock, not on the user), and its one alert goes up the stream. Calls into the
+// device are serialized with the request path (a Device is one thread at a time).
+class WatchTicker {
+ public:
+  using Send = std::function<bool(v1::DeviceToCoordinator)>;
+  WatchTicker(client::Device& device, std::mutex& device_mutex, Send send)
+      : device_(device), device_mutex_(device_mutex), send_(std::move(send)) {
+    thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+  }
+  ~WatchTicker() {
+    thread_.request_stop();
+    changed_.notify_all();
+  }
+
+  // A start_watch from the coordinator: arm (or replay), answer, and schedule it.
+  bool start(const v1::WatchSpec& message) {
+    const std::string bytes = wire::serialize(message);
+    v1::DeviceToCoordinator started;
+    std::optional<client::Device::WatchState> state;
+    {
+      std::lock_guard lock(device_mutex_);
+      if (!started.mutable_watch_started()->ParseFromString(device_.start_watch(
+              {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()})))
+        return false;
+      if (started.watch_started().status() == v1::WATCH_ARMED) {
+        if (auto s = device_.watch_state(message.watch_id())) state = std::move(*s);
+      }
+    }
+    if (!send_(std::move(started))) return false;
+    if (!state) return true;
+    if (state->alert_tick != 0) return send_alert(message.watch_id(), state->alert_tick);
+    if (state->budget_exhausted || !state->spec.has_schedule()) return true;
+    {
+      std::lock_guard lock(mutex_);
+      watches_.insert_or_assign(message.watch_id(), Scheduled{state->spec, state->last_tick});
+    }
+    changed_.notify_all();
+    return true;
+  }
+
+ private:
+  struct Scheduled {
+    WatchSpec spec;
+    std::uint64_t last_tick = 0;
+  };
+
+  bool send_alert(const std::string& watch_id, std::uint64_t tick) {
+    v1::DeviceToCoordinator alert;
+    alert.mutable_watch_alert()->set_watch_id(watch_id);
+    alert.mutable_watch_alert()->set_tick(tick);
+    return send_(std::move(alert));
+  }
+
+  void run(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      const double now = unix_now();
+      double next_due = now + 1.0;  // re-check at least once a second
+      for (auto it = watches_.begin(); it != watches_.end();) {
+        Scheduled& w = it->second;
+        const std::uint64_t tick = w.spec.tick_at(now);
+        bool over = tick > w.spec.horizon();
+        if (!over && tick > w.last_tick) {
+          lock.unlock();
+          Expected<WatchTickStatus> status = WatchTickStatus::finished;
+          {
+            std::lock_guard device_lock(device_mutex_);
+            status = device_.tick_watch(it->first, tick);
+          }
+          bool sent = true;
+          if (status && *status == WatchTickStatus::alert) sent = send_alert(it->first, tick);
+          lock.lock();
+          w.last_tick = tick;
+          over = !sent || !status || *status != WatchTickStatus::silent;
+        }
+        if (over) {
+          it = watches_.erase(it);
+          continue;
+        }
+        const double due = w.spec.params().start_unix_seconds +
+                           static_cast<double>(w.last_tick) * w.spec.params().tick_seconds;
+        next_due = std::min(next_due, due);
+        ++it;
+      }
+      const auto wait = std::chrono::duration<double>(std::max(next_due - unix_now(), 0.001));
+      changed_.wait_for(lock, stop, std::chrono::duration_cast<std::chrono::nanoseconds>(wait),
+                        [] { return false; });
+    }
+  }
+
+  client::Device& device_;
+  std::mutex& device_mutex_;
+  Send send_;
+  std::mutex mutex_;
+  std::condition_variable_any changed_;
+  std::map<std::string, Scheduled> watches_;
+  std::jthread thread_;  // last: stopped and joined before the members it uses go
+};
+
+}  // namespace
 
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device) {
@@ -79,8 +191,20 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   if (!stream->Write(hello))
     return make_error(ErrorCode::unavailable, "coordinator",
                       "coordinator: cannot reach " + coordinator_address);
+  // Writes come from this thread (replies) and the watch ticker (alerts): one at a time.
+  std::mutex device_mutex, write_mutex;
+  auto send = [&](v1::DeviceToCoordinator out) {
+    std::lock_guard lock(write_mutex);
+    return stream->Write(out);
+  };
+  std::optional<WatchTicker> ticker;
+  ticker.emplace(device, device_mutex, send);
   v1::CoordinatorToDevice message;
   while (stream->Read(&message)) {
+    if (message.has_start_watch()) {
+      if (!ticker->start(message.start_watch())) break;
+      continue;
+    }
     if (!message.has_request()) {
       if (message.has_goodbye()) break;
       if (message.has_welcome()) {
@@ -92,12 +216,17 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     }
     // The device sees exactly the bytes a coordinator sent: the same path as the C ABI.
     const std::string request = wire::serialize(message.request());
-    const std::string reply =
-        device.handle({reinterpret_cast<const std::uint8_t*>(request.data()), request.size()});
+    std::string reply;
+    {
+      std::lock_guard lock(device_mutex);
+      reply =
+          device.handle({reinterpret_cast<const std::uint8_t*>(request.data()), request.size()});
+    }
     if (connection.reply_delay.count() > 0) std::this_thread::sleep_for(connection.reply_delay);
     v1::DeviceToCoordinator out;
-    if (!out.mutable_reply()->ParseFromString(reply) || !stream->Write(out)) break;
+    if (!out.mutable_reply()->ParseFromString(reply) || !send(std::move(out))) break;
   }
+  ticker.reset();  // no alert is written once the stream is closing
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
   watchdog.request_stop();

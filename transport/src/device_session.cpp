@@ -1,5 +1,7 @@
 #include "device_session.hpp"
 
+#include <chrono>
+
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "gateway_impl.hpp"
@@ -80,6 +82,15 @@ void Session::on_read(bool ok) {
     }
   } else if (incoming_.has_reply()) {
     core_.deliver(id_, incoming_.reply());
+  } else if (incoming_.has_watch_started()) {
+    core_.watches.started(id_, incoming_.watch_started());
+  } else if (incoming_.has_watch_alert()) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    core_.log("event=watch-alert device=" + log_value(id_) +
+              " watch=" + log_value(incoming_.watch_alert().watch_id()) +
+              " tick=" + std::to_string(incoming_.watch_alert().tick()));
+    core_.watches.alerted(id_, incoming_.watch_alert(), now);
   } else if (incoming_.has_goodbye()) {
     return finish(grpc::Status::OK);
   }

@@ -3,12 +3,16 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/alarm.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -83,8 +87,26 @@ namespace {
 // came (the device parses them, exactly as over the C ABI), and the reply bytes it returns go
 // out inside the envelope as they are. Parsing and re-serializing both cost the harness a
 // fifth of its CPU per reply.
-constexpr int kBodyWelcome = 1, kBodyRequest = 2;  // CoordinatorToDevice.body
-constexpr std::uint8_t kReplyTag = (2 << 3) | 2;   // DeviceToCoordinator.reply, length-delimited
+constexpr int kBodyWelcome = 1, kBodyRequest = 2, kBodyStartWatch = 4;  // CoordinatorToDevice
+constexpr std::uint8_t kReplyTag = (2 << 3) | 2;  // DeviceToCoordinator.reply, length-delimited
+constexpr std::uint8_t kWatchStartedTag = (4 << 3) | 2;  // DeviceToCoordinator.watch_started
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// DeviceToCoordinator{<field> = bytes}: tag, varint length, bytes.
+std::string envelope_of(std::uint8_t tag, const std::string& bytes) {
+  std::string envelope;
+  envelope.reserve(bytes.size() + 6);
+  envelope.push_back(static_cast<char>(tag));
+  for (std::size_t n = bytes.size();; n >>= 7) {
+    envelope.push_back(static_cast<char>(n < 0x80 ? n : (n & 0x7f) | 0x80));
+    if (n < 0x80) break;
+  }
+  envelope += bytes;
+  return envelope;
+}
 
 // The body of an envelope: its field number and bytes (which point into `bytes`).
 bool envelope_body(const grpc::Slice& bytes, int& field, std::string_view& body) {
@@ -119,7 +141,7 @@ grpc::ByteBuffer buffer_of(const std::string& bytes) {
 // from anywhere). Owned by its Member; done once the status is in and no write is in flight.
 class SwarmStream {
  public:
-  enum class Op : std::uint8_t { started, read, write, finished };
+  enum class Op : std::uint8_t { started, read, write, finished, alarm };
   struct Tag {
     SwarmStream* stream;
     Op op;
@@ -128,6 +150,7 @@ class SwarmStream {
   SwarmStream(SwarmCore& swarm, std::size_t index) : swarm_(swarm), index_(index) {}
 
   void start(grpc::GenericStub& stub, grpc::CompletionQueue& queue) {
+    completion_queue_ = &queue;
     stream_ = stub.PrepareCall(&context_, "/cgp.v1.DeviceGateway/Connect", &queue);
     stream_->StartCall(&started_tag_);
   }
@@ -167,6 +190,11 @@ class SwarmStream {
         return maybe_done();
       case Op::finished:
         finished_ = true;
+        if (alarm_set_) alarm_.Cancel();  // its event still comes, with ok = false
+        return maybe_done();
+      case Op::alarm:
+        alarm_set_ = false;
+        if (ok && !finishing_) tick_watches();
         return maybe_done();
     }
   }
@@ -199,7 +227,80 @@ class SwarmStream {
       }
       envelope += reply;
       send(buffer_of(envelope), true);
+    } else if (field == kBodyStartWatch) {
+      start_watch(body);
     }
+  }
+
+  // Watches run as on cgp-device (device_client.cpp): armed on the device, ticked on their
+  // public schedule, one alert each. Ticks run on this stream's queue thread, woken by an alarm.
+  struct ScheduledWatch {
+    WatchSpec spec;
+    std::uint64_t last_tick = 0;
+  };
+
+  void start_watch(std::string_view body) {
+    Member& member = *swarm_.members[index_];
+    std::string started;
+    std::optional<client::Device::WatchState> state;
+    v1::WatchStarted parsed;
+    {
+      std::lock_guard lock(member.device_mutex);
+      started = member.device.start_watch(
+          {reinterpret_cast<const std::uint8_t*>(body.data()), body.size()});
+      if (parsed.ParseFromString(started) && parsed.status() == v1::WATCH_ARMED) {
+        if (auto s = member.device.watch_state(parsed.watch_id())) state = std::move(*s);
+      }
+    }
+    send(buffer_of(envelope_of(kWatchStartedTag, started)), false);
+    if (!state) return;
+    if (state->alert_tick != 0) return send_alert(parsed.watch_id(), state->alert_tick);
+    if (state->budget_exhausted || !state->spec.has_schedule()) return;
+    watches_.insert_or_assign(parsed.watch_id(), ScheduledWatch{state->spec, state->last_tick});
+    if (!alarm_set_ && !finishing_) tick_watches();
+  }
+
+  void send_alert(const std::string& watch_id, std::uint64_t tick) {
+    v1::DeviceToCoordinator alert;
+    alert.mutable_watch_alert()->set_watch_id(watch_id);
+    alert.mutable_watch_alert()->set_tick(tick);
+    send(buffer_of(alert.SerializeAsString()), false);
+  }
+
+  void tick_watches() {
+    Member& member = *swarm_.members[index_];
+    const double now = unix_now();
+    double next_due = now + 1.0;
+    for (auto it = watches_.begin(); it != watches_.end();) {
+      ScheduledWatch& w = it->second;
+      const std::uint64_t tick = w.spec.tick_at(now);
+      bool over = tick > w.spec.horizon();
+      if (!over && tick > w.last_tick) {
+        Expected<WatchTickStatus> status = WatchTickStatus::finished;
+        {
+          std::lock_guard lock(member.device_mutex);
+          status = member.device.tick_watch(it->first, tick);
+        }
+        if (status && *status == WatchTickStatus::alert) send_alert(it->first, tick);
+        w.last_tick = tick;
+        over = !status || *status != WatchTickStatus::silent;
+      }
+      if (over) {
+        it = watches_.erase(it);
+        continue;
+      }
+      next_due =
+          std::min(next_due, w.spec.params().start_unix_seconds +
+                                 static_cast<double>(w.last_tick) * w.spec.params().tick_seconds);
+      ++it;
+    }
+    if (watches_.empty()) return;
+    const auto wait = std::chrono::duration<double>(std::max(next_due - unix_now(), 0.001));
+    alarm_set_ = true;
+    alarm_.Set(completion_queue_,
+               std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(wait),
+               &alarm_tag_);
   }
   void send(grpc::ByteBuffer message, bool is_reply) {
     if (finishing_) return;
@@ -214,7 +315,7 @@ class SwarmStream {
     stream_->Finish(&status_, &finished_tag_);
   }
   void maybe_done() {
-    if (finished_ && !writing_ && !reading_ && !reported_) {
+    if (finished_ && !writing_ && !reading_ && !alarm_set_ && !reported_) {
       reported_ = true;
       swarm_.on_done(index_, welcomed_, status_);  // may destroy this stream: last statement
     }
@@ -225,7 +326,11 @@ class SwarmStream {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream_;
   Tag started_tag_{this, Op::started}, read_tag_{this, Op::read}, write_tag_{this, Op::write},
-      finished_tag_{this, Op::finished};
+      finished_tag_{this, Op::finished}, alarm_tag_{this, Op::alarm};
+  grpc::CompletionQueue* completion_queue_ = nullptr;
+  grpc::Alarm alarm_;
+  bool alarm_set_ = false;
+  std::map<std::string, ScheduledWatch> watches_;
   grpc::ByteBuffer incoming_;
   std::deque<std::pair<grpc::ByteBuffer, bool>> queue_;  // message, is a reply
   grpc::Status status_;

@@ -67,6 +67,12 @@ bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
   counters.update([](GatewayCounters& c) { ++c.connects; });
   log("event=connect device=" + log_value(session->id()) +
       " sdk=" + log_value(session->sdk_version().empty() ? "unknown" : session->sdk_version()));
+  // Watches made while the device was away, and armed ones it resumes (a replay is free).
+  for (v1::WatchSpec& spec : watches.for_device(session->id())) {
+    v1::CoordinatorToDevice start;
+    *start.mutable_start_watch() = std::move(spec);
+    session->push(std::move(start));
+  }
   return true;
 }
 
@@ -278,6 +284,23 @@ void DeviceGateway::set_serving(const std::string& service, bool serving) {
 
 bool DeviceGateway::revoke(const std::string& device_id) {
   return impl_->revoke(device_id);
+}
+
+Status DeviceGateway::start_watch(
+    const v1::WatchSpec& spec, const std::vector<std::pair<std::uint32_t, std::string>>& devices) {
+  CGP_RETURN_IF_ERROR(impl_->watches.add(spec, devices));
+  v1::CoordinatorToDevice start;
+  *start.mutable_start_watch() = spec;
+  for (const auto& [user, id] : devices) {
+    if (auto session = impl_->sessions.find(id)) session->push(start);
+  }
+  impl_->log("event=watch watch=" + log_value(spec.watch_id()) +
+             " devices=" + std::to_string(devices.size()));
+  return {};
+}
+
+Expected<v1::WatchReport> DeviceGateway::watch_report(const std::string& watch_id) const {
+  return impl_->watches.report(watch_id);
 }
 
 bool DeviceGateway::wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const {

@@ -24,6 +24,7 @@
 #include "hello_watchdog.hpp"
 #include "round_table.hpp"
 #include "session_registry.hpp"
+#include "watch_board.hpp"
 
 namespace cgp::transport::detail {
 
@@ -55,6 +56,7 @@ class GatewayCore {
   RoundTable rounds;
   HelloWatchdog hellos;
   CounterBoard counters;
+  WatchBoard watches;
 
   // Streams are spread over several completion queues: Debian's libgrpc keeps gRPC's debug
   // check of outstanding operations, a linear scan of the queue's pending tags at every

@@ -281,6 +281,8 @@ Expected<WatchSpec> watch_from_wire(const v1::WatchSpec& spec) {
   p.horizon = spec.horizon();
   p.epsilon = spec.epsilon();
   p.sigma = spec.sigma();
+  p.tick_seconds = spec.tick_seconds();
+  p.start_unix_seconds = spec.start_unix_seconds();
   return WatchSpec::create(std::move(p));
 }
 
@@ -304,6 +306,8 @@ v1::WatchSpec watch_to_wire(const WatchSpec& spec) {
                                                : v1::WATCH_NOISE_GAUSSIAN_EXPOST);
   out.set_epsilon(p.epsilon);
   out.set_sigma(p.sigma);
+  out.set_tick_seconds(p.tick_seconds);
+  out.set_start_unix_seconds(p.start_unix_seconds);
   return out;
 }
 

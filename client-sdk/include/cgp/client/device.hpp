@@ -106,8 +106,17 @@ class Device {
   // The wire form of start_watch: a serialized cgp.v1.WatchSpec in, a serialized
   // cgp.v1.WatchStarted out (status armed, refused_budget or rejected_invalid with the error).
   std::string start_watch(std::span<const std::uint8_t> spec_bytes) noexcept;
-  // The ex-post budget's realised ε (gaussian_expost watches), and what is left of it.
+  // The ex-post budget's realised ε (gaussian_expost watches).
   double expost_spent() const noexcept;
+  // What the ledger recorded for a watch: its spec, the last tick evaluated and the alerting
+  // tick (0: none) — so that a device client resumes after a restart and re-sends an alert
+  // that may not have left before a crash. unknown_watch if it was never armed here.
+  struct WatchState {
+    WatchSpec spec;
+    std::uint64_t last_tick = 0, alert_tick = 0;
+    bool budget_exhausted = false;
+  };
+  Expected<WatchState> watch_state(std::string_view watch_id) const noexcept;
 
   // A reply size that handle() will not exceed for this request now (replays included).
   Expected<std::size_t> max_reply_size(std::span<const std::uint8_t> request_bytes) const;

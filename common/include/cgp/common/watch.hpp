@@ -54,6 +54,11 @@ struct WatchSpecParams {
   WatchNoise noise = WatchNoise::laplace;
   double epsilon = 0;  // laplace: ε per unit distance for the whole watch (> 0)
   double sigma = 0;    // gaussian_expost: threshold noise σ_X (> 0); queries use √3·σ_X
+  // The public schedule for devices that tick on their own: tick k is due at
+  // start_unix_seconds + (k − 1)·tick_seconds. Both 0: the app keeps a schedule of its own.
+  // tick_seconds with start 0: the coordinator starts the watch on its clock when it sends it.
+  double tick_seconds = 0;
+  double start_unix_seconds = 0;
 };
 
 class WatchSpec {
@@ -70,6 +75,13 @@ class WatchSpec {
   const std::string& component_id() const noexcept { return params_.component_id; }
   std::uint64_t horizon() const noexcept { return params_.horizon; }
   WatchNoise noise() const noexcept { return params_.noise; }
+  // A schedule a device can follow on its own: a tick length and a start.
+  bool has_schedule() const noexcept {
+    return params_.tick_seconds > 0 && params_.start_unix_seconds > 0;
+  }
+  // The tick due at `unix_seconds` on the public schedule: 0 before the first, and never more
+  // than horizon + 1 (past the end). Precondition: has_schedule().
+  std::uint64_t tick_at(double unix_seconds) const noexcept;
   // The component dimension the score needs.
   std::size_t required_dimension() const noexcept;
 
@@ -87,5 +99,9 @@ enum class WatchTickStatus {
 };
 
 std::string_view watch_tick_status_name(WatchTickStatus status) noexcept;
+
+// What a laplace watch charges the device's CGP filter at arming: (ε(1 + 2^-10))²/2 rounded
+// up (client-sdk/src/watch.md). Public, so that a coordinator's budget mirror predicts it.
+double laplace_watch_charge(double epsilon) noexcept;
 
 }  // namespace cgp

@@ -11,6 +11,7 @@
 
 #include "cgp/common/expected.hpp"
 #include "cgp/common/geometry/region.hpp"
+#include "cgp/common/watch.hpp"
 #include "cgp/coordinator/accuracy_first.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/top_regions.hpp"
@@ -67,6 +68,25 @@ struct RemoteStatus {
                 late_replies = 0, refused_connections = 0;
 };
 
+// A watch as the coordinator sees it (README "Watches"): what each device answered to the spec
+// and the one alert each may have sent.
+struct RemoteDeviceWatch {
+  enum class State { pending, armed, refused, rejected };
+  std::string device_id;
+  coordinator::UserId user = 0;
+  State state = State::pending;
+  Error error;                   // with rejected
+  std::uint64_t alert_tick = 0;  // 0: no alert (yet)
+  double alert_received_unix_seconds = 0;
+};
+
+struct RemoteWatch {
+  std::string watch_id;
+  std::optional<WatchSpec> spec;  // as the coordinator sent it (its schedule stamped)
+  std::vector<RemoteDeviceWatch> devices;
+  std::size_t pending = 0, armed = 0, refused = 0, rejected = 0, alerts = 0;
+};
+
 // Whom a remote query asks and the most it charges each (a charge, as in coordinator::Charge):
 // a fixed cap, or the coordinator's adaptive allocation (Alg. 3, open-ended, from its mirror).
 struct RemoteCharges {
@@ -114,6 +134,12 @@ class AnalystClient {
                                    const RemoteCharges& charges,
                                    const coordinator::QueryOptions& options);
   Expected<RemoteResult> result(const std::string& query_id);
+  // Creates a watch on these users' devices (empty: every enrolled user). A spec with
+  // tick_seconds > 0 and no start starts now, on the coordinator's clock.
+  Expected<RemoteWatch> start_watch(const WatchSpec& spec,
+                                    const std::vector<coordinator::UserId>& users = {});
+  // The watch's state now: who armed it and who alerted at which tick.
+  Expected<RemoteWatch> watch(const std::string& watch_id);
   Expected<RemoteStatus> status();
 
  private:

@@ -21,6 +21,10 @@
 namespace grpc {
 class Service;
 }
+namespace cgp::v1 {
+class WatchSpec;
+class WatchReport;
+}  // namespace cgp::v1
 
 namespace cgp::transport {
 
@@ -106,6 +110,14 @@ class DeviceGateway {
   bool revoke(const std::string& device_id);
   // grpc.health.v1 status of a further service served on this port (e.g. "cgp.v1.Analyst").
   void set_serving(const std::string& service, bool serving);
+  // A watch (README "Watches") over these devices (user index, device id): sent to each now if
+  // connected, else when it connects; already_exists for a used watch_id. The spec is sent as
+  // given: each device validates it and decides within its own budget.
+  Status start_watch(const v1::WatchSpec& spec,
+                     const std::vector<std::pair<std::uint32_t, std::string>>& devices);
+  // What each device of the watch answered and its alert, if any; invalid_argument for an
+  // unknown id.
+  Expected<v1::WatchReport> watch_report(const std::string& watch_id) const;
   // Waits until at least `count` devices have said Hello, or the timeout passes.
   bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
 

@@ -1,0 +1,338 @@
+// Watches over the network (issue 15): the coordinator sends a WatchSpec to real cgp-device
+// processes over TLS (and to a swarm), each arms it within its own budget, ticks it on the
+// public schedule, and sends one alert at most; the analyst reads who alerted at which tick.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "cgp/common/privacy/rounding.hpp"
+#include "cgp/common/wire/codec.hpp"
+#include "cgp/transport/analyst_client.hpp"
+#include "cgp/transport/coordinator_service.hpp"
+#include "cgp/transport/device_swarm.hpp"
+#include "cgp/v1/service.grpc.pb.h"
+#include "network_fixtures.hpp"
+#include "support/seed.hpp"
+
+extern char** environ;
+
+using namespace cgp;
+using namespace std::chrono_literals;
+
+namespace {
+
+pid_t spawn(const std::vector<std::string>& arguments) {
+  std::vector<char*> argv;
+  for (const auto& a : arguments) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  return pid;
+}
+
+void terminate(pid_t pid) {
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 50; ++i) {
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(100ms);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+// The device processes of a test: terminated however the test ends (a failed REQUIRE included),
+// so that none outlives it holding the runner's output open.
+struct DeviceProcesses {
+  std::vector<pid_t> pids;
+  ~DeviceProcesses() {
+    for (pid_t pid : pids) terminate(pid);
+  }
+};
+
+// A geofence of 300 m around (1000, 2000) at ε = 1 per metre: noise scales 2 m and 4 m, so a
+// device 10 m or more inside alerts at its first tick except with probability below e^-70,
+// and one 5 km away never alerts (below 100·e^-170 over 100 ticks).
+WatchSpec geofence(const std::string& id, std::uint64_t horizon, double tick_seconds) {
+  WatchSpecParams p;
+  p.watch_id = id;
+  p.component_id = "location";
+  p.statistic = StatisticKind::distance_to_point;
+  p.point = {1000, 2000};
+  p.threshold = 300;
+  p.clamp_lo = 0;
+  p.clamp_hi = 1000;
+  p.horizon = horizon;
+  p.epsilon = 1.0;
+  p.tick_seconds = tick_seconds;
+  auto spec = WatchSpec::create(p);
+  REQUIRE(spec.has_value());
+  return *spec;
+}
+
+template <class Done>
+transport::RemoteWatch poll_watch(transport::AnalystClient& analyst, const std::string& id,
+                                  Done&& done, std::chrono::seconds limit = 30s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto report = analyst.watch(id);
+    REQUIRE(report.has_value());
+    if (done(*report) || std::chrono::steady_clock::now() > until) return *report;
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("watches: real cgp-device processes over TLS arm a watch and alert once",
+          "[transport][watch][device-program]") {
+  test::ThrowawayCertificate tls;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("cgp-watch-net-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> ids = {"inside", "edge-in", "outside"};
+  const std::vector<std::string> locations = {"1000,2000", "1000,2290", "6000,2000"};
+  transport::CoordinatorOptions options;
+  options.device_ids = ids;
+  options.gateway.tls_certificate_chain = tls.certificate;
+  options.gateway.tls_private_key = tls.key;
+  options.analyst_credential_sha256 = transport::sha256_of("analyst-secret");
+  for (const auto& id : ids) options.gateway.device_credentials[id] = "secret-" + id;
+  auto service = transport::CoordinatorService::start(options);
+  REQUIRE(service.has_value());
+  const std::string address = "127.0.0.1:" + std::to_string((*service)->port());
+  const auto root = dir / "root.pem";
+  std::ofstream(root) << tls.certificate;
+
+  auto start_device = [&](std::size_t i) {
+    const auto credential = dir / (ids[i] + ".secret");
+    std::ofstream(credential) << "secret-" << ids[i] << "\n";
+    return spawn({CGP_DEVICE_PATH, "--coordinator", address, "--id", ids[i], "--credential",
+                  credential.string(), "--tls-root", root.string(), "--ledger",
+                  (dir / (ids[i] + ".db")).string(), "--budget", "1", "--location", locations[i],
+                  "--reconnect"});
+  };
+  DeviceProcesses processes;
+  auto& devices = processes.pids;
+  devices = {start_device(0), start_device(1)};
+  REQUIRE((*service)->gateway().wait_for_devices(2, 30s));
+
+  transport::AnalystConnection connection;
+  connection.coordinator_address = address;
+  connection.credential = "analyst-secret";
+  connection.tls_root_certificate = tls.certificate;
+  auto analyst = transport::AnalystClient::connect(connection);
+  REQUIRE(analyst.has_value());
+
+  // Bad specs and reused ids are named errors, and nothing reaches a device.
+  WatchSpec spec = geofence("fence", 40, 0.25);
+  {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls.certificate;
+    auto stub = v1::Analyst::NewStub(grpc::CreateChannel(address, grpc::SslCredentials(ssl)));
+    grpc::ClientContext context;
+    context.AddMetadata("cgp-analyst-credential", "analyst-secret");
+    v1::StartWatchRequest request;
+    *request.mutable_spec() = wire::watch_to_wire(spec);
+    request.mutable_spec()->set_epsilon(-1);
+    v1::WatchReport out;
+    const grpc::Status status = stub->StartWatch(&context, request, &out);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(status.error_message().find("epsilon") != std::string::npos);
+    grpc::ClientContext no_credential;
+    CHECK(stub->StartWatch(&no_credential, request, &out).error_code() ==
+          grpc::StatusCode::UNAUTHENTICATED);
+  }
+  auto started = analyst->start_watch(spec);
+  REQUIRE(started.has_value());
+  CHECK(started->devices.size() == 3);
+  REQUIRE(started->spec.has_value());
+  CHECK(started->spec->params().start_unix_seconds > 0);  // the coordinator's clock
+  auto again = analyst->start_watch(spec);
+  REQUIRE_FALSE(again.has_value());
+  CHECK(again.error().code == ErrorCode::already_exists);
+  CHECK(again.error().parameter == "watch_id");
+  auto unknown = analyst->watch("nope");
+  REQUIRE_FALSE(unknown.has_value());
+
+  // Both devices inside alert, each once, at an early tick; "outside" is not connected yet.
+  auto report =
+      poll_watch(*analyst, "fence", [](const transport::RemoteWatch& w) { return w.alerts == 2; });
+  CHECK(report.alerts == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO(ids[i]);
+    CHECK(report.devices[i].state == transport::RemoteDeviceWatch::State::armed);
+    CHECK(report.devices[i].alert_tick >= 1);
+    CHECK(report.devices[i].alert_tick <= 8);  // the first tick due, allowing a slow start
+  }
+  CHECK(report.devices[2].state == transport::RemoteDeviceWatch::State::pending);
+
+  // A device that connects later gets the watch when it connects, arms it and stays silent.
+  devices.push_back(start_device(2));
+  report = poll_watch(*analyst, "fence", [](const transport::RemoteWatch& w) {
+    return w.devices[2].state != transport::RemoteDeviceWatch::State::pending;
+  });
+  CHECK(report.devices[2].state == transport::RemoteDeviceWatch::State::armed);
+
+  // Restarting the inside device: it resumes from its ledger and sends nothing new.
+  const std::uint64_t first_tick = report.devices[0].alert_tick;
+  terminate(devices[0]);
+  devices[0] = start_device(0);
+  REQUIRE((*service)->gateway().wait_for_devices(3, 30s));
+  std::this_thread::sleep_for(1s);
+  report = *analyst->watch("fence");
+  CHECK(report.devices[0].alert_tick == first_tick);
+  CHECK(report.devices[2].alert_tick == 0);
+  CHECK(report.alerts == 2);
+
+  service->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert per device",
+          "[transport][watch]") {
+  CGP_SEEDED(7117);
+  const std::size_t n = 20;
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(n);
+  options.device_budget = 1.0;
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  swarm_options.seed = seed;
+  std::vector<transport::SwarmMember> members;
+  // Even users stand 50 m from the site (inside), odd ones 5 km away.
+  for (std::size_t i = 0; i < n; ++i)
+    members.push_back({options.device_ids[i], "", {1000.0 + (i % 2 == 0 ? 50.0 : 5000.0), 2000.0}});
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+
+  auto analyst = transport::AnalystClient::connect({address, "", "", 60s, std::nullopt});
+  REQUIRE(analyst.has_value());
+  // Over every user but the last two.
+  std::vector<coordinator::UserId> users;
+  for (std::size_t i = 0; i + 2 < n; ++i) users.push_back(static_cast<coordinator::UserId>(i));
+  const WatchSpec spec = geofence("swarm-fence", 20, 0.1);
+  auto started = analyst->start_watch(spec, users);
+  REQUIRE(started.has_value());
+  CHECK(started->devices.size() == n - 2);
+  auto report = poll_watch(*analyst, "swarm-fence", [&](const transport::RemoteWatch& w) {
+    return w.alerts == (n - 2) / 2 && w.armed == n - 2;
+  });
+  CHECK(report.armed == n - 2);
+  CHECK(report.alerts == (n - 2) / 2);
+  for (const auto& device : report.devices) {
+    INFO(device.device_id);
+    const bool inside = device.user % 2 == 0;
+    CHECK((device.alert_tick != 0) == inside);
+  }
+  // Each armed device paid the watch once: ρ = (ε(1 + 2^-10))²/2 at ε = 1, added to its spent
+  // total rounding up (PrivacyFilter::spent_after).
+  const double charge = privacy::next_up(laplace_watch_charge(1.0));
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("device " << i);
+    CHECK(swarm->spent(i) == (i + 2 < n ? charge : 0.0));
+  }
+  // A dropped device reconnects: the watch is sent again, replayed, charged nothing more.
+  swarm->drop(0);
+  REQUIRE(swarm->reconnect(0));
+  REQUIRE(swarm->wait_connected(n, 30s));
+  std::this_thread::sleep_for(500ms);
+  CHECK(swarm->spent(0) == charge);
+  CHECK(analyst->watch("swarm-fence")->alerts == (n - 2) / 2);
+  swarm.reset();
+  service.reset();
+}
+
+namespace {
+
+struct ProgramOutput {
+  int exit_code = -1;
+  std::string text;  // stdout and stderr
+};
+
+ProgramOutput run_program(const std::string& command) {
+  ProgramOutput out;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    out.text.append(buffer, n);
+  const int status = ::pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags exit 2 by name",
+          "[transport][watch][tools]") {
+  CGP_SEEDED(7121);
+  const std::size_t n = 4;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("cgp-watch-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "analyst") << "analyst-secret\n";
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(n);
+  options.analyst_credential_sha256 = transport::sha256_of("analyst-secret");
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  swarm_options.seed = seed;
+  std::vector<transport::SwarmMember> members;
+  for (std::size_t i = 0; i < n; ++i)  // users 0 and 1 inside the fence, 2 and 3 far away
+    members.push_back({options.device_ids[i], "", {1000.0 + (i < 2 ? 20.0 : 8000.0), 2000.0}});
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+
+  const std::string analyst = std::string(CGP_ANALYST_PATH) + " --coordinator " + address +
+                              " --credential " + (dir / "analyst").string();
+  const std::string fence = " --point 1000,2000 --threshold 300 --horizon 50 --tick-seconds 0.1";
+  // Bad flags: exit 2, the parameter named, nothing sent.
+  for (const auto& [flags, name] : std::vector<std::pair<std::string, std::string>>{
+           {" --id f" + fence + " --epsilon -1", "epsilon"},
+           {" --id f" + fence + " --epsilon 1 --clamp 500,1000", "threshold"},
+           {" --id f --threshold 300 --horizon 5 --tick-seconds 1 --epsilon 1", "--point"},
+           {" --id f" + fence + " --epsilon 1 --users 0,9", "users"}}) {
+    INFO(flags);
+    const auto bad = run_program(analyst + " watch-start" + flags);
+    CHECK(bad.exit_code == (name == "users" ? 1 : 2));
+    CHECK(bad.text.find(name) != std::string::npos);
+  }
+  CHECK_FALSE(run_program(analyst + " watch --id f").exit_code == 0);  // nothing was made
+
+  const auto started =
+      run_program(analyst + " watch-start --id cli-fence" + fence + " --epsilon 1 --users 0,1,2");
+  REQUIRE(started.exit_code == 0);
+  CHECK(started.text.find("\"watch_id\": \"cli-fence\"") != std::string::npos);
+  // Poll `cgp-analyst watch` until both inside devices alerted (2 s of ticks at most).
+  ProgramOutput shown;
+  for (int i = 0; i < 100; ++i) {
+    shown = run_program(analyst + " watch --id cli-fence");
+    REQUIRE(shown.exit_code == 0);
+    if (shown.text.find("\"alerts\": 2") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(shown.text.find("\"alerts\": 2") != std::string::npos);
+  CHECK(shown.text.find("\"armed\": 3") != std::string::npos);
+  CHECK(shown.text.find("device-3") == std::string::npos);  // not in this watch
+  swarm.reset();
+  service.reset();
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,107 @@
+#include "watch_board.hpp"
+
+#include "cgp/common/validate.hpp"
+
+namespace cgp::transport::detail {
+
+Status WatchBoard::add(const v1::WatchSpec& spec,
+                       const std::vector<std::pair<std::uint32_t, std::string>>& devices) {
+  std::lock_guard lock(mutex_);
+  if (watches_.count(spec.watch_id()) > 0)
+    return make_error(ErrorCode::already_exists, "watch_id",
+                      "watch_id '" + spec.watch_id() + "' was already used");
+  Entry entry;
+  entry.spec = spec;
+  for (const auto& [user, id] : devices) {
+    if (entry.index.count(id) > 0) continue;
+    v1::DeviceWatch device;
+    device.set_device_id(id);
+    device.set_user(user);
+    entry.index.emplace(id, entry.devices.size());
+    entry.devices.push_back(std::move(device));
+    by_device_[id].push_back(spec.watch_id());
+  }
+  watches_.emplace(spec.watch_id(), std::move(entry));
+  return {};
+}
+
+std::vector<v1::WatchSpec> WatchBoard::for_device(const std::string& device_id) const {
+  std::lock_guard lock(mutex_);
+  std::vector<v1::WatchSpec> out;
+  auto ids = by_device_.find(device_id);
+  if (ids == by_device_.end()) return out;
+  for (const std::string& watch_id : ids->second) {
+    const Entry& entry = watches_.find(watch_id)->second;
+    const v1::DeviceWatch& device = entry.devices[entry.index.find(device_id)->second];
+    const bool over = device.alert_tick() != 0 || device.state() == v1::DEVICE_WATCH_REFUSED ||
+                      device.state() == v1::DEVICE_WATCH_REJECTED;
+    if (!over) out.push_back(entry.spec);
+  }
+  return out;
+}
+
+v1::DeviceWatch* WatchBoard::find(const std::string& watch_id, const std::string& device_id) {
+  auto entry = watches_.find(watch_id);
+  if (entry == watches_.end()) return nullptr;
+  auto k = entry->second.index.find(device_id);
+  if (k == entry->second.index.end()) return nullptr;
+  return &entry->second.devices[k->second];
+}
+
+void WatchBoard::started(const std::string& device_id, const v1::WatchStarted& started) {
+  std::lock_guard lock(mutex_);
+  v1::DeviceWatch* device = find(started.watch_id(), device_id);
+  if (!device || device->alert_tick() != 0) return;
+  switch (started.status()) {
+    case v1::WATCH_ARMED:
+      device->set_state(v1::DEVICE_WATCH_ARMED);
+      break;
+    case v1::WATCH_REFUSED_BUDGET:
+      device->set_state(v1::DEVICE_WATCH_REFUSED);
+      break;
+    default:
+      device->set_state(v1::DEVICE_WATCH_REJECTED);
+      device->set_error(started.error());
+      device->set_error_message(started.error_message().substr(0, 400));
+      break;
+  }
+}
+
+void WatchBoard::alerted(const std::string& device_id, const v1::WatchAlert& alert,
+                         double unix_seconds) {
+  std::lock_guard lock(mutex_);
+  v1::DeviceWatch* device = find(alert.watch_id(), device_id);
+  // The first alert counts (a device re-sends it after a reconnect); a tick beyond the horizon
+  // cannot come from a device that follows the protocol.
+  if (!device || device->alert_tick() != 0 || alert.tick() == 0) return;
+  const auto& spec = watches_.find(alert.watch_id())->second.spec;
+  if (alert.tick() > spec.horizon()) return;
+  device->set_state(v1::DEVICE_WATCH_ARMED);
+  device->set_alert_tick(alert.tick());
+  device->set_alert_received_unix_seconds(unix_seconds);
+}
+
+Expected<v1::WatchReport> WatchBoard::report(const std::string& watch_id) const {
+  std::lock_guard lock(mutex_);
+  auto entry = watches_.find(watch_id);
+  if (entry == watches_.end())
+    return make_error(ErrorCode::invalid_argument, "watch_id",
+                      "watch_id '" + watch_id + "' is not a watch of this coordinator");
+  v1::WatchReport out;
+  out.set_watch_id(watch_id);
+  *out.mutable_spec() = entry->second.spec;
+  std::uint32_t counts[4] = {0, 0, 0, 0}, alerts = 0;
+  for (const v1::DeviceWatch& device : entry->second.devices) {
+    *out.add_devices() = device;
+    ++counts[static_cast<int>(device.state()) & 3];
+    alerts += device.alert_tick() != 0;
+  }
+  out.set_pending(counts[v1::DEVICE_WATCH_PENDING]);
+  out.set_armed(counts[v1::DEVICE_WATCH_ARMED]);
+  out.set_refused(counts[v1::DEVICE_WATCH_REFUSED]);
+  out.set_rejected(counts[v1::DEVICE_WATCH_REJECTED]);
+  out.set_alerts(alerts);
+  return out;
+}
+
+}  // namespace cgp::transport::detail

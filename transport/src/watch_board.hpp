@@ -1,0 +1,42 @@
+// The coordinator's view of its watches (README "Watches"): which devices each watch was sent
+// to, what each answered (armed, refused, rejected) and the one alert each may send. It holds
+// nothing private: every entry is something a device chose to send.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/v1/service.pb.h"
+
+namespace cgp::transport::detail {
+
+class WatchBoard {
+ public:
+  // A new watch over these devices (user index, device id); already_exists for a used id.
+  Status add(const v1::WatchSpec& spec,
+             const std::vector<std::pair<std::uint32_t, std::string>>& devices);
+  // The start_watch messages a device gets when it connects: every watch it is in that has not
+  // alerted or been refused or rejected (an armed one is sent again: the device resumes it).
+  std::vector<v1::WatchSpec> for_device(const std::string& device_id) const;
+  // What a device sent; ignored unless the watch includes that device.
+  void started(const std::string& device_id, const v1::WatchStarted& started);
+  void alerted(const std::string& device_id, const v1::WatchAlert& alert, double unix_seconds);
+  // invalid_argument "watch_id" for an unknown id.
+  Expected<v1::WatchReport> report(const std::string& watch_id) const;
+
+ private:
+  struct Entry {
+    v1::WatchSpec spec;
+    std::vector<v1::DeviceWatch> devices;
+    std::map<std::string, std::size_t, std::less<>> index;  // device id → devices[k]
+  };
+  v1::DeviceWatch* find(const std::string& watch_id, const std::string& device_id);
+  mutable std::mutex mutex_;
+  std::map<std::string, Entry, std::less<>> watches_;
+  std::map<std::string, std::vector<std::string>, std::less<>> by_device_;
+};
+
+}  // namespace cgp::transport::detail
