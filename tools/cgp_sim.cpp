@@ -12,6 +12,7 @@
 #include "cgp/sim/dataset.hpp"
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
+#include "cgp/sim/watch_experiment.hpp"
 #include "cgp/transport/files.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
@@ -45,6 +46,7 @@ struct Arguments {
   AccuracySettings accuracy;  // cgp-sim accuracy
   TopRegionsSettings top;     // cgp-sim top-regions
   double multi_target = 0;    // multi-range --target
+  WatchSettings watch;        // cgp-sim watch (its own flags: no common options)
 };
 
 // Under mpirun only rank 0 speaks (the ranks agree on every error first).
@@ -423,6 +425,32 @@ int run_threshold_experiment(const Arguments& a, Context& context) {
   return report(a, description, run_threshold(values, below, a.q, a.rho, context.common));
 }
 
+int run_watch_experiment(const Arguments& a, Context& context) {
+  if (context.job) return fail(kUsageError, "watch runs in one process, not under mpirun");
+  if (context.remote())
+    return fail(kUsageError,
+                "watch runs in process; over a coordinator use cgp-analyst watch-start");
+  auto rows = run_watch(a.watch);
+  if (!rows) {
+    const bool usage = rows.error().parameter != "trajectories";
+    return fail(usage ? kUsageError : kDataError, rows.error().message);
+  }
+  if (g_quiet) return 0;
+  const auto& f = a.watch.fence;
+  std::printf(
+      "# watch: site (%s, %s), radius %s m, false beyond %s m, threshold %s m, clamp "
+      "[0, %s] m; quality: false-alert and miss rates <= %s; %s\n",
+      format_number(f.site[0]).c_str(), format_number(f.site[1]).c_str(),
+      format_number(f.radius).c_str(), format_number(f.radius + f.band).c_str(),
+      format_number(f.threshold()).c_str(), format_number(f.clamp).c_str(),
+      format_number(a.watch.quality).c_str(),
+      a.watch.trajectories.empty() ? "built-in movers" : a.watch.trajectories.c_str());
+  print_watch_table(stdout, *rows);
+  if (!a.json.empty())
+    if (auto s = write_watch_json(a.json, *rows); !s) return fail(kDataError, s.error().message);
+  return 0;
+}
+
 // The subcommands: each adds its own flags (besides the common ones) and runs.
 struct Experiment {
   const char* name;
@@ -524,6 +552,33 @@ const Experiment kExperiments[] = {
                       "with --fleet: the id of the device that holds the count");
      },
      run_threshold_experiment},
+    {"watch", "geofence alerts over moving users: Laplace watch vs Gaussian ex-post vs releases",
+     [](CLI::App& sub, Arguments& a) {
+       auto& w = a.watch;
+       sub.add_option("--ticks", w.horizons, "horizons in ticks (list)")
+           ->delimiter(',')
+           ->capture_default_str();
+       sub.add_option("--methods", w.methods, "laplace,gaussian_expost,gaussian_releases (list)")
+           ->delimiter(',')
+           ->capture_default_str();
+       sub.add_option("--radius", w.fence.radius, "alert within this many metres of the site")
+           ->capture_default_str();
+       sub.add_option("--band", w.fence.band,
+                      "an alert farther than radius + band is false (metres)")
+           ->capture_default_str();
+       sub.add_option("--clamp", w.fence.clamp, "distances are clamped to [0, clamp] metres")
+           ->capture_default_str();
+       sub.add_option("--site", w.fence.site, "X,Y of the site (metres)")->delimiter(',');
+       sub.add_option("--quality", w.quality,
+                      "the false-alert and miss rates to reach, each at most this")
+           ->capture_default_str();
+       sub.add_option("--users", w.users, "built-in movers: how many")->capture_default_str();
+       sub.add_option("--step", w.step, "built-in movers: metres per tick")->capture_default_str();
+       sub.add_option("--trajectories", w.trajectories, "CSV of id,t,x,y (metres, t = tick)");
+       sub.add_option("--seed", w.seed, "run seed")->capture_default_str();
+       sub.add_option("--json", a.json, "write the rows as JSON");
+     },
+     run_watch_experiment},
 };
 
 void add_common_options(CLI::App& sub, Arguments& a) {
@@ -586,7 +641,8 @@ int run(int argc, char** argv, tools::MpiJob* job) {
   app.require_subcommand(1);
   Arguments a;
   const auto experiments = tools::add_commands(app, std::span<const Experiment>(kExperiments), a);
-  for (const auto& [sub, experiment] : experiments) add_common_options(*sub, a);
+  for (const auto& [sub, experiment] : experiments)
+    if (std::string_view(experiment->name) != "watch") add_common_options(*sub, a);
   if (auto done = tools::parse_command_line(app, argc, argv, "cgp-sim")) return *done;
 
   Context context;

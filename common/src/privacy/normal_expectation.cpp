@@ -15,6 +15,10 @@ constexpr double kLogSqrt2Pi = 0.91893853320467274178;  // log √(2π)
 // h(m ± L) ≤ h(m) − L²/2, so L = 13 always gets there.
 constexpr double kDrop = 80;
 constexpr double kMaxHalfWidth = 13;
+// Kronrod's relative tolerance and bisection depth: 1e-14 sits at the rounding floor of the
+// integrand, where the adaptive bisection never converges and runs to its depth (2^15 panels).
+constexpr double kTolerance = 1e-12;
+constexpr unsigned kDepth = 10;
 
 // For u ≤ −10: λ(u) = z + r with z = −u and r = 1/(z + 2/(z + 3/(z + …))) (Laplace's continued
 // fraction of Mills' ratio, as gaussian_profile.cpp's; 60 levels reach full precision there).
@@ -127,7 +131,7 @@ LogExpectation log_normal_expectation(std::span<const PhiFactor> factors, bool w
   using Quadrature = boost::math::quadrature::gauss_kronrod<double, 31>;
   auto weight = [&](double x) { return std::exp(f.h(x) - peak); };
   double q_error = 0;
-  const double q = Quadrature::integrate(weight, a, b, 15, 1e-14, &q_error);
+  const double q = Quadrature::integrate(weight, a, b, kDepth, kTolerance, &q_error);
   // Concavity: beyond m + L the log integrand falls at least with slope L (h′(m) = 0, h″ ≤ −1).
   const double edge_left = std::exp(f.h(a) - peak), edge_right = std::exp(f.h(b) - peak);
   const double q_tails = edge_left / left + edge_right / right;
@@ -144,8 +148,8 @@ LogExpectation log_normal_expectation(std::span<const PhiFactor> factors, bool w
 
   if (with_slope) {
     double n_error = 0;
-    const double n = Quadrature::integrate([&](double x) { return weight(x) * f.g(x); }, a, b, 15,
-                                           1e-14, &n_error);
+    const double n = Quadrature::integrate([&](double x) { return weight(x) * f.g(x); }, a, b,
+                                           kDepth, kTolerance, &n_error);
     const double lipschitz = f.g_lipschitz();
     const double n_tails = edge_left * (std::fabs(f.g(a)) / left + lipschitz / (left * left)) +
                            edge_right * (std::fabs(f.g(b)) / right + lipschitz / (right * right));
