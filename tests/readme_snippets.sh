@@ -23,7 +23,8 @@ signature() {
     2) echo "const uint8_t* config, size_t config_len, const uint8_t* request, size_t request_len" ;;
     3) echo "const std::vector<double>& points_xy, const cgp::geometry::Region& range, std::span<const double> p" ;;
     4) echo "cgp::coordinator::Fleet& fleet, cgp::coordinator::BudgetMirror& mirror, const cgp::geometry::Region& range" ;;
-    5) echo "const std::vector<std::string>& device_ids, cgp::coordinator::BudgetMirror& mirror, const cgp::geometry::Region& range, const cgp::coordinator::UserCharges& rho, const cgp::coordinator::QueryOptions& options" ;;
+    5) echo "cgp::client::Device& device, std::uint64_t tick" ;;
+    6) echo "const std::vector<std::string>& device_ids, cgp::coordinator::BudgetMirror& mirror, const cgp::geometry::Region& range, const cgp::coordinator::UserCharges& rho, const cgp::coordinator::QueryOptions& options" ;;
     *) return 1 ;;
   esac
 }
