@@ -9,6 +9,7 @@
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/version.hpp"
+#include "cgp/sim/accounting_experiment.hpp"
 #include "cgp/sim/dataset.hpp"
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
@@ -43,10 +44,11 @@ struct Arguments {
   std::string noise = "fast";
   bool no_shift = false;
   std::string fleet, analyst_credential, tls_root, curator;
-  AccuracySettings accuracy;  // cgp-sim accuracy
-  TopRegionsSettings top;     // cgp-sim top-regions
-  double multi_target = 0;    // multi-range --target
-  WatchSettings watch;        // cgp-sim watch (its own flags: no common options)
+  AccuracySettings accuracy;      // cgp-sim accuracy
+  TopRegionsSettings top;         // cgp-sim top-regions
+  double multi_target = 0;        // multi-range --target
+  WatchSettings watch;            // cgp-sim watch (its own flags: no common options)
+  AccountingSettings accounting;  // cgp-sim accounting (likewise)
 };
 
 // Under mpirun only rank 0 speaks (the ranks agree on every error first).
@@ -451,6 +453,22 @@ int run_watch_experiment(const Arguments& a, Context& context) {
   return 0;
 }
 
+int run_accounting_experiment(const Arguments& a, Context& context) {
+  if (context.job) return fail(kUsageError, "accounting runs in one process, not under mpirun");
+  if (context.remote()) return fail(kUsageError, "accounting is pure math: no --fleet");
+  auto result = run_accounting(a.accounting);
+  if (!result) return fail(kUsageError, result.error().message);
+  if (g_quiet) return 0;
+  print_accounting(stdout, a.accounting, *result);
+  if (!a.json.empty())
+    if (auto s = write_accounting_json(a.json, *result); !s)
+      return fail(kDataError, s.error().message);
+  if (!a.plot.empty())
+    if (auto s = write_accounting_plot(a.plot, a.accounting, *result); !s)
+      return fail(kDataError, s.error().message);
+  return 0;
+}
+
 // The subcommands: each adds its own flags (besides the common ones) and runs.
 struct Experiment {
   const char* name;
@@ -579,6 +597,24 @@ const Experiment kExperiments[] = {
        sub.add_option("--json", a.json, "write the rows as JSON");
      },
      run_watch_experiment},
+    {"accounting",
+     "privacy profiles of private selection: RDP bound, Thm 5.2, exact (002 Fig. 2/3)",
+     [](CLI::App& sub, Arguments& a) {
+       auto& s = a.accounting;
+       sub.add_option("--m", s.ms, "expected numbers of runs (list)")
+           ->delimiter(',')
+           ->capture_default_str();
+       sub.add_option("--eta", s.eta, "truncated negative binomial eta (1: geometric)")
+           ->capture_default_str();
+       sub.add_option("--sigma", s.sigma, "the base Gaussian mechanism's noise (sensitivity 1)")
+           ->capture_default_str();
+       sub.add_option("--delta", s.delta, "delta of the epsilon table")->capture_default_str();
+       sub.add_option("--epsilons", s.epsilons, "epsilons of the delta(epsilon) curves (list)")
+           ->delimiter(',');
+       sub.add_option("--json", a.json, "write the rows and curves as JSON");
+       sub.add_option("--plot", a.plot, "write OUT.png and OUT.svg");
+     },
+     run_accounting_experiment},
 };
 
 void add_common_options(CLI::App& sub, Arguments& a) {
@@ -642,7 +678,9 @@ int run(int argc, char** argv, tools::MpiJob* job) {
   Arguments a;
   const auto experiments = tools::add_commands(app, std::span<const Experiment>(kExperiments), a);
   for (const auto& [sub, experiment] : experiments)
-    if (std::string_view(experiment->name) != "watch") add_common_options(*sub, a);
+    if (std::string_view(experiment->name) != "watch" &&
+        std::string_view(experiment->name) != "accounting")
+      add_common_options(*sub, a);
   if (auto done = tools::parse_command_line(app, argc, argv, "cgp-sim")) return *done;
 
   Context context;

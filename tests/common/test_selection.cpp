@@ -201,6 +201,14 @@ TEST_CASE("selection: random-stopping selection profiles (002 Thm 5.2, 5.7, Cor 
     const double eps = *gaussian_selection_epsilon(runs, 0.25, 1e-6);
     CHECK(*gaussian_selection_delta(runs, 0.25, eps) <= 1e-6 * (1 + 1e-9));
   }
+  // The RDP baseline (002 Thm 5.1) is valid but looser than Thm 5.2 (002 Fig. 3).
+  for (double m : {30.0, 300.0, 3000.0}) {
+    INFO("m = " << m);
+    CHECK(*gaussian_selection_epsilon_rdp(RandomRuns::geometric(m), 0.25, 1e-6) >
+          *gaussian_selection_epsilon(RandomRuns::geometric(m), 0.25, 1e-6));
+  }
+  CHECK(gaussian_selection_epsilon_rdp(RandomRuns::poisson(3), 0.25, 1e-6).error().parameter ==
+        "runs");
   // Bad input, by name.
   CHECK(gaussian_selection_epsilon(RandomRuns::geometric(0.5), 0.25, 1e-6).error().parameter ==
         "gamma");

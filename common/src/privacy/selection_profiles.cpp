@@ -258,6 +258,35 @@ Expected<double> gaussian_selection_delta(const RandomRuns& runs, double mu, dou
   return std::min(1.0, pad_up(m * delta_upper(mu, shifted)));
 }
 
+Expected<double> gaussian_selection_epsilon_rdp(const RandomRuns& runs, double mu, double delta) {
+  CGP_RETURN_IF_ERROR(validate(runs));
+  CGP_RETURN_IF_ERROR(require_mu(mu));
+  CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
+  if (runs.kind != RandomRuns::Kind::truncated_negative_binomial)
+    return make_error(ErrorCode::invalid_argument, "runs",
+                      "runs: the RDP bound (002 Thm 5.1) is for truncated negative binomial runs");
+  const double eta = runs.eta, gamma = runs.gamma;
+  const double m = pad_up(tnb_mean(eta, gamma));
+  const double log_inv_gamma = -std::log(gamma);
+  const double alpha_hat = std::max(1.0, std::sqrt(2 * log_inv_gamma) / mu);
+  const double fixed = (eta + 1) * (1 - 1 / alpha_hat) * alpha_hat * mu * mu / 2 +
+                       (eta + 1) * log_inv_gamma / alpha_hat;
+  auto epsilon_at = [&](double alpha) {
+    const double rdp = alpha * mu * mu / 2 + fixed + std::log(m) / (alpha - 1);
+    return rdp + std::log1p(-1 / alpha) - (std::log(delta) + std::log(alpha)) / (alpha - 1);
+  };
+  // Every α > 1 gives a valid ε: a geometric grid, then a finer one around the best point.
+  double best = kInfinity, best_alpha = 2;
+  for (double alpha = 1 + 1e-3; alpha < 1e6; alpha *= 1.02) {
+    const double e = epsilon_at(alpha);
+    if (e < best) best = e, best_alpha = alpha;
+  }
+  for (double alpha = best_alpha / 1.02; alpha < best_alpha * 1.02; alpha *= 1.0002)
+    if (alpha > 1) best = std::min(best, epsilon_at(alpha));
+  // A few operations on values of moderate size: 64 ulps of their magnitude cover the rounding.
+  return pad_up(best + 64 * DBL_EPSILON * (std::fabs(best) + std::fabs(std::log(delta)) + 1));
+}
+
 Expected<double> tnb_selection_epsilon_from_approx_dp(double eta, double gamma, double epsilon0,
                                                       double delta0) {
   CGP_RETURN_IF_ERROR(validate(RandomRuns::truncated_negative_binomial(eta, gamma)));

@@ -54,6 +54,12 @@ Expected<double> expected_runs(const RandomRuns& runs);
 Expected<double> gaussian_selection_epsilon(const RandomRuns& runs, double mu, double delta);
 // Given ε, the δ (rounded up).
 Expected<double> gaussian_selection_delta(const RandomRuns& runs, double mu, double epsilon);
+// The RDP baseline 002 compares against (its Thm 5.1, Papernot & Steinke 2022) for the truncated
+// negative binomial: ε'(α) = αμ²/2 + (η + 1)(1 − 1/α̂)α̂μ²/2 + (η + 1)log(1/γ)/α̂ + log(m)/(α − 1)
+// with α̂ = max(1, √(2 log(1/γ))/μ) (its minimiser), converted to (ε, δ) by
+// ε = ε'(α) + log(1 − 1/α) − (log δ + log α)/(α − 1) (Canonne, Kamath, Steinke 2020) and
+// minimised over α on a grid. A valid but looser bound: kept to show what Thm 5.2 gains.
+Expected<double> gaussian_selection_epsilon_rdp(const RandomRuns& runs, double mu, double delta);
 // Thm 5.2 for a base mechanism that is (ε₀, δ₀)-DP, at ε₁ = ε₀: returns the ε with δ = m·δ₀.
 Expected<double> tnb_selection_epsilon_from_approx_dp(double eta, double gamma, double epsilon0,
                                                       double delta0);
