@@ -336,3 +336,61 @@ TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags e
   service.reset();
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pending devices",
+          "[transport][watch][state]") {
+  CGP_SEEDED(7131);
+  const std::size_t n = 4;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("cgp-watch-state-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(n);
+  options.state_path = (dir / "state.db").string();
+  transport::SwarmOptions swarm_options;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  swarm_options.seed = seed;
+  // device-0 and device-1 inside, device-2 far away; device-3 not connected at first.
+  std::vector<transport::SwarmMember> members;
+  for (std::size_t i = 0; i < 3; ++i)
+    members.push_back({options.device_ids[i], "", {1000.0 + (i < 2 ? 20.0 : 8000.0), 2000.0}});
+
+  std::uint64_t alert_tick = 0;
+  {
+    auto service = *transport::CoordinatorService::start(options);
+    swarm_options.coordinator_address = "127.0.0.1:" + std::to_string(service->port());
+    auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+    REQUIRE(service->gateway().wait_for_devices(3, 30s));
+    auto analyst = *transport::AnalystClient::connect(
+        {swarm_options.coordinator_address, "", "", 30s, std::nullopt});
+    REQUIRE(analyst.start_watch(geofence("kept", 40, 0.1)).has_value());
+    const auto report = poll_watch(analyst, "kept", [](const transport::RemoteWatch& w) {
+      return w.alerts == 2 && w.armed == 3;
+    });
+    REQUIRE(report.alerts == 2);
+    alert_tick = report.devices[0].alert_tick;
+    swarm.reset();
+  }
+  // The restarted coordinator answers from its state file, still refuses the used id, and
+  // sends the watch to the device that was never connected.
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto kept = analyst.watch("kept");
+  REQUIRE(kept.has_value());
+  CHECK(kept->alerts == 2);
+  CHECK(kept->devices[0].alert_tick == alert_tick);
+  CHECK(kept->devices[3].state == transport::RemoteDeviceWatch::State::pending);
+  CHECK(analyst.start_watch(geofence("kept", 40, 0.1)).error().code == ErrorCode::already_exists);
+  swarm_options.coordinator_address = address;
+  auto late = *transport::DeviceSwarm::start(swarm_options,
+                                             {{options.device_ids[3], "", {1000.0, 2000.0}}});
+  const auto after = poll_watch(analyst, "kept", [](const transport::RemoteWatch& w) {
+    return w.devices[3].state != transport::RemoteDeviceWatch::State::pending;
+  });
+  CHECK(after.devices[3].state == transport::RemoteDeviceWatch::State::armed);
+  late.reset();
+  service.reset();
+  std::filesystem::remove_all(dir);
+}

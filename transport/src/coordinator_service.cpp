@@ -740,6 +740,16 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   impl->allocation = *allocation;
   if (impl->state) CGP_RETURN_IF_ERROR(impl->restore());
   GatewayOptions gateway_options = options.gateway;
+  if (impl->state) {
+    auto kept = impl->state->watches();
+    if (!kept) return kept.error();
+    gateway_options.watches = std::move(*kept);
+    gateway_options.watch_changed = [core = impl.get()](const std::string& id,
+                                                        const std::string& report) {
+      if (auto saved = core->state->save_watch(id, report); !saved)
+        core->log("event=state-error error=" + log_value(saved.error().message));
+    };
+  }
   gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
     return std::make_unique<AnalystEndpoint>(*core);
   });

@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS mirror (
   remaining REAL NOT NULL CHECK (remaining >= 0));
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS used_ids (query_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS watches (watch_id TEXT PRIMARY KEY, report BLOB NOT NULL);
 )sql";
 
 Error state_error(const std::string& message) {
@@ -222,6 +223,32 @@ Status CoordinatorState::set_counter(const std::string& name, std::uint64_t valu
   sqlite3_bind_text(write.get(), 1, name.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(write.get(), 2, static_cast<std::int64_t>(value));
   if (sqlite3_step(write.get()) != SQLITE_DONE) return db_->error("save counter");
+  return {};
+}
+
+Expected<std::vector<std::string>> CoordinatorState::watches() const {
+  Statement read(db_->db, "SELECT report FROM watches ORDER BY rowid");
+  if (!read.ok()) return db_->error("read watches");
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
+    const auto* blob = static_cast<const char*>(sqlite3_column_blob(read.get(), 0));
+    out.emplace_back(blob ? blob : "",
+                     static_cast<std::size_t>(sqlite3_column_bytes(read.get(), 0)));
+  }
+  if (rc != SQLITE_DONE) return db_->error("read watches");
+  return out;
+}
+
+Status CoordinatorState::save_watch(const std::string& watch_id, const std::string& report) {
+  Statement write(db_->db,
+                  "INSERT INTO watches (watch_id, report) VALUES (?1, ?2) "
+                  "ON CONFLICT (watch_id) DO UPDATE SET report = excluded.report");
+  if (!write.ok()) return db_->error("save watch");
+  sqlite3_bind_text(write.get(), 1, watch_id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_blob(write.get(), 2, report.data(), static_cast<int>(report.size()),
+                    SQLITE_TRANSIENT);
+  if (sqlite3_step(write.get()) != SQLITE_DONE) return db_->error("save watch");
   return {};
 }
 

@@ -1,7 +1,7 @@
 // What a coordinator keeps beyond memory (issue 10 item 10): finished query results (GetResult
-// after a restart, and query ids never reused) and its budget mirror (a restarted coordinator
-// does not ask devices for budget they no longer have), in one SQLite file beside the
-// enrolment, with a retention bound on results.
+// after a restart, and query ids never reused), its watches (issue 15) and its budget mirror (a
+// restarted coordinator does not ask devices for budget they no longer have), in one SQLite file
+// beside the enrolment, with a retention bound on results.
 //
 // One coordinator per file: an exclusive flock for the store's life, as the device ledger does.
 // The mirror is stored by device id, so that editing the enrolment (revoke, re-order) keeps each
@@ -47,6 +47,11 @@ class CoordinatorState {
   Expected<std::map<std::string, double>> mirror() const;
   // Saves these devices' remaining budgets (one transaction).
   Status save_mirror(const std::vector<std::pair<std::string, double>>& changed);
+
+  // Watches (serialized cgp.v1.WatchReport), in the order they were made; save_watch keeps the
+  // newest report of one.
+  Expected<std::vector<std::string>> watches() const;
+  Status save_watch(const std::string& watch_id, const std::string& report);
 
   // Small counters (the adaptive allocation's query number).
   Expected<std::uint64_t> counter(const std::string& name) const;

@@ -161,6 +161,8 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   if (options.hello_timeout <= std::chrono::milliseconds(0))
     return make_error(ErrorCode::not_positive, "hello_timeout", "hello_timeout must be > 0");
   auto impl = std::make_unique<Impl>(options);
+  for (const std::string& kept : options.watches) CGP_RETURN_IF_ERROR(impl->watches.restore(kept));
+  impl->watches.set_observer(options.watch_changed);
   for (const auto& [id, credential] : options.device_credentials)
     impl->credential_digests[id] = sha256_of(credential);
   for (const auto& [id, digest] : options.device_credential_digests)

@@ -4,6 +4,34 @@
 
 namespace cgp::transport::detail {
 
+// Under the lock: two changes of one watch reach the observer in the order they happened, so a
+// state file never ends on an older report.
+void WatchBoard::changed(const std::string& watch_id) {
+  if (observer_) observer_(watch_id, report_locked(watch_id).SerializeAsString());
+}
+
+Status WatchBoard::restore(const std::string& report_bytes) {
+  v1::WatchReport report;
+  if (!report.ParseFromString(report_bytes) || report.watch_id().empty() ||
+      report.spec().watch_id() != report.watch_id())
+    return make_error(ErrorCode::invalid_argument, "watches",
+                      "watches: a kept watch report does not parse");
+  std::lock_guard lock(mutex_);
+  if (watches_.count(report.watch_id()) > 0)
+    return make_error(ErrorCode::already_exists, "watch_id",
+                      "watch_id '" + report.watch_id() + "' was already used");
+  Entry entry;
+  entry.spec = report.spec();
+  for (const v1::DeviceWatch& device : report.devices()) {
+    if (entry.index.count(device.device_id()) > 0) continue;
+    entry.index.emplace(device.device_id(), entry.devices.size());
+    entry.devices.push_back(device);
+    by_device_[device.device_id()].push_back(report.watch_id());
+  }
+  watches_.emplace(report.watch_id(), std::move(entry));
+  return {};
+}
+
 Status WatchBoard::add(const v1::WatchSpec& spec,
                        const std::vector<std::pair<std::uint32_t, std::string>>& devices) {
   std::lock_guard lock(mutex_);
@@ -22,6 +50,7 @@ Status WatchBoard::add(const v1::WatchSpec& spec,
     by_device_[id].push_back(spec.watch_id());
   }
   watches_.emplace(spec.watch_id(), std::move(entry));
+  changed(spec.watch_id());
   return {};
 }
 
@@ -65,6 +94,7 @@ void WatchBoard::started(const std::string& device_id, const v1::WatchStarted& s
       device->set_error_message(started.error_message().substr(0, 400));
       break;
   }
+  changed(started.watch_id());
 }
 
 void WatchBoard::alerted(const std::string& device_id, const v1::WatchAlert& alert,
@@ -79,19 +109,24 @@ void WatchBoard::alerted(const std::string& device_id, const v1::WatchAlert& ale
   device->set_state(v1::DEVICE_WATCH_ARMED);
   device->set_alert_tick(alert.tick());
   device->set_alert_received_unix_seconds(unix_seconds);
+  changed(alert.watch_id());
 }
 
 Expected<v1::WatchReport> WatchBoard::report(const std::string& watch_id) const {
   std::lock_guard lock(mutex_);
-  auto entry = watches_.find(watch_id);
-  if (entry == watches_.end())
+  if (watches_.find(watch_id) == watches_.end())
     return make_error(ErrorCode::invalid_argument, "watch_id",
                       "watch_id '" + watch_id + "' is not a watch of this coordinator");
+  return report_locked(watch_id);
+}
+
+v1::WatchReport WatchBoard::report_locked(const std::string& watch_id) const {
+  const Entry& entry = watches_.find(watch_id)->second;
   v1::WatchReport out;
   out.set_watch_id(watch_id);
-  *out.mutable_spec() = entry->second.spec;
+  *out.mutable_spec() = entry.spec;
   std::uint32_t counts[4] = {0, 0, 0, 0}, alerts = 0;
-  for (const v1::DeviceWatch& device : entry->second.devices) {
+  for (const v1::DeviceWatch& device : entry.devices) {
     *out.add_devices() = device;
     ++counts[static_cast<int>(device.state()) & 3];
     alerts += device.alert_tick() != 0;

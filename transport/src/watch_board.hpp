@@ -3,6 +3,7 @@
 // nothing private: every entry is something a device chose to send.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -15,6 +16,12 @@ namespace cgp::transport::detail {
 
 class WatchBoard {
  public:
+  using Observer = std::function<void(const std::string&, const std::string&)>;
+  // Called after each change with the watch's id and serialized report, one call at a time.
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+  // A watch as a report kept from before describes it; invalid_argument "watches" for a
+  // report that does not parse or names no watch, already_exists for a used id.
+  Status restore(const std::string& report_bytes);
   // A new watch over these devices (user index, device id); already_exists for a used id.
   Status add(const v1::WatchSpec& spec,
              const std::vector<std::pair<std::uint32_t, std::string>>& devices);
@@ -34,6 +41,9 @@ class WatchBoard {
     std::map<std::string, std::size_t, std::less<>> index;  // device id → devices[k]
   };
   v1::DeviceWatch* find(const std::string& watch_id, const std::string& device_id);
+  v1::WatchReport report_locked(const std::string& watch_id) const;
+  void changed(const std::string& watch_id);
+  Observer observer_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry, std::less<>> watches_;
   std::map<std::string, std::vector<std::string>, std::less<>> by_device_;
