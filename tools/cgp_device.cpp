@@ -4,7 +4,7 @@
 //   cgp-device --coordinator HOST:PORT --id ID [--credential FILE] [--tls-root FILE]
 //              --ledger PATH --budget RHO [--sticky-halt]
 //              [--location X,Y] [--component NAME=V1,V2,...]... [--components FILE]
-//              [--reconnect]
+//              [--reconnect] [--min-tick-seconds S] [--max-watches N]
 //
 // --reconnect: when the coordinator goes away (a restart, a network cut), dial again with
 // backoff from 100 ms to 5 s, until the process is stopped; a refused credential still exits.
@@ -71,6 +71,14 @@ int run(int argc, char** argv) {
   app.add_option("--component", components, "NAME=V1,V2,... (repeatable)");
   app.add_option("--components", components_file, "file: one 'name,v1,v2,...' per line");
   app.add_flag("--reconnect", reconnect, "dial again whenever the coordinator goes away");
+  cgp::transport::WatchLimits watch_limits;
+  app.add_option("--min-tick-seconds", watch_limits.min_tick_seconds,
+                 "refuse watches that would tick more often than this")
+      ->check(CLI::Range(0.001, 1e7))
+      ->capture_default_str();
+  app.add_option("--max-watches", watch_limits.max_watches, "watches ticking at once, at most")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->capture_default_str();
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-device")) return *done;
   auto config = cgp::DeviceConfig::cgp(budget, sticky);
   if (!config) return fail(2, "--budget: " + config.error().message);
@@ -100,7 +108,7 @@ int run(int argc, char** argv) {
       values.emplace_back(line.substr(0, comma), v);
     }
   }
-  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}, {}};
+  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}, {}, watch_limits};
   if (auto unreadable = cgp::tools::read_client_files(
           credential_file, tls_root_file, connection.credential, connection.tls_root_certificate))
     return fail(3, unreadable->message);

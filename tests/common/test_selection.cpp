@@ -104,7 +104,7 @@ TEST_CASE("selection: ERRATA 000 item 2, Thm 17 as printed falls below a real lo
   CHECK(printed_value < real - 0.1);
 }
 
-TEST_CASE("selection: ERRATA 000 item 1, the printed filter admits 99,999 steps; Lemma B.2 one",
+TEST_CASE("selection: ERRATA 000 item 1, the printed filter admits 99,999 steps, Lemma B.2 one",
           "[privacy][selection][errata]") {
   // Binary steps: Pr_D[1] = p, Pr_D′[1] = p·e^−L. ε_post(1) = L, ε_post(0) = ε_max.
   const double p = 1e-5, loss = 20, eps = 1;

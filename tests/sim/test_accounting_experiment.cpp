@@ -54,7 +54,7 @@ TEST_CASE("accounting: with K = 1 the exact profile is the Gaussian mechanism's"
   }
 }
 
-TEST_CASE("accounting: cgp-sim accounting writes rows, curves and a plot; bad flags exit 2",
+TEST_CASE("accounting: cgp-sim accounting writes rows, curves and a plot, bad flags exit 2",
           "[sim][accounting]") {
   const fs::path dir = fs::temp_directory_path() / ("cgp-accounting-" + std::to_string(::getpid()));
   fs::create_directories(dir);

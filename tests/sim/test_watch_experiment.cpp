@@ -138,7 +138,7 @@ TEST_CASE("watch experiment: each method is calibrated to the quality and priced
   CHECK_FALSE((*strict)[0].reached);
 }
 
-TEST_CASE("watch experiment: cgp-sim watch prints a table and JSON; bad flags exit by name",
+TEST_CASE("watch experiment: cgp-sim watch prints a table and JSON, bad flags exit by name",
           "[sim][watch]") {
   const fs::path json = fs::temp_directory_path() / ("cgp-watch-" + std::to_string(::getpid()));
   const auto run = run_sim("watch --ticks 20 --users 100 --quality 0.1 --json " + json.string());

@@ -22,8 +22,10 @@
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "coordinator_state.hpp"
 #include "network_fixtures.hpp"
 #include "support/seed.hpp"
+#include "watch_board.hpp"
 
 extern char** environ;
 
@@ -121,7 +123,7 @@ TEST_CASE("watches: real cgp-device processes over TLS arm a watch and alert onc
     return spawn({CGP_DEVICE_PATH, "--coordinator", address, "--id", ids[i], "--credential",
                   credential.string(), "--tls-root", root.string(), "--ledger",
                   (dir / (ids[i] + ".db")).string(), "--budget", "1", "--location", locations[i],
-                  "--reconnect"});
+                  "--reconnect", "--min-tick-seconds", "0.05"});
   };
   DeviceProcesses processes;
   auto& devices = processes.pids;
@@ -185,15 +187,19 @@ TEST_CASE("watches: real cgp-device processes over TLS arm a watch and alert onc
   });
   CHECK(report.devices[2].state == transport::RemoteDeviceWatch::State::armed);
 
-  // Restarting the inside device: it resumes from its ledger and sends nothing new.
+  // Restarting the inside device and the armed outside one: both resume from their ledgers
+  // (the outside one gets the watch again, a free replay) and nothing new is sent.
   const std::uint64_t first_tick = report.devices[0].alert_tick;
-  terminate(devices[0]);
-  devices[0] = start_device(0);
+  for (std::size_t i : {0, 2}) {
+    terminate(devices[i]);
+    devices[i] = start_device(i);
+  }
   REQUIRE((*service)->gateway().wait_for_devices(3, 30s));
   std::this_thread::sleep_for(1s);
   report = *analyst->watch("fence");
   CHECK(report.devices[0].alert_tick == first_tick);
   CHECK(report.devices[2].alert_tick == 0);
+  CHECK(report.devices[2].state == transport::RemoteDeviceWatch::State::armed);
   CHECK(report.alerts == 2);
 
   service->reset();
@@ -213,6 +219,7 @@ TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert pe
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
+  swarm_options.watch_limits.min_tick_seconds = 0.05;
   std::vector<transport::SwarmMember> members;
   // Even users stand 50 m from the site (inside), odd ones 5 km away.
   for (std::size_t i = 0; i < n; ++i)
@@ -246,12 +253,18 @@ TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert pe
     INFO("device " << i);
     CHECK(swarm->spent(i) == (i + 2 < n ? charge : 0.0));
   }
-  // A dropped device reconnects: the watch is sent again, replayed, charged nothing more.
-  swarm->drop(0);
-  REQUIRE(swarm->reconnect(0));
+  // Dropped devices reconnect: one that alerted (0) and one armed without an alert (1, which
+  // gets the watch again: a replay, charged nothing more).
+  for (std::size_t i : {0, 1}) {
+    swarm->drop(i);
+    REQUIRE(swarm->reconnect(i));
+  }
   REQUIRE(swarm->wait_connected(n, 30s));
   std::this_thread::sleep_for(500ms);
   CHECK(swarm->spent(0) == charge);
+  CHECK(swarm->spent(1) == charge);
+  CHECK(analyst->watch("swarm-fence")->devices[1].state ==
+        transport::RemoteDeviceWatch::State::armed);
   CHECK(analyst->watch("swarm-fence")->alerts == (n - 2) / 2);
   swarm.reset();
   service.reset();
@@ -295,6 +308,7 @@ TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags e
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
+  swarm_options.watch_limits.min_tick_seconds = 0.05;
   std::vector<transport::SwarmMember> members;
   for (std::size_t i = 0; i < n; ++i)  // users 0 and 1 inside the fence, 2 and 3 far away
     members.push_back({options.device_ids[i], "", {1000.0 + (i < 2 ? 20.0 : 8000.0), 2000.0}});
@@ -351,6 +365,7 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   transport::SwarmOptions swarm_options;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
+  swarm_options.watch_limits.min_tick_seconds = 0.05;
   // device-0 and device-1 inside, device-2 far away; device-3 not connected at first.
   std::vector<transport::SwarmMember> members;
   for (std::size_t i = 0; i < 3; ++i)
@@ -393,4 +408,175 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   late.reset();
   service.reset();
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("watches: what devices would refuse is refused by the coordinator, by name, uncharged",
+          "[transport][watch]") {
+  CGP_SEEDED(7141);
+  const std::size_t n = 4;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("cgp-watch-refuse-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(n);
+  options.state_path = (dir / "state.db").string();
+  options.device_budget = 1.0;
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  REQUIRE(service->revoke("device-3").has_value());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  swarm_options.seed = seed;
+  swarm_options.watch_limits.min_tick_seconds = 0.05;
+  std::vector<transport::SwarmMember> members;
+  for (std::size_t i = 0; i < 3; ++i) members.push_back({options.device_ids[i], "", {0.0, 0.0}});
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+  REQUIRE(service->gateway().wait_for_devices(3, 30s));
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+
+  auto with = [](const std::string& id, auto&& change) {
+    WatchSpecParams p = geofence(id, 40, 0.1).params();
+    change(p);
+    auto spec = WatchSpec::create(p);
+    REQUIRE(spec.has_value());
+    return *spec;
+  };
+  struct Case {
+    WatchSpec spec;
+    std::vector<coordinator::UserId> users;
+    std::string parameter;
+  };
+  const std::vector<Case> cases = {
+      {with("no-schedule", [](WatchSpecParams& p) { p.tick_seconds = 0; }), {}, "tick_seconds"},
+      {with("ended",
+            [](WatchSpecParams& p) {
+              p.start_unix_seconds = 1e9;  // 2001
+            }),
+       {},
+       "start_unix_seconds"},
+      {with("tiny",
+            [](WatchSpecParams& p) {
+              p.epsilon = 1e-6;
+              p.clamp_hi = 1000;
+            }),
+       {},
+       "epsilon"},
+      {geofence("revoked", 40, 0.1), {0, 3}, "users"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.spec.watch_id());
+    auto refused = analyst.start_watch(c.spec, c.users);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().parameter == c.parameter);
+    CHECK_FALSE(analyst.watch(c.spec.watch_id()).has_value());  // nothing made, nothing sent
+  }
+  // A gaussian_expost watch: devices cannot run it yet.
+  WatchSpecParams gaussian = geofence("gauss", 40, 0.1).params();
+  gaussian.noise = WatchNoise::gaussian_expost;
+  gaussian.epsilon = 0;
+  gaussian.sigma = 50;
+  auto expost = analyst.start_watch(*WatchSpec::create(gaussian));
+  REQUIRE_FALSE(expost.has_value());
+  CHECK(expost.error().parameter == "noise");
+  for (std::size_t i = 0; i < 3; ++i) CHECK(swarm->spent(i) == 0);
+
+  // Ticks shorter than a device's minimum: the device refuses by name before it is charged.
+  auto fast = analyst.start_watch(geofence("fast", 400, 0.01), {0});
+  REQUIRE(fast.has_value());
+  auto answered = poll_watch(analyst, "fast", [](const transport::RemoteWatch& w) {
+    return w.devices[0].state != transport::RemoteDeviceWatch::State::pending;
+  });
+  CHECK(answered.devices[0].state == transport::RemoteDeviceWatch::State::rejected);
+  CHECK(answered.devices[0].error.message.find("tick_seconds") != std::string::npos);
+  CHECK(swarm->spent(0) == 0);
+
+  // A user named twice is one device, charged once by it and once in the mirror.
+  REQUIRE(analyst.start_watch(geofence("twice", 40, 0.1), {1, 1, 1, 1}).has_value());
+  auto twice =
+      poll_watch(analyst, "twice", [](const transport::RemoteWatch& w) { return w.armed == 1; });
+  CHECK(twice.devices.size() == 1);
+  swarm.reset();
+  service.reset();
+  auto state = transport::detail::CoordinatorState::open(options.state_path);
+  REQUIRE(state.has_value());
+  const auto mirror = *(*state)->mirror();
+  const double capacity = DeviceConfig::cgp(1.0)->rho_capacity();
+  // "fast" was sent to device-0 (the mirror assumes it armed); "twice" to device-1 once.
+  CHECK(mirror.at("device-1") == Approx(capacity - laplace_watch_charge(1.0)).epsilon(1e-12));
+  CHECK(mirror.at("device-1") > capacity - 2 * laplace_watch_charge(1.0));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("watches: the coordinator's board takes only alerts a device may send",
+          "[transport][watch]") {
+  transport::detail::WatchBoard board;
+  std::vector<std::tuple<std::string, std::string, std::string>> changes;
+  board.set_observer([&](const std::string& w, const std::string& d, const std::string& bytes) {
+    changes.emplace_back(w, d, bytes);
+  });
+  auto spec = wire::watch_to_wire(geofence("board", 10, 60));
+  const double start = 1.7e9;
+  spec.set_start_unix_seconds(start);
+  REQUIRE(board.add(spec, {{0, "a"}, {1, "b"}, {2, "c"}, {1, "b"}}).ok());
+  CHECK_FALSE(board.add(spec, {{0, "a"}}).ok());
+  REQUIRE(changes.size() == 1);
+  CHECK(std::get<1>(changes[0]).empty());  // a new watch: the whole report
+  v1::WatchReport first;
+  REQUIRE(first.ParseFromString(std::get<2>(changes[0])));
+  CHECK(first.devices_size() == 3);  // "b" once
+
+  auto alert = [&](const std::string& device, std::uint64_t tick, double now) {
+    v1::WatchAlert a;
+    a.set_watch_id("board");
+    a.set_tick(tick);
+    return board.alerted(device, a, now);
+  };
+  const double later = start + 5 * 60 + 1;   // ticks 1..6 are due
+  CHECK_FALSE(alert("stranger", 1, later));  // not in the watch
+  CHECK_FALSE(alert("a", 0, later));
+  CHECK_FALSE(alert("a", 11, later));  // beyond the horizon
+  CHECK_FALSE(alert("a", 9, later));   // not yet due
+  CHECK(alert("a", 6, later));
+  CHECK_FALSE(alert("a", 2, later));  // once
+  // A device that refused cannot alert; an armed one is not downgraded by a later error.
+  v1::WatchStarted refused;
+  refused.set_watch_id("board");
+  refused.set_status(v1::WATCH_REFUSED_BUDGET);
+  board.started("b", refused);
+  CHECK_FALSE(alert("b", 3, later));
+  v1::WatchStarted armed;
+  armed.set_watch_id("board");
+  armed.set_status(v1::WATCH_ARMED);
+  board.started("c", armed);
+  v1::WatchStarted failed;
+  failed.set_watch_id("board");
+  failed.set_status(v1::WATCH_REJECTED_INVALID);
+  failed.set_error_message(std::string(399, 'x') + "\xc3\xa9 and more");  // é across byte 400
+  board.started("c", failed);
+  auto report = *board.report("board");
+  CHECK(report.devices(2).state() == v1::DEVICE_WATCH_ARMED);
+  CHECK(report.alerts() == 1);
+  CHECK(report.refused() == 1);
+  // A rejection's message is cut at a character boundary: the report still serializes
+  // and parses (proto3 strings must be UTF-8).
+  transport::detail::WatchBoard other;
+  REQUIRE(other.add(spec, {{0, "d"}}).ok());
+  failed.set_error_message(std::string(399, 'x') + "\xc3\xa9");
+  other.started("d", failed);
+  v1::WatchReport parsed;
+  CHECK(parsed.ParseFromString(other.report("board")->SerializeAsString()));
+  CHECK(parsed.devices(0).error_message().size() == 399);
+  // Pending devices get the watch while it runs; armed ones without an alert a day longer.
+  CHECK(board.for_device("a", later).empty());  // alerted
+  CHECK(board.for_device("c", start + 10 * 60 + 3600).size() == 1);
+  CHECK(board.for_device("c", start + 10 * 60 + 2 * 86400).empty());
+  CHECK(other.for_device("d", later).empty());  // rejected
+  transport::detail::WatchBoard fresh;
+  REQUIRE(fresh.add(spec, {{0, "e"}}).ok());
+  CHECK(fresh.for_device("e", later).size() == 1);
+  CHECK(fresh.for_device("e", start + 10 * 60 + 1).empty());  // ended: arming would be waste
+  // Every device change reached the observer as that device's entry.
+  CHECK(std::get<1>(changes.back()) == "c");
 }

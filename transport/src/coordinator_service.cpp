@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -15,6 +16,7 @@
 #include <set>
 #include <span>
 
+#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
@@ -543,17 +545,20 @@ struct ServiceCore {
     return grpc::Status::OK;
   }
 
-  // Watches are not queries: no round, no mirror charge. Each device charges itself at arming
-  // (a laplace watch costs ρ = (ε(1 + 2^-10))²/2 once, public), so the mirror is charged that
-  // too, keeping later queries within what the devices will still grant.
+  // Watches are not queries: no round. Each device charges itself at arming (a laplace watch
+  // costs ρ = (ε(1 + 2^-10))²/2 once, public), so the mirror is charged that too — before the
+  // spec leaves, under the query lock, so that no query plans with a mirror that predates it.
   grpc::Status StartWatch(grpc::ServerContext* context, const v1::StartWatchRequest* request,
                           v1::WatchReport* out) {
     if (!authorised(context)) return unauthenticated(context);
     v1::WatchSpec spec = request->spec();
-    if (spec.tick_seconds() > 0 && spec.start_unix_seconds() == 0)
-      spec.set_start_unix_seconds(static_cast<double>(unix_now()));
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (spec.tick_seconds() > 0 && spec.start_unix_seconds() == 0) spec.set_start_unix_seconds(now);
     auto validated = wire::watch_from_wire(spec);
     if (!validated) return to_status(context, validated.error());
+    if (auto runnable = runnable_on_devices(*validated, now); !runnable)
+      return to_status(context, runnable.error());
     const std::size_t n = options.device_ids.size();
     std::vector<char> revoked_now;
     {
@@ -561,8 +566,11 @@ struct ServiceCore {
       revoked_now = revoked;
     }
     std::vector<std::uint32_t> users(request->users().begin(), request->users().end());
-    if (users.empty())
+    const bool everyone = users.empty();
+    if (everyone)
       for (std::size_t u = 0; u < n; ++u) users.push_back(static_cast<std::uint32_t>(u));
+    std::sort(users.begin(), users.end());
+    users.erase(std::unique(users.begin(), users.end()), users.end());
     std::vector<std::pair<std::uint32_t, std::string>> devices;
     for (std::uint32_t u : users) {
       if (u >= n)
@@ -570,21 +578,30 @@ struct ServiceCore {
                          make_error(ErrorCode::out_of_range, "users",
                                     "users: index " + std::to_string(u) + " is not below the " +
                                         std::to_string(n) + " enrolled"));
-      if (revoked_now[u] == 0) devices.emplace_back(u, options.device_ids[u]);
+      if (revoked_now[u] == 0)
+        devices.emplace_back(u, options.device_ids[u]);
+      else if (!everyone)
+        return to_status(context, make_error(ErrorCode::invalid_argument, "users",
+                                             "users: user " + std::to_string(u) + " (" +
+                                                 options.device_ids[u] + ") is revoked"));
     }
     if (devices.empty())
       return to_status(context, make_error(ErrorCode::invalid_argument, "users",
                                            "users: every user of this watch is revoked"));
-    if (auto started = gateway->start_watch(spec, devices); !started.ok())
-      return to_status(context, started.error());
-    if (validated->noise() == WatchNoise::laplace) {
+    {
+      std::lock_guard lock(query_mutex);
+      if (gateway->watch_report(spec.watch_id()))
+        return to_status(context,
+                         make_error(ErrorCode::already_exists, "watch_id",
+                                    "watch_id '" + spec.watch_id() + "' was already used"));
       // The mirror assumes every device arms (a refusal only leaves it conservative).
       const double charge = laplace_watch_charge(validated->params().epsilon);
-      std::lock_guard lock(query_mutex);
       for (const auto& device : devices)
         mirror->update_with_charge(device.first, coordinator::ReplyKind::no_answer, charge, 0,
                                    std::numeric_limits<double>::quiet_NaN());
       persist_mirror();
+      if (auto started = gateway->start_watch(spec, devices); !started.ok())
+        return to_status(context, started.error());
     }
     log("event=watch-start watch=" + log_value(spec.watch_id()) +
         " users=" + std::to_string(devices.size()));
@@ -592,6 +609,32 @@ struct ServiceCore {
     if (!report) return to_status(context, report.error());
     *out = std::move(*report);
     return grpc::Status::OK;
+  }
+
+  // What every device would refuse, refused here first (nothing charged, nothing sent): a
+  // watch over the network ticks itself, so it needs a schedule that has not ended; devices
+  // run laplace watches only; ε must charge at least the devices' smallest answerable ρ.
+  cgp::Status runnable_on_devices(const WatchSpec& spec, double now) const {
+    const auto& p = spec.params();
+    if (!spec.has_schedule())
+      return make_error(ErrorCode::missing_field, "tick_seconds",
+                        "tick_seconds: a watch over the network needs a tick length (> 0)");
+    if (p.start_unix_seconds + static_cast<double>(p.horizon) * p.tick_seconds <= now)
+      return make_error(ErrorCode::out_of_range, "start_unix_seconds",
+                        "start_unix_seconds: the watch's schedule has already ended");
+    if (spec.noise() != WatchNoise::laplace)
+      return make_error(ErrorCode::invalid_argument, "noise",
+                        "noise: devices run laplace watches only (gaussian_expost is not "
+                        "available on devices yet)");
+    auto config = DeviceConfig::cgp(options.device_budget);
+    if (!config) return config.error();
+    const double charge = laplace_watch_charge(p.epsilon);
+    if (!(charge >= privacy::min_rho(config->rho_capacity())))
+      return make_error(ErrorCode::out_of_range, "epsilon",
+                        "epsilon " + format_number(p.epsilon) + " would charge rho " +
+                            format_number(charge) + ", below what devices answer (" +
+                            format_number(privacy::min_rho(config->rho_capacity())) + ")");
+    return {};
   }
 
   grpc::Status GetWatch(grpc::ServerContext* context, const v1::WatchReportRequest* request,
@@ -744,10 +787,12 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     auto kept = impl->state->watches();
     if (!kept) return kept.error();
     gateway_options.watches = std::move(*kept);
-    gateway_options.watch_changed = [core = impl.get()](const std::string& id,
-                                                        const std::string& report) {
-      if (auto saved = core->state->save_watch(id, report); !saved)
-        core->log("event=state-error error=" + log_value(saved.error().message));
+    gateway_options.watch_changed = [core = impl.get()](const std::string& watch,
+                                                        const std::string& device,
+                                                        const std::string& bytes) {
+      auto saved = device.empty() ? core->state->save_watch(watch, bytes)
+                                  : core->state->save_watch_device(watch, device, bytes);
+      if (!saved) core->log("event=state-error error=" + log_value(saved.error().message));
     };
   }
   gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {

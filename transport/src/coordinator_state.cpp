@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "cgp/common/validate.hpp"
+#include "cgp/v1/service.pb.h"
 
 namespace cgp::transport::detail {
 namespace {
@@ -27,7 +28,12 @@ CREATE TABLE IF NOT EXISTS mirror (
   remaining REAL NOT NULL CHECK (remaining >= 0));
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS used_ids (query_id TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS watches (watch_id TEXT PRIMARY KEY, report BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS watches (watch_id TEXT PRIMARY KEY, spec BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS watch_devices (
+  watch_id TEXT NOT NULL,
+  device_id TEXT NOT NULL,
+  entry BLOB NOT NULL,
+  PRIMARY KEY (watch_id, device_id));
 )sql";
 
 Error state_error(const std::string& message) {
@@ -227,27 +233,74 @@ Status CoordinatorState::set_counter(const std::string& name, std::uint64_t valu
 }
 
 Expected<std::vector<std::string>> CoordinatorState::watches() const {
-  Statement read(db_->db, "SELECT report FROM watches ORDER BY rowid");
-  if (!read.ok()) return db_->error("read watches");
+  auto blob_of = [](sqlite3_stmt* stmt, int column) {
+    const auto* blob = static_cast<const char*>(sqlite3_column_blob(stmt, column));
+    return std::string(blob ? blob : "",
+                       static_cast<std::size_t>(sqlite3_column_bytes(stmt, column)));
+  };
+  Statement specs(db_->db, "SELECT watch_id, spec FROM watches ORDER BY rowid");
+  Statement devices(db_->db, "SELECT entry FROM watch_devices WHERE watch_id = ?1 ORDER BY rowid");
+  if (!specs.ok() || !devices.ok()) return db_->error("read watches");
   std::vector<std::string> out;
   int rc;
-  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
-    const auto* blob = static_cast<const char*>(sqlite3_column_blob(read.get(), 0));
-    out.emplace_back(blob ? blob : "",
-                     static_cast<std::size_t>(sqlite3_column_bytes(read.get(), 0)));
+  while ((rc = sqlite3_step(specs.get())) == SQLITE_ROW) {
+    v1::WatchReport report;
+    const auto* id = reinterpret_cast<const char*>(sqlite3_column_text(specs.get(), 0));
+    if (!id || !report.mutable_spec()->ParseFromString(blob_of(specs.get(), 1)))
+      return state_error(db_->path + ": a watch that does not parse (not our schema)");
+    report.set_watch_id(id);
+    sqlite3_reset(devices.get());
+    sqlite3_bind_text(devices.get(), 1, id, -1, SQLITE_TRANSIENT);
+    int device_rc;
+    while ((device_rc = sqlite3_step(devices.get())) == SQLITE_ROW)
+      if (!report.add_devices()->ParseFromString(blob_of(devices.get(), 0)))
+        return state_error(db_->path + ": a watch entry that does not parse (not our schema)");
+    if (device_rc != SQLITE_DONE) return db_->error("read watches");
+    out.push_back(report.SerializeAsString());
   }
   if (rc != SQLITE_DONE) return db_->error("read watches");
   return out;
 }
 
-Status CoordinatorState::save_watch(const std::string& watch_id, const std::string& report) {
+Status CoordinatorState::save_watch(const std::string& watch_id, const std::string& report_bytes) {
+  v1::WatchReport report;
+  if (!report.ParseFromString(report_bytes))
+    return state_error("save watch: the report does not parse");
+  if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("save watch");
+  bool ok = true;
+  {
+    Statement spec(db_->db, "INSERT OR REPLACE INTO watches (watch_id, spec) VALUES (?1, ?2)");
+    const std::string spec_bytes = report.spec().SerializeAsString();
+    ok = spec.ok();
+    if (ok) {
+      sqlite3_bind_text(spec.get(), 1, watch_id.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_blob(spec.get(), 2, spec_bytes.data(), static_cast<int>(spec_bytes.size()),
+                        SQLITE_TRANSIENT);
+      ok = sqlite3_step(spec.get()) == SQLITE_DONE;
+    }
+  }
+  for (const v1::DeviceWatch& device : report.devices()) {
+    if (!ok) break;
+    ok = save_watch_device(watch_id, device.device_id(), device.SerializeAsString()).ok();
+  }
+  if (!ok) {
+    auto error = db_->error("save watch");
+    db_->exec("ROLLBACK");
+    return error;
+  }
+  if (!db_->exec("COMMIT")) return db_->error("save watch");
+  return {};
+}
+
+Status CoordinatorState::save_watch_device(const std::string& watch_id,
+                                           const std::string& device_id, const std::string& entry) {
   Statement write(db_->db,
-                  "INSERT INTO watches (watch_id, report) VALUES (?1, ?2) "
-                  "ON CONFLICT (watch_id) DO UPDATE SET report = excluded.report");
+                  "INSERT INTO watch_devices (watch_id, device_id, entry) VALUES (?1, ?2, ?3) "
+                  "ON CONFLICT (watch_id, device_id) DO UPDATE SET entry = excluded.entry");
   if (!write.ok()) return db_->error("save watch");
   sqlite3_bind_text(write.get(), 1, watch_id.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_blob(write.get(), 2, report.data(), static_cast<int>(report.size()),
-                    SQLITE_TRANSIENT);
+  sqlite3_bind_text(write.get(), 2, device_id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_blob(write.get(), 3, entry.data(), static_cast<int>(entry.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(write.get()) != SQLITE_DONE) return db_->error("save watch");
   return {};
 }

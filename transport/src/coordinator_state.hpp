@@ -48,10 +48,14 @@ class CoordinatorState {
   // Saves these devices' remaining budgets (one transaction).
   Status save_mirror(const std::vector<std::pair<std::string, double>>& changed);
 
-  // Watches (serialized cgp.v1.WatchReport), in the order they were made; save_watch keeps the
-  // newest report of one.
+  // Watches as serialized cgp.v1.WatchReport, in the order they were made, their devices in
+  // the order they were saved. save_watch stores a new watch (spec and every device, one
+  // transaction); save_watch_device replaces one device's entry (a serialized
+  // cgp.v1.DeviceWatch) — a change costs one row, not the whole report.
   Expected<std::vector<std::string>> watches() const;
   Status save_watch(const std::string& watch_id, const std::string& report);
+  Status save_watch_device(const std::string& watch_id, const std::string& device_id,
+                           const std::string& entry);
 
   // Small counters (the adaptive allocation's query number).
   Expected<std::uint64_t> counter(const std::string& name) const;

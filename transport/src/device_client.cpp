@@ -17,6 +17,7 @@
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "watch_admission.hpp"
 
 namespace cgp::transport {
 namespace {
@@ -26,14 +27,14 @@ double unix_now() {
 }
 
 // The watches a device serves on its stream: each armed watch with a public schedule is ticked
-// at the tick due now (ticks missed while the device was off or disconnected are skipped, which
-// depends on the clock, not on the user), and its one alert goes up the stream. Calls into the
-// device are serialized with the request path (a Device is one thread at a time).
+// at the tick due now (ticks missed while the device was off or disconnected are skipped), and
+// its one alert goes up the stream. Calls into the device are serialized with the request path
+// (a Device is one thread at a time).
 class WatchTicker {
  public:
   using Send = std::function<bool(v1::DeviceToCoordinator)>;
-  WatchTicker(client::Device& device, std::mutex& device_mutex, Send send)
-      : device_(device), device_mutex_(device_mutex), send_(std::move(send)) {
+  WatchTicker(client::Device& device, std::mutex& device_mutex, WatchLimits limits, Send send)
+      : device_(device), device_mutex_(device_mutex), limits_(limits), send_(std::move(send)) {
     thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
   }
   ~WatchTicker() {
@@ -46,11 +47,19 @@ class WatchTicker {
     const std::string bytes = wire::serialize(message);
     v1::DeviceToCoordinator started;
     std::optional<client::Device::WatchState> state;
+    std::size_t ticking = 0;
+    {
+      std::lock_guard lock(mutex_);
+      ticking = watches_.size();
+    }
     {
       std::lock_guard lock(device_mutex_);
-      if (!started.mutable_watch_started()->ParseFromString(device_.start_watch(
-              {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()})))
-        return false;
+      const auto refused = detail::refuse_watch(device_, message, limits_, ticking, unix_now());
+      const std::string answer =
+          refused ? *refused
+                  : device_.start_watch(
+                        {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()});
+      if (!started.mutable_watch_started()->ParseFromString(answer)) return false;
       if (started.watch_started().status() == v1::WATCH_ARMED) {
         if (auto s = device_.watch_state(message.watch_id())) state = std::move(*s);
       }
@@ -62,6 +71,7 @@ class WatchTicker {
     {
       std::lock_guard lock(mutex_);
       watches_.insert_or_assign(message.watch_id(), Scheduled{state->spec, state->last_tick});
+      ++generation_;
     }
     changed_.notify_all();
     return true;
@@ -83,44 +93,64 @@ class WatchTicker {
   void run(std::stop_token stop) {
     std::unique_lock lock(mutex_);
     while (!stop.stop_requested()) {
-      const double now = unix_now();
-      double next_due = now + 1.0;  // re-check at least once a second
-      for (auto it = watches_.begin(); it != watches_.end();) {
-        Scheduled& w = it->second;
-        const std::uint64_t tick = w.spec.tick_at(now);
-        bool over = tick > w.spec.horizon();
-        if (!over && tick > w.last_tick) {
-          lock.unlock();
-          Expected<WatchTickStatus> status = WatchTickStatus::finished;
-          {
-            std::lock_guard device_lock(device_mutex_);
-            status = device_.tick_watch(it->first, tick);
-          }
-          bool sent = true;
-          if (status && *status == WatchTickStatus::alert) sent = send_alert(it->first, tick);
-          lock.lock();
-          w.last_tick = tick;
-          over = !sent || !status || *status != WatchTickStatus::silent;
-        }
-        if (over) {
-          it = watches_.erase(it);
-          continue;
-        }
-        const double due = w.spec.params().start_unix_seconds +
-                           static_cast<double>(w.last_tick) * w.spec.params().tick_seconds;
-        next_due = std::min(next_due, due);
-        ++it;
+      try {
+        tick_due(lock);
+      } catch (...) {
+        // Out of memory in the middle of a tick: the ledger holds what was decided; the
+        // next pass tries again.
+        if (!lock.owns_lock()) lock.lock();
       }
+      const double next_due = next_due_time();
       const auto wait = std::chrono::duration<double>(std::max(next_due - unix_now(), 0.001));
+      // A new watch (start() bumps the generation) ends the wait at once.
+      const std::uint64_t seen = generation_;
       changed_.wait_for(lock, stop, std::chrono::duration_cast<std::chrono::nanoseconds>(wait),
-                        [] { return false; });
+                        [&] { return generation_ != seen; });
     }
+  }
+
+  void tick_due(std::unique_lock<std::mutex>& lock) {
+    const double now = unix_now();
+    for (auto it = watches_.begin(); it != watches_.end();) {
+      Scheduled& w = it->second;
+      const std::uint64_t tick = w.spec.tick_at(now);
+      bool over = tick > w.spec.horizon();
+      if (!over && tick > w.last_tick) {
+        lock.unlock();
+        Expected<WatchTickStatus> status = WatchTickStatus::finished;
+        {
+          std::lock_guard device_lock(device_mutex_);
+          status = device_.tick_watch(it->first, tick);
+        }
+        bool sent = true;
+        if (status && *status == WatchTickStatus::alert) sent = send_alert(it->first, tick);
+        lock.lock();
+        w.last_tick = tick;
+        over = !sent || !status || *status != WatchTickStatus::silent;
+      }
+      if (over) {
+        it = watches_.erase(it);
+        continue;
+      }
+      ++it;
+    }
+  }
+
+  double next_due_time() const {
+    double next_due = unix_now() + 1.0;  // re-check at least once a second
+    for (const auto& [id, w] : watches_)
+      next_due =
+          std::min(next_due, w.spec.params().start_unix_seconds +
+                                 static_cast<double>(w.last_tick) * w.spec.params().tick_seconds);
+    return next_due;
   }
 
   client::Device& device_;
   std::mutex& device_mutex_;
+  WatchLimits limits_;
   Send send_;
   std::mutex mutex_;
+  std::uint64_t generation_ = 0;
   std::condition_variable_any changed_;
   std::map<std::string, Scheduled> watches_;
   std::jthread thread_;  // last: stopped and joined before the members it uses go
@@ -198,7 +228,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     return stream->Write(out);
   };
   std::optional<WatchTicker> ticker;
-  ticker.emplace(device, device_mutex, send);
+  ticker.emplace(device, device_mutex, connection.watch_limits, send);
   v1::CoordinatorToDevice message;
   while (stream->Read(&message)) {
     if (message.has_start_watch()) {

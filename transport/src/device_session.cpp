@@ -87,10 +87,11 @@ void Session::on_read(bool ok) {
   } else if (incoming_.has_watch_alert()) {
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    core_.log("event=watch-alert device=" + log_value(id_) +
-              " watch=" + log_value(incoming_.watch_alert().watch_id()) +
-              " tick=" + std::to_string(incoming_.watch_alert().tick()));
-    core_.watches.alerted(id_, incoming_.watch_alert(), now);
+    // Logged only when the board takes it: a device cannot fill the log with made-up watches.
+    if (core_.watches.alerted(id_, incoming_.watch_alert(), now))
+      core_.log("event=watch-alert device=" + log_value(id_) +
+                " watch=" + log_value(incoming_.watch_alert().watch_id()) +
+                " tick=" + std::to_string(incoming_.watch_alert().tick()));
   } else if (incoming_.has_goodbye()) {
     return finish(grpc::Status::OK);
   }

@@ -20,6 +20,7 @@
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "watch_admission.hpp"
 
 namespace cgp::transport {
 namespace {
@@ -193,8 +194,10 @@ class SwarmStream {
         if (alarm_set_) alarm_.Cancel();  // its event still comes, with ok = false
         return maybe_done();
       case Op::alarm:
+        // Fired, or cancelled by start_watch to tick a new watch now (ok = false either way
+        // when the stream is ending).
         alarm_set_ = false;
-        if (ok && !finishing_) tick_watches();
+        if (!finishing_ && !finished_) tick_watches();
         return maybe_done();
     }
   }
@@ -246,8 +249,15 @@ class SwarmStream {
     v1::WatchStarted parsed;
     {
       std::lock_guard lock(member.device_mutex);
-      started = member.device.start_watch(
-          {reinterpret_cast<const std::uint8_t*>(body.data()), body.size()});
+      v1::WatchSpec spec;
+      const auto refused =
+          spec.ParseFromArray(body.data(), static_cast<int>(body.size()))
+              ? detail::refuse_watch(member.device, spec, swarm_.options.watch_limits,
+                                     watches_.size(), unix_now())
+              : std::nullopt;
+      started = refused ? *refused
+                        : member.device.start_watch(
+                              {reinterpret_cast<const std::uint8_t*>(body.data()), body.size()});
       if (parsed.ParseFromString(started) && parsed.status() == v1::WATCH_ARMED) {
         if (auto s = member.device.watch_state(parsed.watch_id())) state = std::move(*s);
       }
@@ -257,7 +267,11 @@ class SwarmStream {
     if (state->alert_tick != 0) return send_alert(parsed.watch_id(), state->alert_tick);
     if (state->budget_exhausted || !state->spec.has_schedule()) return;
     watches_.insert_or_assign(parsed.watch_id(), ScheduledWatch{state->spec, state->last_tick});
-    if (!alarm_set_ && !finishing_) tick_watches();
+    if (finishing_) return;
+    if (alarm_set_)
+      alarm_.Cancel();  // its event comes at once and ticks the new watch with the others
+    else
+      tick_watches();
   }
 
   void send_alert(const std::string& watch_id, std::uint64_t tick) {

@@ -9,8 +9,10 @@
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
 
+#include <chrono>
 #include "cgp/transport/log_format.hpp"
 #include "connection_admission.hpp"
+
 #include "gateway_impl.hpp"
 
 namespace cgp::transport {
@@ -68,7 +70,9 @@ bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
   log("event=connect device=" + log_value(session->id()) +
       " sdk=" + log_value(session->sdk_version().empty() ? "unknown" : session->sdk_version()));
   // Watches made while the device was away, and armed ones it resumes (a replay is free).
-  for (v1::WatchSpec& spec : watches.for_device(session->id())) {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (v1::WatchSpec& spec : watches.for_device(session->id(), now)) {
     v1::CoordinatorToDevice start;
     *start.mutable_start_watch() = std::move(spec);
     session->push(std::move(start));
@@ -161,7 +165,11 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   if (options.hello_timeout <= std::chrono::milliseconds(0))
     return make_error(ErrorCode::not_positive, "hello_timeout", "hello_timeout must be > 0");
   auto impl = std::make_unique<Impl>(options);
-  for (const std::string& kept : options.watches) CGP_RETURN_IF_ERROR(impl->watches.restore(kept));
+  // A kept watch that cannot be restored is logged and left out: it must not keep the
+  // coordinator from starting.
+  for (const std::string& kept : options.watches)
+    if (auto restored = impl->watches.restore(kept); !restored)
+      impl->log("event=state-error error=" + log_value(restored.error().message));
   impl->watches.set_observer(options.watch_changed);
   for (const auto& [id, credential] : options.device_credentials)
     impl->credential_digests[id] = sha256_of(credential);

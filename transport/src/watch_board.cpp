@@ -1,14 +1,20 @@
 #include "watch_board.hpp"
 
 #include "cgp/common/validate.hpp"
+#include "cgp/common/wire/codec.hpp"
+#include "cgp/common/wire/limits.hpp"
 
 namespace cgp::transport::detail {
+namespace {
 
-// Under the lock: two changes of one watch reach the observer in the order they happened, so a
-// state file never ends on an older report.
-void WatchBoard::changed(const std::string& watch_id) {
-  if (observer_) observer_(watch_id, report_locked(watch_id).SerializeAsString());
+constexpr double kClockSkew = 60;        // seconds a device's clock may run ahead of ours
+constexpr double kResendWindow = 86400;  // armed devices get a watch again this long after it ends
+
+double schedule_end(const v1::WatchSpec& spec) {
+  return spec.start_unix_seconds() + static_cast<double>(spec.horizon()) * spec.tick_seconds();
 }
+
+}  // namespace
 
 Status WatchBoard::restore(const std::string& report_bytes) {
   v1::WatchReport report;
@@ -50,11 +56,11 @@ Status WatchBoard::add(const v1::WatchSpec& spec,
     by_device_[id].push_back(spec.watch_id());
   }
   watches_.emplace(spec.watch_id(), std::move(entry));
-  changed(spec.watch_id());
+  if (observer_) observer_(spec.watch_id(), "", report_locked(spec.watch_id()).SerializeAsString());
   return {};
 }
 
-std::vector<v1::WatchSpec> WatchBoard::for_device(const std::string& device_id) const {
+std::vector<v1::WatchSpec> WatchBoard::for_device(const std::string& device_id, double now) const {
   std::lock_guard lock(mutex_);
   std::vector<v1::WatchSpec> out;
   auto ids = by_device_.find(device_id);
@@ -62,9 +68,11 @@ std::vector<v1::WatchSpec> WatchBoard::for_device(const std::string& device_id) 
   for (const std::string& watch_id : ids->second) {
     const Entry& entry = watches_.find(watch_id)->second;
     const v1::DeviceWatch& device = entry.devices[entry.index.find(device_id)->second];
-    const bool over = device.alert_tick() != 0 || device.state() == v1::DEVICE_WATCH_REFUSED ||
-                      device.state() == v1::DEVICE_WATCH_REJECTED;
-    if (!over) out.push_back(entry.spec);
+    const double end = schedule_end(entry.spec);
+    const bool send = device.alert_tick() == 0 &&
+                      ((device.state() == v1::DEVICE_WATCH_PENDING && now < end) ||
+                       (device.state() == v1::DEVICE_WATCH_ARMED && now < end + kResendWindow));
+    if (send) out.push_back(entry.spec);
   }
   return out;
 }
@@ -81,6 +89,7 @@ void WatchBoard::started(const std::string& device_id, const v1::WatchStarted& s
   std::lock_guard lock(mutex_);
   v1::DeviceWatch* device = find(started.watch_id(), device_id);
   if (!device || device->alert_tick() != 0) return;
+  if (device->state() == v1::DEVICE_WATCH_ARMED) return;  // a replay's error changes nothing
   switch (started.status()) {
     case v1::WATCH_ARMED:
       device->set_state(v1::DEVICE_WATCH_ARMED);
@@ -91,25 +100,30 @@ void WatchBoard::started(const std::string& device_id, const v1::WatchStarted& s
     default:
       device->set_state(v1::DEVICE_WATCH_REJECTED);
       device->set_error(started.error());
-      device->set_error_message(started.error_message().substr(0, 400));
+      device->set_error_message(wire::cut_utf8(started.error_message(), 400));
       break;
   }
-  changed(started.watch_id());
+  if (observer_) observer_(started.watch_id(), device_id, device->SerializeAsString());
 }
 
-void WatchBoard::alerted(const std::string& device_id, const v1::WatchAlert& alert,
-                         double unix_seconds) {
+bool WatchBoard::alerted(const std::string& device_id, const v1::WatchAlert& alert, double now) {
   std::lock_guard lock(mutex_);
   v1::DeviceWatch* device = find(alert.watch_id(), device_id);
   // The first alert counts (a device re-sends it after a reconnect); a tick beyond the horizon
-  // cannot come from a device that follows the protocol.
-  if (!device || device->alert_tick() != 0 || alert.tick() == 0) return;
-  const auto& spec = watches_.find(alert.watch_id())->second.spec;
-  if (alert.tick() > spec.horizon()) return;
+  // or not yet due cannot come from a device that follows the protocol.
+  if (!device || device->alert_tick() != 0 || alert.tick() == 0) return false;
+  if (device->state() == v1::DEVICE_WATCH_REFUSED || device->state() == v1::DEVICE_WATCH_REJECTED)
+    return false;
+  const v1::WatchSpec& spec = watches_.find(alert.watch_id())->second.spec;
+  if (alert.tick() > spec.horizon()) return false;
+  const double due =
+      spec.start_unix_seconds() + static_cast<double>(alert.tick() - 1) * spec.tick_seconds();
+  if (due > now + kClockSkew) return false;
   device->set_state(v1::DEVICE_WATCH_ARMED);
   device->set_alert_tick(alert.tick());
-  device->set_alert_received_unix_seconds(unix_seconds);
-  changed(alert.watch_id());
+  device->set_alert_received_unix_seconds(now);
+  if (observer_) observer_(alert.watch_id(), device_id, device->SerializeAsString());
+  return true;
 }
 
 Expected<v1::WatchReport> WatchBoard::report(const std::string& watch_id) const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <stop_token>
 #include <string>
 
@@ -10,6 +11,15 @@
 #include "cgp/common/expected.hpp"
 
 namespace cgp::transport {
+
+// What a device serving a coordinator accepts of the watches it is sent (README "Watches"):
+// each tick is a durable ledger write, so a coordinator may not make a device tick faster than
+// this or run more watches at once. A refused watch is answered rejected_invalid, naming
+// tick_seconds or watch_id, and nothing is charged.
+struct WatchLimits {
+  double min_tick_seconds = 1;
+  std::size_t max_watches = 64;  // armed and still ticking, at once
+};
 
 struct DeviceConnection {
   std::string coordinator_address;  // host:port
@@ -20,6 +30,7 @@ struct DeviceConnection {
   std::chrono::milliseconds reply_delay{0};
   // Serving ends (without error) when a stop is requested, e.g. by the std::jthread it runs on.
   std::stop_token stop{};
+  WatchLimits watch_limits{};
 };
 
 // Blocks until the coordinator closes the stream, the connection fails, or connection.stop is

@@ -79,13 +79,14 @@ struct GatewayOptions {
   // Structured log: one line per event ("event=connect device=d-17"), e.g. to stderr; called
   // from several threads at once. Empty: no log.
   std::function<void(const std::string&)> log;
-  // Watches kept from before (serialized cgp.v1.WatchReport, as watch_changed gave them): in
-  // place before the first device connects, so a restarted coordinator still sends pending
-  // watches and still knows who alerted.
+  // Watches kept from before (each a serialized cgp.v1.WatchReport): in place before the first
+  // device connects, so a restarted coordinator still sends pending watches and still knows
+  // who alerted.
   std::vector<std::string> watches;
-  // Called with a watch's id and its serialized cgp.v1.WatchReport after every change (made,
-  // a device's answer, an alert), from several threads; e.g. to keep it in a state file.
-  std::function<void(const std::string&, const std::string&)> watch_changed;
+  // Called after every change, one call at a time and in order, e.g. to keep watches in a state
+  // file: (watch id, "", serialized cgp.v1.WatchReport) for a new watch; (watch id, device id,
+  // serialized cgp.v1.DeviceWatch) when one device answered or alerted.
+  std::function<void(const std::string&, const std::string&, const std::string&)> watch_changed;
 };
 
 // What the gateway has seen since it started.
