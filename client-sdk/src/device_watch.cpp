@@ -108,9 +108,18 @@ Expected<WatchArming> Device::start_watch(const WatchSpec& spec) noexcept {
       return arming;
     }
     // Drawn once, and recorded with the charge before the watch counts as armed: a crash before
-    // the commit loses both, one after it keeps both (never a second threshold).
+    // the commit loses both, one after it keeps both (never a second threshold). The draw runs
+    // in a paced window like a tick's: its time grows with |ν|, the watch's one secret, and the
+    // answer goes straight back to the coordinator.
+    const auto paced_until = s.pacing.enabled
+                                 ? s.clock->now() + s.pacing.window(watch_statistic(spec), 1)
+                                 : PacingClock::Time{};
     RandomBits bits(*s.random);
     const auto [high, low] = split(draw_threshold_noise(plan, bits));
+    if (s.pacing.enabled) {
+      if (s.clock->now() > paced_until) ++s.pacing_overruns;
+      s.clock->sleep_until(paced_until);
+    }
     WatchRecord record;
     record.spec = std::move(canonical);
     record.digest = digest;

@@ -533,6 +533,42 @@ TEST_CASE("item 6: releases are paced to a window computed from public data only
   CHECK_FALSE(Device::open_for_simulation(config, 1, 0).pacing().enabled);
 }
 
+TEST_CASE("item 6: a watch's threshold draw and its ticks are paced to public windows",
+          "[client][hardening][timing][watch]") {
+  auto config = *DeviceConfig::cgp(1.0);
+  WatchSpecParams p;
+  p.watch_id = "paced";
+  p.component_id = "location";
+  p.statistic = StatisticKind::distance_to_point;
+  p.point = {0, 0};
+  p.threshold = 300;
+  p.clamp_lo = 0;
+  p.clamp_hi = 1000;
+  p.horizon = 5;
+  p.epsilon = 0.05;
+  const auto spec = *WatchSpec::create(p);
+  std::vector<std::chrono::nanoseconds> arming, ticks;
+  for (double x : {0.0, 5000.0}) {  // inside and far away: the same windows
+    auto clock = std::make_shared<RecordingClock>();
+    auto device = Device::open_for_simulation(config, static_cast<std::uint64_t>(x + 7), 0);
+    device.set_pacing(ReplyPacing::device_default(), clock);
+    REQUIRE(device.register_component("location", 2).ok());
+    double here[2] = {x, 0};
+    REQUIRE(device.set_component("location", here).ok());
+    REQUIRE(device.start_watch(spec).has_value());
+    REQUIRE(clock->sleeps.size() == 1);  // the threshold noise's draw
+    arming.push_back(clock->sleeps[0] - clock->nows[0]);
+    const std::size_t before = clock->nows.size();
+    REQUIRE(device.tick_watch("paced", 1).has_value());
+    REQUIRE(clock->sleeps.size() == 2);
+    ticks.push_back(clock->sleeps[1] - clock->nows[before]);
+    CHECK(device.pacing_overruns() == 0);
+  }
+  CHECK(arming[0] == arming[1]);
+  CHECK(ticks[0] == ticks[1]);
+  CHECK(arming[0] > std::chrono::microseconds(0));
+}
+
 // ---- item 7: hostile coordinates -------------------------------------------------------------
 
 TEST_CASE("item 7: polygons with huge coordinates are refused by name, nothing thrown or charged",
