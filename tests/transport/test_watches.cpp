@@ -580,3 +580,50 @@ TEST_CASE("watches: the coordinator's board takes only alerts a device may send"
   // Every device change reached the observer as that device's entry.
   CHECK(std::get<1>(changes.back()) == "c");
 }
+
+TEST_CASE("watches: a cgp-device killed mid-watch resumes after its last tick and alerts later",
+          "[transport][watch][device-program]") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("cgp-watch-resume-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  transport::CoordinatorOptions options;
+  options.device_ids = {"walker"};
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  auto start_device = [&](const std::string& location) {
+    return spawn({CGP_DEVICE_PATH, "--coordinator", address, "--id", "walker", "--ledger",
+                  (dir / "walker.db").string(), "--budget", "1", "--location", location,
+                  "--reconnect", "--min-tick-seconds", "0.05"});
+  };
+  DeviceProcesses processes;
+  processes.pids = {start_device("6000,2000")};  // far away: silent ticks
+  REQUIRE(service->gateway().wait_for_devices(1, 30s));
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  REQUIRE(analyst.start_watch(geofence("resume", 400, 0.05)).has_value());
+  poll_watch(analyst, "resume", [](const transport::RemoteWatch& w) { return w.armed == 1; });
+  std::this_thread::sleep_for(1s);  // about 20 silent ticks, each in the ledger
+  kill(processes.pids[0], SIGKILL);
+  waitpid(processes.pids[0], nullptr, 0);
+  const auto killed_at = std::chrono::system_clock::now();
+  // Back at the site: the device resumes from its ledger (armed, not charged again) and alerts
+  // at a tick after the ones it evaluated before the kill.
+  processes.pids[0] = start_device("1000,2000");
+  auto report =
+      poll_watch(analyst, "resume", [](const transport::RemoteWatch& w) { return w.alerts == 1; });
+  REQUIRE(report.alerts == 1);
+  const double start = report.spec->params().start_unix_seconds;
+  const double killed = std::chrono::duration<double>(killed_at.time_since_epoch()).count();
+  CHECK(report.devices[0].alert_tick > static_cast<std::uint64_t>((killed - start) / 0.05));
+  service.reset();
+  terminate(processes.pids[0]);
+  processes.pids.clear();
+  // One arming, one charge, across the kill.
+  auto ledger = client::Device::open_secure(*DeviceConfig::cgp(1.0), (dir / "walker.db").c_str());
+  REQUIRE(ledger.has_value());
+  CHECK(ledger->spent() == privacy::next_up(laplace_watch_charge(1.0)));
+  auto state = ledger->watch_state("resume");
+  REQUIRE(state.has_value());
+  CHECK(state->alert_tick == report.devices[0].alert_tick);
+  std::filesystem::remove_all(dir);
+}
