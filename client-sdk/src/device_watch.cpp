@@ -53,6 +53,15 @@ Expected<const Component*> watch_component(
   return &it->second;
 }
 
+// The ledger's record of an armed watch; unknown_watch if this device never armed it.
+Expected<WatchRecord> armed_watch(Ledger& ledger, const std::string& id) {
+  CGP_ASSIGN_OR_RETURN(auto recorded, ledger.find_watch(id));
+  if (!recorded)
+    return make_error(ErrorCode::unknown_watch, "watch_id",
+                      "watch_id '" + id + "' is not armed on this device");
+  return std::move(*recorded);
+}
+
 // The spec a watch was armed with, as the ledger keeps it.
 Expected<WatchSpec> recorded_spec(const std::string& id, const WatchRecord& watch) {
   auto wire_spec = wire::parse_watch_spec(
@@ -147,11 +156,7 @@ Expected<WatchTickStatus> Device::tick_watch(std::string_view watch_id,
     State& s = *state_;
     if (!s.ledger_status.ok()) return s.ledger_status.error();
     const std::string id(watch_id);
-    CGP_ASSIGN_OR_RETURN(auto recorded, s.ledger->find_watch(id));
-    if (!recorded)
-      return make_error(ErrorCode::unknown_watch, "watch_id",
-                        "watch_id '" + id + "' is not armed on this device");
-    const WatchRecord& watch = *recorded;
+    CGP_ASSIGN_OR_RETURN(const WatchRecord watch, armed_watch(*s.ledger, id));
     auto spec = recorded_spec(id, watch);
     if (!spec) return spec.error();
 
@@ -237,13 +242,10 @@ Expected<Device::WatchState> Device::watch_state(std::string_view watch_id) cons
     const State& s = *state_;
     if (!s.ledger_status.ok()) return s.ledger_status.error();
     const std::string id(watch_id);
-    CGP_ASSIGN_OR_RETURN(auto recorded, s.ledger->find_watch(id));
-    if (!recorded)
-      return make_error(ErrorCode::unknown_watch, "watch_id",
-                        "watch_id '" + id + "' is not armed on this device");
-    CGP_ASSIGN_OR_RETURN(auto spec, recorded_spec(id, *recorded));
-    return WatchState{std::move(spec), recorded->last_tick, recorded->alert_tick,
-                      recorded->budget_exhausted};
+    CGP_ASSIGN_OR_RETURN(const WatchRecord recorded, armed_watch(*s.ledger, id));
+    CGP_ASSIGN_OR_RETURN(auto spec, recorded_spec(id, recorded));
+    return WatchState{std::move(spec), recorded.last_tick, recorded.alert_tick,
+                      recorded.budget_exhausted};
   } catch (...) {
     return internal_failure();
   }

@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <boost/math/quadrature/gauss_kronrod.hpp>
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
 
 #include "cgp/common/privacy/selection_profiles.hpp"
 #include "cgp/common/validate.hpp"
+#include "cgp/sim/output.hpp"
 
 namespace cgp::sim {
 namespace {
@@ -235,12 +235,7 @@ Status write_accounting_plot(const std::string& base, const AccountingSettings& 
     gp << "\nunset logscale x\nunset multiplot\n";
   }
   gp.close();
-  const std::string command = "gnuplot '" + script_path + "' 2>&1";
-  if (std::system(command.c_str()) != 0)
-    return make_error(ErrorCode::invalid_argument, "plot",
-                      "--plot: gnuplot failed (is gnuplot-nox installed?) on " + script_path);
-  std::remove(script_path.c_str());
-  return {};
+  return run_gnuplot(script_path);
 }
 
 }  // namespace cgp::sim

@@ -223,6 +223,10 @@ Status write_plot(const std::string& base, const std::vector<Row>& rows) {
     gp << "unset multiplot\n";
   }
   gp.close();
+  return run_gnuplot(script_path);
+}
+
+Status run_gnuplot(const std::string& script_path) {
   const std::string command = "gnuplot '" + script_path + "' 2>&1";
   if (std::system(command.c_str()) != 0)
     return make_error(ErrorCode::invalid_argument, "plot",

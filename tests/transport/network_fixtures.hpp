@@ -2,6 +2,7 @@
 // (optionally slow), and bounded waiting.
 #pragma once
 
+#include <spawn.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -22,7 +23,19 @@
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/gateway.hpp"
 
+extern char** environ;
+
 namespace cgp::test {
+
+// Starts a program (argv[0] is its path) with this process's environment; its pid.
+inline pid_t spawn_program(const std::vector<std::string>& arguments) {
+  std::vector<char*> argv;
+  for (const auto& a : arguments) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  return pid;
+}
 
 // A throwaway self-signed certificate for localhost / 127.0.0.1, made with openssl at test time.
 struct ThrowawayCertificate {

@@ -16,24 +16,14 @@
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/transport/gateway.hpp"
+#include "network_fixtures.hpp"
 #include "support/seed.hpp"
-
-extern char** environ;
 
 using namespace cgp;
 using namespace cgp::coordinator;
 using namespace std::chrono_literals;
 
 namespace {
-
-pid_t spawn(const std::vector<std::string>& arguments) {
-  std::vector<char*> argv;
-  for (const auto& a : arguments) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
-  return pid;
-}
 
 void stop(pid_t pid) {
   // The coordinator going away ends the device; make sure, then reap it.
@@ -66,10 +56,10 @@ TEST_CASE("cgp-device keeps its budget across a coordinator restart",
     const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
     std::vector<pid_t> devices;
     for (std::size_t i = 0; i < n; ++i) {
-      devices.push_back(
-          spawn({CGP_DEVICE_PATH, "--coordinator", address, "--id", ids[i], "--ledger",
-                 (dir / (ids[i] + ".db")).string(), "--budget", std::to_string(budget),
-                 "--location", std::to_string(50 + 10 * i) + ",50"}));
+      devices.push_back(test::spawn_program({CGP_DEVICE_PATH, "--coordinator", address, "--id",
+                                             ids[i], "--ledger", (dir / (ids[i] + ".db")).string(),
+                                             "--budget", std::to_string(budget), "--location",
+                                             std::to_string(50 + 10 * i) + ",50"}));
     }
     REQUIRE(gateway->wait_for_devices(n, 30s));
     transport::NetworkFleet fleet(*gateway, ids, 2, budget, 10s);
@@ -113,9 +103,10 @@ TEST_CASE("cgp-device processes killed mid-round, and a coordinator restart: one
   auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
   const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
   auto start_device = [&](std::size_t i) {
-    return spawn({CGP_DEVICE_PATH, "--coordinator", address, "--id", ids[i], "--ledger",
-                  (dir / (ids[i] + ".db")).string(), "--budget", std::to_string(budget),
-                  "--location", std::to_string(10 * i) + ",0", "--reconnect"});
+    return test::spawn_program({CGP_DEVICE_PATH, "--coordinator", address, "--id", ids[i],
+                                "--ledger", (dir / (ids[i] + ".db")).string(), "--budget",
+                                std::to_string(budget), "--location", std::to_string(10 * i) + ",0",
+                                "--reconnect"});
   };
   std::vector<pid_t> devices;
   for (std::size_t i = 0; i < n; ++i) devices.push_back(start_device(i));

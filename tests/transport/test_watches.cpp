@@ -27,21 +27,10 @@
 #include "support/seed.hpp"
 #include "watch_board.hpp"
 
-extern char** environ;
-
 using namespace cgp;
 using namespace std::chrono_literals;
 
 namespace {
-
-pid_t spawn(const std::vector<std::string>& arguments) {
-  std::vector<char*> argv;
-  for (const auto& a : arguments) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
-  return pid;
-}
 
 void terminate(pid_t pid) {
   kill(pid, SIGTERM);
@@ -52,6 +41,30 @@ void terminate(pid_t pid) {
   }
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
+}
+
+// A fresh directory for a test's files, removed however the test ends.
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+// A swarm of devices with budget 1 that accept the tests' fast schedules (ticks of 50 ms+).
+transport::SwarmOptions watch_swarm(std::uint64_t seed, const std::string& address = "") {
+  transport::SwarmOptions options;
+  options.coordinator_address = address;
+  options.config = *DeviceConfig::cgp(1.0);
+  options.seed = seed;
+  options.watch_limits.min_tick_seconds = 0.05;
+  return options;
 }
 
 // The device processes of a test: terminated however the test ends (a failed REQUIRE included),
@@ -100,9 +113,8 @@ transport::RemoteWatch poll_watch(transport::AnalystClient& analyst, const std::
 TEST_CASE("watches: real cgp-device processes over TLS arm a watch and alert once",
           "[transport][watch][device-program]") {
   test::ThrowawayCertificate tls;
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("cgp-watch-net-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const ScratchDir scratch("cgp-watch-net");
+  const auto& dir = scratch.path;
   const std::vector<std::string> ids = {"inside", "edge-in", "outside"};
   const std::vector<std::string> locations = {"1000,2000", "1000,2290", "6000,2000"};
   transport::CoordinatorOptions options;
@@ -120,10 +132,11 @@ TEST_CASE("watches: real cgp-device processes over TLS arm a watch and alert onc
   auto start_device = [&](std::size_t i) {
     const auto credential = dir / (ids[i] + ".secret");
     std::ofstream(credential) << "secret-" << ids[i] << "\n";
-    return spawn({CGP_DEVICE_PATH, "--coordinator", address, "--id", ids[i], "--credential",
-                  credential.string(), "--tls-root", root.string(), "--ledger",
-                  (dir / (ids[i] + ".db")).string(), "--budget", "1", "--location", locations[i],
-                  "--reconnect", "--min-tick-seconds", "0.05"});
+    return test::spawn_program({CGP_DEVICE_PATH, "--coordinator", address, "--id", ids[i],
+                                "--credential", credential.string(), "--tls-root", root.string(),
+                                "--ledger", (dir / (ids[i] + ".db")).string(), "--budget", "1",
+                                "--location", locations[i], "--reconnect", "--min-tick-seconds",
+                                "0.05"});
   };
   DeviceProcesses processes;
   auto& devices = processes.pids;
@@ -203,7 +216,6 @@ TEST_CASE("watches: real cgp-device processes over TLS arm a watch and alert onc
   CHECK(report.alerts == 2);
 
   service->reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert per device",
@@ -215,11 +227,7 @@ TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert pe
   options.device_budget = 1.0;
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
-  swarm_options.coordinator_address = address;
-  swarm_options.config = *DeviceConfig::cgp(1.0);
-  swarm_options.seed = seed;
-  swarm_options.watch_limits.min_tick_seconds = 0.05;
+  auto swarm_options = watch_swarm(seed, address);
   std::vector<transport::SwarmMember> members;
   // Even users stand 50 m from the site (inside), odd ones 5 km away.
   for (std::size_t i = 0; i < n; ++i)
@@ -295,20 +303,15 @@ TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags e
           "[transport][watch][tools]") {
   CGP_SEEDED(7121);
   const std::size_t n = 4;
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("cgp-watch-cli-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const ScratchDir scratch("cgp-watch-cli");
+  const auto& dir = scratch.path;
   std::ofstream(dir / "analyst") << "analyst-secret\n";
   transport::CoordinatorOptions options;
   options.device_ids = test::device_ids(n);
   options.analyst_credential_sha256 = transport::sha256_of("analyst-secret");
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
-  swarm_options.coordinator_address = address;
-  swarm_options.config = *DeviceConfig::cgp(1.0);
-  swarm_options.seed = seed;
-  swarm_options.watch_limits.min_tick_seconds = 0.05;
+  auto swarm_options = watch_swarm(seed, address);
   std::vector<transport::SwarmMember> members;
   for (std::size_t i = 0; i < n; ++i)  // users 0 and 1 inside the fence, 2 and 3 far away
     members.push_back({options.device_ids[i], "", {1000.0 + (i < 2 ? 20.0 : 8000.0), 2000.0}});
@@ -348,24 +351,18 @@ TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags e
   CHECK(shown.text.find("device-3") == std::string::npos);  // not in this watch
   swarm.reset();
   service.reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pending devices",
           "[transport][watch][state]") {
   CGP_SEEDED(7131);
   const std::size_t n = 4;
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("cgp-watch-state-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const ScratchDir scratch("cgp-watch-state");
+  const auto& dir = scratch.path;
   transport::CoordinatorOptions options;
   options.device_ids = test::device_ids(n);
   options.state_path = (dir / "state.db").string();
-  transport::SwarmOptions swarm_options;
-  swarm_options.config = *DeviceConfig::cgp(1.0);
-  swarm_options.seed = seed;
-  swarm_options.watch_limits.min_tick_seconds = 0.05;
+  auto swarm_options = watch_swarm(seed);
   // device-0 and device-1 inside, device-2 far away; device-3 not connected at first.
   std::vector<transport::SwarmMember> members;
   for (std::size_t i = 0; i < 3; ++i)
@@ -407,17 +404,14 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   CHECK(after.devices[3].state == transport::RemoteDeviceWatch::State::armed);
   late.reset();
   service.reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("watches: what devices would refuse is refused by the coordinator, by name, uncharged",
           "[transport][watch]") {
   CGP_SEEDED(7141);
   const std::size_t n = 4;
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("cgp-watch-refuse-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const ScratchDir scratch("cgp-watch-refuse");
+  const auto& dir = scratch.path;
   transport::CoordinatorOptions options;
   options.device_ids = test::device_ids(n);
   options.state_path = (dir / "state.db").string();
@@ -425,11 +419,7 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   REQUIRE(service->revoke("device-3").has_value());
-  transport::SwarmOptions swarm_options;
-  swarm_options.coordinator_address = address;
-  swarm_options.config = *DeviceConfig::cgp(1.0);
-  swarm_options.seed = seed;
-  swarm_options.watch_limits.min_tick_seconds = 0.05;
+  auto swarm_options = watch_swarm(seed, address);
   std::vector<transport::SwarmMember> members;
   for (std::size_t i = 0; i < 3; ++i) members.push_back({options.device_ids[i], "", {0.0, 0.0}});
   auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
@@ -506,7 +496,6 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   // "fast" was sent to device-0 (the mirror assumes it armed); "twice" to device-1 once.
   CHECK(mirror.at("device-1") == Approx(capacity - laplace_watch_charge(1.0)).epsilon(1e-12));
   CHECK(mirror.at("device-1") > capacity - 2 * laplace_watch_charge(1.0));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("watches: the coordinator's board takes only alerts a device may send",
@@ -583,18 +572,17 @@ TEST_CASE("watches: the coordinator's board takes only alerts a device may send"
 
 TEST_CASE("watches: a cgp-device killed mid-watch resumes after its last tick and alerts later",
           "[transport][watch][device-program]") {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("cgp-watch-resume-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const ScratchDir scratch("cgp-watch-resume");
+  const auto& dir = scratch.path;
   transport::CoordinatorOptions options;
   options.device_ids = {"walker"};
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   auto start_device = [&](const std::string& location) {
-    return spawn({CGP_DEVICE_PATH, "--coordinator", address, "--id", "walker", "--ledger",
-                  (dir / "walker.db").string(), "--budget", "1", "--location", location,
-                  "--reconnect", "--min-tick-seconds", "0.05"});
+    return test::spawn_program({CGP_DEVICE_PATH, "--coordinator", address, "--id", "walker",
+                                "--ledger", (dir / "walker.db").string(), "--budget", "1",
+                                "--location", location, "--reconnect", "--min-tick-seconds",
+                                "0.05"});
   };
   DeviceProcesses processes;
   processes.pids = {start_device("6000,2000")};  // far away: silent ticks
@@ -625,5 +613,4 @@ TEST_CASE("watches: a cgp-device killed mid-watch resumes after its last tick an
   auto state = ledger->watch_state("resume");
   REQUIRE(state.has_value());
   CHECK(state->alert_tick == report.devices[0].alert_tick);
-  std::filesystem::remove_all(dir);
 }

@@ -22,5 +22,7 @@ Status write_json(const std::string& path, const std::vector<Row>& rows);
 // OUT.png and OUT.svg with gnuplot: one column per parameter value, error (top) and PrivSav
 // (bottom) against ρ (or against the parameter when only one ρ was run), one line per method.
 Status write_plot(const std::string& base, const std::vector<Row>& rows);
+// Runs gnuplot on a script it wrote (and removes the script); a named "plot" error if it fails.
+Status run_gnuplot(const std::string& script_path);
 
 }  // namespace cgp::sim
