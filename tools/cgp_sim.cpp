@@ -1,12 +1,16 @@
 // cgp-sim: the paper's experiments (Liang & Yi, §7 and Appendix C) over simulated devices.
+#include <unistd.h>
 #include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cgp/common/device_config.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/version.hpp"
 #include "cgp/sim/accounting_experiment.hpp"
@@ -71,6 +75,18 @@ Status positive_list(const char* name, const std::vector<double>& values) {
   return {};
 }
 
+// ρ values become device budgets: positive, finite, and within what a device supports
+// (DeviceConfig::cgp), each error naming the flag and quoting the value as given.
+Status rho_list(const char* name, const std::vector<double>& values) {
+  CGP_RETURN_IF_ERROR(positive_list(name, values));
+  for (double v : values)
+    if (auto config = DeviceConfig::cgp(v); !config)
+      return make_error(
+          config.error().code, name,
+          std::string("--") + name + " " + format_number(v) + ": " + config.error().message);
+  return {};
+}
+
 Status count_list(const char* name, const std::vector<std::size_t>& values) {
   if (values.empty())
     return make_error(ErrorCode::missing_field, name,
@@ -82,7 +98,35 @@ Status count_list(const char* name, const std::vector<std::size_t>& values) {
   return {};
 }
 
-Expected<Common> common_from(const Arguments& a) {
+// --json and --plot are checked before a run that may take hours: a file that cannot be
+// written, or a base that names a device or a directory, is an error now, not at the end.
+Status check_outputs(const Arguments& a) {
+  namespace fs = std::filesystem;
+  if (!a.json.empty()) {
+    std::error_code ec;
+    const bool existed = fs::exists(a.json, ec);
+    if (existed && !fs::is_regular_file(a.json, ec))
+      return make_error(ErrorCode::invalid_argument, "json",
+                        "--json: " + a.json + " is not a regular file");
+    if (!std::ofstream(a.json, std::ios::app))
+      return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + a.json);
+    if (!existed) fs::remove(a.json, ec);
+  }
+  if (!a.plot.empty()) {
+    std::error_code ec;
+    if (fs::exists(a.plot, ec) && !fs::is_regular_file(a.plot, ec))
+      return make_error(ErrorCode::invalid_argument, "plot",
+                        "--plot takes a base name for OUT.png and OUT.svg; " + a.plot +
+                            " is a device or a directory");
+    const fs::path parent = fs::path(a.plot).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec))
+      return make_error(ErrorCode::invalid_argument, "plot",
+                        "--plot: the directory " + parent.string() + " does not exist");
+  }
+  return {};
+}
+
+Expected<Common> common_from(const Arguments& a, std::size_t ranks) {
   Common common;
   common.methods.clear();
   for (const auto& name : a.methods) {
@@ -112,6 +156,26 @@ Expected<Common> common_from(const Arguments& a) {
   common.reps = a.reps;
   common.beta = a.beta;
   common.seed = a.seed;
+  // Threads beyond this only contend; and each one is a stack the system may refuse.
+  constexpr unsigned kMaxThreads = 1024;
+  if (a.threads > kMaxThreads)
+    return make_error(ErrorCode::out_of_range, "threads",
+                      "--threads must be at most " + std::to_string(kMaxThreads) +
+                          " (0 = all "
+                          "cores), got " +
+                          std::to_string(a.threads));
+  // Each simulated user holds at least ~100 bytes (72 measured, README "Scaling out"): refuse
+  // an --n whose share per process cannot fit in this machine.
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  const double per_process = static_cast<double>(a.n) / static_cast<double>(ranks) * 100;
+  if (a.n > 0 && per_process > memory)
+    return make_error(ErrorCode::out_of_range, "n",
+                      "--n " + std::to_string(a.n) + " users need at least " +
+                          format_number(std::ceil(per_process / (1 << 30))) +
+                          " GiB per process; this machine has " +
+                          format_number(std::floor(memory / (1 << 30))) + " GiB");
+  CGP_RETURN_IF_ERROR(check_outputs(a));
   common.threads = a.threads;
   common.shift = !a.no_shift;
   auto noise = simulation::parse_noise(a.noise);
@@ -252,7 +316,7 @@ int report(const Arguments& a, const std::string& description,
 
 int run_locations(const Arguments& a, Context& context, const char* param_name,
                   const std::vector<double>& params, bool range) {
-  if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+  if (auto s = rho_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
   if (auto s = positive_list(param_name, params); !s) return fail(kUsageError, s.error().message);
   auto data = locations(a, context.projection, context.fleet_users, context.job);
   if (!data) return fail(kDataError, data.error().message);
@@ -272,7 +336,7 @@ int run_kde_experiment(const Arguments& a, Context& context) {
 }
 
 int run_knn_experiment(const Arguments& a, Context& context) {
-  if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+  if (auto s = rho_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
   if (auto s = count_list("k", a.k); !s) return fail(kUsageError, s.error().message);
   Dataset data, query_set;
   const Dataset* queries = nullptr;
@@ -324,7 +388,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
   }
   if (a.n && !context.job) data = resample(data, a.n, a.seed);
   for (std::size_t k : a.k)
-    if (k + 1 >= data.users())
+    if (k >= data.users() || k + 1 >= data.users())  // k + 1 alone wraps at 2^64 − 1
       return fail(kUsageError, "--k must be below the number of candidates (" +
                                    std::to_string(data.users() - 1) + "), got " +
                                    std::to_string(k));
@@ -332,9 +396,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
 }
 
 int run_multi_range_experiment(const Arguments& a, Context& context) {
-  if (!(std::isfinite(a.budget) && a.budget > 0))
-    return fail(kUsageError,
-                "--budget must be finite and positive, got " + format_number(a.budget));
+  if (auto s = rho_list("budget", {a.budget}); !s) return fail(kUsageError, s.error().message);
   if (auto s = count_list("m", a.m); !s) return fail(kUsageError, s.error().message);
   if (auto s = positive_list("w", a.w); !s) return fail(kUsageError, s.error().message);
   if (a.w.size() != 1) return fail(kUsageError, "--w takes one value for multi-range");
@@ -399,7 +461,7 @@ int run_top_regions_experiment(const Arguments& a, Context& context) {
 }
 
 int run_threshold_experiment(const Arguments& a, Context& context) {
-  if (auto s = positive_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
+  if (auto s = rho_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
   for (double q : a.q)
     if (!(q > 0 && q < 1))
       return fail(kUsageError, "--q values must be in (0, 1), got " + format_number(q));
@@ -689,7 +751,7 @@ int run(int argc, char** argv, tools::MpiJob* job) {
     context.common.ranks = &job->reducer();
     if (!a.fleet.empty()) return fail(kUsageError, "--fleet runs in one process, not under mpirun");
   }
-  auto common = common_from(a);
+  auto common = common_from(a, job ? job->size() : 1);
   if (!common) return fail(kUsageError, common.error().message);
   const auto ranks = context.common.ranks;
   context.common = std::move(*common);

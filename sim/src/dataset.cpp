@@ -176,8 +176,23 @@ Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKi
       }() + ")");
 }
 
+namespace {
+
+// IDX by its magic number (0x00000803, gzip or not), whatever the file is called.
+bool looks_like_idx(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (!file) return false;
+  unsigned char magic[4];
+  const bool idx = gzread(file, magic, 4) == 4 && magic[0] == 0 && magic[1] == 0 &&
+                   magic[2] == 0x08 && magic[3] == 3;
+  gzclose(file);
+  return idx;
+}
+
+}  // namespace
+
 Expected<Dataset> load_vectors(const std::string& path) {
-  if (path.ends_with(".gz") || path.find("idx") != std::string::npos) return load_idx(path);
+  if (looks_like_idx(path)) return load_idx(path);
   CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
   // Every column whose first row parses as a number.
   std::vector<int> columns;
@@ -226,10 +241,27 @@ Expected<Dataset> load_idx(const std::string& path) {
     gzclose(file);
     return data_error(path, "IDX sizes out of range");
   }
-  std::vector<unsigned char> raw(n * dimension);
-  const int read = gzread(file, raw.data(), static_cast<unsigned>(raw.size()));
+  // The header's sizes are a claim: read what is there in chunks (never allocating more than
+  // was read) and compare in 64 bits.
+  const std::uint64_t expected = std::uint64_t{n} * dimension;
+  std::vector<unsigned char> raw;
+  constexpr unsigned kChunk = 1u << 24;
+  while (raw.size() < expected) {
+    const auto want = static_cast<unsigned>(std::min<std::uint64_t>(kChunk, expected - raw.size()));
+    const std::size_t at = raw.size();
+    raw.resize(at + want);
+    const int read = gzread(file, raw.data() + at, want);
+    if (read <= 0) {
+      raw.resize(at);
+      break;
+    }
+    raw.resize(at + static_cast<std::size_t>(read));
+  }
   gzclose(file);
-  if (read != static_cast<int>(raw.size())) return data_error(path, "IDX file is truncated");
+  if (raw.size() != expected)
+    return data_error(path, "IDX file is truncated: the header announces " +
+                                std::to_string(expected) + " bytes of pixels, the file has " +
+                                std::to_string(raw.size()));
   Dataset data;
   data.dimension = dimension;
   data.points.assign(raw.begin(), raw.end());

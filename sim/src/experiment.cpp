@@ -75,6 +75,11 @@ Expected<std::vector<Row>> sweep(const char* query, std::span<const double> para
                                  std::span<const double> rhos, const Common& common,
                                  QueryBackend& backend, TrialFor&& trial_for) {
   const auto vs = variants(common);
+  // Each ρ becomes a device budget: one the device cannot have is the caller's error, named.
+  for (double rho : rhos)
+    if (auto config = DeviceConfig::cgp(rho); !config)
+      return make_error(config.error().code, "rho",
+                        "rho " + format_number(rho) + ": " + config.error().message);
   Progress progress(params.size() * rhos.size() * vs.size() * common.reps);
   std::vector<Row> rows;
   for (double param : params) {

@@ -195,6 +195,13 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
   const auto no_columns = scratch.file("cols.csv", "a,b\n1,2\n");
   const auto short_row = scratch.file("short.csv", "x,y\n1,2\n3\n");
   const auto quoted_comma = scratch.file("quoted.csv", "x,y\n1,2\n\"3,5\",4\n");
+  const auto vectors = scratch.file("vectors.csv", "a,b\n1,2\n3,4\n5,6\n");
+  // An IDX header announcing 2^20 images of 64 × 64 pixels (2^32 bytes, past 32 bits) over 10
+  // bytes: truncated, said at once, nothing allocated for the claim.
+  const auto huge_idx = scratch.file(
+      "plain-name.bin",
+      std::string("\x00\x00\x08\x03\x00\x10\x00\x00\x00\x00\x00\x40\x00\x00\x00\x40", 16) +
+          std::string(10, '\x07'));
   struct Case {
     std::string arguments;
     int exit_code;
@@ -220,6 +227,17 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + points + " --w 100", 2, "--rho"},
       {"range --data " + points + " --rho abc --w 100", 2, "rho"},
       {"bogus", 2, "subcommand"},
+      // Numbers users can trust (issue 16 item 6): named, at the documented exit code.
+      {"range --data " + points + " --rho 5e-324 --w 100", 2, "--rho 5e-324"},
+      {"multi-range --data " + points + " --budget 1e300 --m 2 --w 100", 2, "--budget"},
+      {"knn --data " + vectors + " --rho 1e-2 --k 18446744073709551615", 2, "--k"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --threads 3000", 2, "--threads"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --n 1000000000000", 2, "--n"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --plot /dev/full", 2, "--plot"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --plot /nonexistent/dir/fig", 2, "--plot"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --json /dev/full", 2, "--json"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --json /nonexistent/rows.json", 2, "--json"},
+      {"knn --data " + huge_idx + " --rho 1e-2 --k 3", 3, "truncated"},
   };
   for (const Case& c : cases) {
     INFO("cgp-sim " << c.arguments);
@@ -348,4 +366,21 @@ TEST_CASE("cgp-sim multi-range --target: AF against PM1 with certified and withi
   Run bad = run_sim("multi-range --data " + points + " --budget 1e-2 --m 4 --w 3000 --target 2");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--target") != std::string::npos);
+}
+
+TEST_CASE("cgp-sim: a file is IDX by its magic number, not by its name", "[sim]") {
+  CGP_SEEDED(9011);
+  Scratch scratch;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> v(0, 10);
+  std::string csv = "a,b,c\n";
+  for (int i = 0; i < 100; ++i)
+    csv +=
+        std::to_string(v(rng)) + "," + std::to_string(v(rng)) + "," + std::to_string(v(rng)) + "\n";
+  // Before: any path containing "idx" was opened as an IDX image file.
+  const auto named_idx = scratch.file("my-idx-vectors.csv", csv);
+  Run run = run_sim("knn --data " + named_idx + " --rho 1e-2 --k 3 --reps 1 --methods BM1");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("BM1") != std::string::npos);
 }
