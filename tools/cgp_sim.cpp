@@ -34,6 +34,7 @@ constexpr int kDataError = 3;   // missing, unreadable or invalid data
 
 struct Arguments {
   std::string data, queries, json, plot, column;
+  std::vector<std::string> columns;  // knn: the CSV columns that form each vector
   std::vector<double> rho, w, b, q;
   std::vector<std::size_t> k, m;
   double budget = 0, below = NAN, width = 0;
@@ -348,7 +349,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
   } else if (context.job) {
     tools::MpiJob& job = *context.job;
     auto slice = load_slice(a, job, [&]() -> Expected<Dataset> {
-      if (!a.data.empty()) return load_vectors(a.data);
+      if (!a.data.empty()) return load_vectors(a.data, context.projection, a.columns);
       auto train = load_idx(kFashionMnistTrain);
       if (!train)
         return make_error(ErrorCode::invalid_argument, "data",
@@ -382,7 +383,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
     query_set = std::move(*test);
     queries = &query_set;
   } else {
-    auto loaded = load_vectors(a.data);
+    auto loaded = load_vectors(a.data, context.projection, a.columns);
     if (!loaded) return fail(kDataError, loaded.error().message);
     data = std::move(*loaded);
   }
@@ -562,6 +563,10 @@ const Experiment kExperiments[] = {
            ->delimiter(',')
            ->required();
        sub.add_option("--k", a.k, "neighbours (list)")->delimiter(',')->required();
+       sub.add_option("--columns", a.columns,
+                      "the CSV columns that form each vector (default: every named numeric "
+                      "column; a lon,lat file is projected locations)")
+           ->delimiter(',');
      },
      run_knn_experiment},
     {"multi-range", "m range counts with adaptive budgeting (Alg. 3)",

@@ -191,14 +191,27 @@ bool looks_like_idx(const std::string& path) {
 
 }  // namespace
 
-Expected<Dataset> load_vectors(const std::string& path) {
+Expected<Dataset> load_vectors(const std::string& path, geometry::ProjectionKind projection,
+                               const std::vector<std::string>& names) {
   if (looks_like_idx(path)) return load_idx(path);
   CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
-  // Every column whose first row parses as a number.
+  if (names.empty() && column_of(csv, "lon") >= 0 && column_of(csv, "lat") >= 0)
+    return load_locations(path, projection);
   std::vector<int> columns;
-  for (std::size_t c = 0; c < csv.header.size(); ++c) {
-    double v;
-    if (parse_number(csv.at(0, c), v)) columns.push_back(static_cast<int>(c));
+  if (!names.empty()) {
+    for (const std::string& name : names) {
+      const int c = column_of(csv, name);
+      if (c < 0) return data_error(path, "no column named '" + name + "' (--columns)");
+      columns.push_back(c);
+    }
+  } else {
+    // Every named column whose first row parses as a number.
+    for (std::size_t c = 0; c < csv.header.size(); ++c) {
+      const std::string_view name = csv.header[c];
+      if (name.empty() || name.starts_with("Unnamed: ")) continue;
+      double v;
+      if (parse_number(csv.at(0, c), v)) columns.push_back(static_cast<int>(c));
+    }
   }
   if (columns.empty()) return data_error(path, "no numeric columns");
   Dataset data;

@@ -384,3 +384,43 @@ TEST_CASE("cgp-sim: a file is IDX by its magic number, not by its name", "[sim]"
   CHECK(run.exit_code == 0);
   CHECK(run.out.find("BM1") != std::string::npos);
 }
+
+TEST_CASE(
+    "cgp-sim: one meaning per data file (lon/lat projected for knn too, index columns "
+    "skipped, --columns)",
+    "[sim]") {
+  CGP_SEEDED(9021);
+  Scratch scratch;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> lon(-74.02, -73.95), lat(40.70, 40.78), x(0, 1000);
+  std::string lonlat = "id,lon,lat\n", indexed = ",a,b\n", named = "Unnamed: 0,id,a,b\n";
+  for (int i = 0; i < 150; ++i) {
+    lonlat += std::to_string(1000 + i) + "," + std::to_string(lon(rng)) + "," +
+              std::to_string(lat(rng)) + "\n";
+    indexed +=
+        std::to_string(i) + "," + std::to_string(x(rng)) + "," + std::to_string(x(rng)) + "\n";
+    named += std::to_string(i) + "," + std::to_string(7 * i) + "," + std::to_string(x(rng)) + "," +
+             std::to_string(x(rng)) + "\n";
+  }
+  const std::string run_knn = " --rho 1e-2 --k 3 --reps 1 --methods BM1";
+  // lon/lat: the same projected points range and kde use (and the id column is no coordinate).
+  Run projected = run_sim("knn --data " + scratch.file("points.csv", lonlat) + run_knn);
+  INFO("stderr: " << projected.err);
+  REQUIRE(projected.exit_code == 0);
+  CHECK(projected.out.find("150 lon/lat points, local projection") != std::string::npos);
+  // pandas' to_csv index (an unnamed first column) is not a coordinate.
+  Run indexed_run = run_sim("knn --data " + scratch.file("indexed.csv", indexed) + run_knn);
+  REQUIRE(indexed_run.exit_code == 0);
+  CHECK(indexed_run.out.find("150 vectors of dimension 2") != std::string::npos);
+  // "Unnamed: 0" is skipped; a numeric id is kept unless --columns says otherwise.
+  const auto named_file = scratch.file("named.csv", named);
+  Run all = run_sim("knn --data " + named_file + run_knn);
+  REQUIRE(all.exit_code == 0);
+  CHECK(all.out.find("vectors of dimension 3") != std::string::npos);
+  Run chosen = run_sim("knn --data " + named_file + " --columns a,b" + run_knn);
+  REQUIRE(chosen.exit_code == 0);
+  CHECK(chosen.out.find("vectors of dimension 2") != std::string::npos);
+  Run missing = run_sim("knn --data " + named_file + " --columns a,zz" + run_knn);
+  CHECK(missing.exit_code == 3);
+  CHECK(missing.err.find("no column named 'zz'") != std::string::npos);
+}

@@ -30,8 +30,15 @@ struct Dataset {
 // the data's frame).
 Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKind projection,
                                  const std::array<double, 2>* origin = nullptr);
-// Any numeric columns of a CSV (kNN), or an IDX image file.
-Expected<Dataset> load_vectors(const std::string& path);
+// Vectors (kNN), with one meaning per file: an IDX image file (by its magic number); a CSV with
+// lon,lat columns is a set of locations, projected as load_locations does; any other CSV gives
+// its named numeric columns — `columns` if given (each must exist), else every column whose
+// first row is a number, except unnamed ones and pandas' "Unnamed: N" (an index written by
+// to_csv is not a coordinate).
+Expected<Dataset> load_vectors(
+    const std::string& path,
+    geometry::ProjectionKind projection = geometry::ProjectionKind::local_equidistant,
+    const std::vector<std::string>& columns = {});
 // One numeric column of a CSV (threshold).
 Expected<std::vector<double>> load_column(const std::string& path, const std::string& column);
 // IDX (ubyte images, gzip or plain): n × (rows·cols).
