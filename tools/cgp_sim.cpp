@@ -18,6 +18,7 @@
 #include "cgp/sim/experiment.hpp"
 #include "cgp/sim/output.hpp"
 #include "cgp/sim/watch_experiment.hpp"
+#include "cgp/transport/credentials.hpp"
 #include "cgp/transport/files.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
@@ -35,6 +36,7 @@ constexpr int kDataError = 3;   // missing, unreadable or invalid data
 struct Arguments {
   std::string data, queries, json, plot, column;
   std::vector<std::string> columns;  // knn: the CSV columns that form each vector
+  std::string per_rep;               // --per-rep FILE
   std::vector<double> rho, w, b, q;
   std::vector<std::size_t> k, m;
   double budget = 0, below = NAN, width = 0;
@@ -112,6 +114,15 @@ Status check_outputs(const Arguments& a) {
     if (!std::ofstream(a.json, std::ios::app))
       return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + a.json);
     if (!existed) fs::remove(a.json, ec);
+  }
+  if (!a.per_rep.empty()) {
+    std::error_code ec;
+    const bool existed = fs::exists(a.per_rep, ec);
+    if ((existed && !fs::is_regular_file(a.per_rep, ec)) ||
+        !std::ofstream(a.per_rep, std::ios::app))
+      return make_error(ErrorCode::invalid_argument, "per-rep",
+                        "--per-rep: cannot write " + a.per_rep);
+    if (!existed) fs::remove(a.per_rep, ec);
   }
   if (!a.plot.empty()) {
     std::error_code ec;
@@ -279,12 +290,24 @@ Status load_centres(const Arguments& a, const Dataset& data, geometry::Projectio
   return {};
 }
 
+// What every JSON row says about the run (RunInfo); users and dimension are noted when the data
+// is loaded, before the first row.
+RunInfo g_run;
+
+void note_data(std::size_t users, std::size_t dimension) {
+  g_run.n = users;
+  g_run.d = dimension;
+}
+
 int finish(const Arguments& a, const std::string& description, const std::vector<Row>& rows) {
   if (g_quiet) return 0;  // rank 0 writes
   std::printf("# %s\n", description.c_str());
   print_table(stdout, rows);
   if (!a.json.empty())
-    if (auto s = write_json(a.json, rows); !s) return fail(kDataError, s.error().message);
+    if (auto s = write_json(a.json, rows, g_run); !s) return fail(kDataError, s.error().message);
+  if (!a.per_rep.empty())
+    if (auto s = write_per_rep(a.per_rep, rows, g_run); !s)
+      return fail(kDataError, s.error().message);
   if (!a.plot.empty())
     if (auto s = write_plot(a.plot, rows); !s) return fail(kDataError, s.error().message);
   return 0;
@@ -321,6 +344,7 @@ int run_locations(const Arguments& a, Context& context, const char* param_name,
   if (auto s = positive_list(param_name, params); !s) return fail(kUsageError, s.error().message);
   auto data = locations(a, context.projection, context.fleet_users, context.job);
   if (!data) return fail(kDataError, data.error().message);
+  note_data(data->users(), data->dimension);
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
     return fail(kDataError, s.error().message);
   return report(a, data->description,
@@ -393,6 +417,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
       return fail(kUsageError, "--k must be below the number of candidates (" +
                                    std::to_string(data.users() - 1) + "), got " +
                                    std::to_string(k));
+  note_data(data.users(), data.dimension);
   return report(a, data.description, run_knn(data, queries, a.rho, a.k, context.common));
 }
 
@@ -408,6 +433,7 @@ int run_multi_range_experiment(const Arguments& a, Context& context) {
                                  format_number(a.budget));
   auto data = locations(a, context.projection, context.fleet_users, context.job);
   if (!data) return fail(kDataError, data.error().message);
+  note_data(data->users(), data->dimension);
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
     return fail(kDataError, s.error().message);
   std::string description = data->description;
@@ -434,6 +460,7 @@ int run_accuracy_experiment(const Arguments& a, Context& context) {
                 "accuracy-first query (not yet)");
   auto data = locations(a, context.projection);
   if (!data) return fail(kDataError, data.error().message);
+  note_data(data->users(), data->dimension);
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
     return fail(kDataError, s.error().message);
   auto rows = run_accuracy(*data, a.accuracy, context.common);
@@ -453,6 +480,7 @@ int run_top_regions_experiment(const Arguments& a, Context& context) {
                 "top-regions");
   auto data = locations(a, context.projection);
   if (!data) return fail(kDataError, data.error().message);
+  note_data(data->users(), data->dimension);
   if (auto s = load_centres(a, *data, context.projection, context.common); !s)
     return fail(kDataError, s.error().message);
   auto rows = run_top_regions(*data, a.top, context.common);
@@ -487,6 +515,7 @@ int run_threshold_experiment(const Arguments& a, Context& context) {
     below = 0;
   }
   if (context.remote()) description += "; curator " + a.curator + " over --fleet";
+  note_data(values.size(), 1);
   return report(a, description, run_threshold(values, below, a.q, a.rho, context.common));
 }
 
@@ -698,7 +727,11 @@ void add_common_options(CLI::App& sub, Arguments& a) {
                  "fast (counter-based normals on the device's grid) | exact (the device's own "
                  "sampler); in-process only")
       ->capture_default_str();
-  sub.add_option("--json", a.json, "write the rows as JSON");
+  sub.add_option("--json", a.json,
+                 "write the rows as JSON (rewritten as each row finishes; each row records the "
+                 "run: seed, data and its SHA-256, n, d, projection, beta, noise, version, "
+                 "commit)");
+  sub.add_option("--per-rep", a.per_rep, "write one JSON row per repetition");
   sub.add_option("--plot", a.plot, "write OUT.png and OUT.svg");
   sub.add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");
   sub.add_option("--queries", a.queries, "CSV of query centres (x,y or lon,lat)");
@@ -758,9 +791,29 @@ int run(int argc, char** argv, tools::MpiJob* job) {
   }
   auto common = common_from(a, job ? job->size() : 1);
   if (!common) return fail(kUsageError, common.error().message);
+  g_run.seed = a.seed;
+  g_run.data = a.data.empty() ? "built-in" : a.data;
+  if (!a.data.empty()) {
+    // The file's digest, so that a row says exactly which data it was made from.
+    if (auto bytes = transport::read_file(a.data, "--data"))
+      g_run.data_sha256 = transport::sha256_hex(transport::sha256_of(*bytes));
+  }
+  g_run.projection = a.projection;
+  g_run.beta = a.beta;
+  g_run.noise = a.fleet.empty() ? a.noise : "device";
+  g_run.version = std::string(version_string());
+  g_run.commit = CGP_GIT_COMMIT;
   const auto ranks = context.common.ranks;
   context.common = std::move(*common);
   context.common.ranks = ranks;
+  // Rows reach --json as they finish: an interrupted run keeps what it did.
+  std::vector<Row> finished;
+  if (!a.json.empty() && !g_quiet)
+    context.common.on_row = [&](const Row& row) {
+      finished.push_back(row);
+      if (auto s = write_json(a.json, finished, g_run); !s)
+        std::fprintf(stderr, "cgp-sim: %s\n", s.error().message.c_str());
+    };
   auto projection = geometry::parse_projection_kind(a.projection);
   if (!projection)
     return fail(kUsageError, "--projection must be local or mercator, got '" + a.projection + "'");

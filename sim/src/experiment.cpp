@@ -107,9 +107,12 @@ Expected<std::vector<Row>> sweep(const char* query, std::span<const double> para
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
         if (const auto released = backend.values_released(); released && released_before)
           row.released = *released - *released_before;
+        row.per_rep_error = errors;
+        row.per_rep_privsav = savings;
         row.error = summarize(std::move(errors));
         row.privsav = summarize(std::move(savings));
         rows.push_back(std::move(row));
+        if (common.on_row) common.on_row(rows.back());
       }
     }
   }
@@ -208,6 +211,7 @@ Summary summarize(std::vector<double> values) {
     return i + 1 < values.size() ? values[i] * (1 - frac) + values[i + 1] * frac : values[i];
   };
   s.p25 = quantile(0.25);
+  s.median = quantile(0.5);
   s.p75 = quantile(0.75);
   return s;
 }

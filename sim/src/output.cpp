@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -85,48 +86,135 @@ void print_top_regions_table(std::FILE* out, const std::vector<Row>& rows) {
 
 }  // namespace
 
+namespace {
+
+std::string metric_meaning(const std::string& query) {
+  if (query == "range" || query == "multi-range" || query == "accuracy")
+    return "CountErr = |estimate - true count| / users";
+  if (query == "kde")
+    return "l1-Err = |estimate - true density| (density per m^2, Gaussian kernel)";
+  if (query == "knn") return "DistErr = sum of distances of the k found / of the true k, minus 1";
+  return "WrongRate = share of wrong answers";
+}
+
+std::string param_meaning(const std::string& query) {
+  if (query == "range") return "w = square side (m)";
+  if (query == "kde") return "b = bandwidth (m)";
+  if (query == "knn") return "k = neighbours";
+  if (query == "multi-range") return "m = queries sharing each user's budget";
+  return "q = fraction of the population";
+}
+
+void print_legend(std::FILE* out, const std::string& query) {
+  fmt::print(out,
+             "# {}; mean, p25, median, p75 over the repetitions (the mean of a heavy-tailed "
+             "error may lie outside [p25, p75]).\n# rho = each user's charge per query (per m^2 "
+             "for locations; multi-range: the budget B); {}; PrivSav = share of rho the users "
+             "kept; seconds = wall time of all repetitions.\n",
+             metric_meaning(query), param_meaning(query));
+}
+
+}  // namespace
+
 void print_table(std::FILE* out, const std::vector<Row>& rows) {
   if (rows.empty()) return;
   if (rows.front().query == "top-regions") return print_top_regions_table(out, rows);
   if (rows.front().accuracy) return print_accuracy_table(out, rows);
   const std::string metric = metric_name(rows.front().query);
-  fmt::print(
-      out,
-      "{:<12} {:<6} {:>4} {:<9} {:>10} {:>9} {:>5} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>9}\n",
-      "query", "method", "c", "split", "rho", param_name(rows.front().query), "reps", metric + "",
-      "p25", "p75", "PrivSav", "p25", "p75", "seconds");
+  fmt::print(out,
+             "{:<12} {:<6} {:>4} {:<9} {:>10} {:>9} {:>5} {:>11} {:>11} {:>11} {:>11} {:>8} "
+             "{:>8} {:>8} {:>9}\n",
+             "query", "method", "c", "split", "rho", param_name(rows.front().query), "reps",
+             metric + "", "p25", "median", "p75", "PrivSav", "p25", "p75", "seconds");
   for (const Row& r : rows) {
     fmt::print(out,
                "{:<12} {:<6} {:>4} {:<9} {:>10.3g} {:>9.4g} {:>5} {:>11.4g} {:>11.4g} {:>11.4g} "
-               "{:>7.1f}% {:>7.1f}% {:>7.1f}% {:>9.3f}\n",
+               "{:>11.4g} {:>7.1f}% {:>7.1f}% {:>7.1f}% {:>9.3f}\n",
                r.query, r.method, r.c, r.split, r.rho, r.param, r.reps, r.error.mean, r.error.p25,
-               r.error.p75, 100 * r.privsav.mean, 100 * r.privsav.p25, 100 * r.privsav.p75,
-               r.seconds);
+               r.error.median, r.error.p75, 100 * r.privsav.mean, 100 * r.privsav.p25,
+               100 * r.privsav.p75, r.seconds);
   }
+  print_legend(out, rows.front().query);
 }
 
-Status write_json(const std::string& path, const std::vector<Row>& rows) {
+namespace {
+
+void add_run_info(nlohmann::json& row, const RunInfo& info) {
+  row["seed"] = info.seed;
+  row["data"] = info.data;
+  row["data_sha256"] =
+      info.data_sha256.empty() ? nlohmann::json() : nlohmann::json(info.data_sha256);
+  row["n"] = info.n;
+  row["d"] = info.d;
+  row["projection"] = info.projection;
+  row["beta"] = info.beta;
+  row["version"] = info.version;
+  row["commit"] = info.commit;
+}
+
+// Written beside the target and renamed over it: a reader (or an interrupted run) never sees
+// half a file.
+Status write_atomically(const std::string& path, const std::string& text, const char* flag) {
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    if (!file || !(file << text))
+      return make_error(ErrorCode::invalid_argument, flag,
+                        std::string("--") + flag + ": cannot write " + path);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return make_error(ErrorCode::invalid_argument, flag,
+                      std::string("--") + flag + ": cannot write " + path);
+  }
+  return {};
+}
+
+nlohmann::json row_keys(const Row& r, const RunInfo& info) {
+  nlohmann::json row{{"query", r.query},
+                     {"method", r.method},
+                     {"c", r.c},
+                     {"split", r.split},
+                     {"rho", r.rho},
+                     {"param", r.param},
+                     {"param_name", param_name(r.query)},
+                     {"reps", r.reps},
+                     {"noise", r.noise}};
+  add_run_info(row, info);
+  return row;
+}
+
+}  // namespace
+
+Status write_per_rep(const std::string& path, const std::vector<Row>& rows, const RunInfo& info) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Row& r : rows)
+    for (std::size_t rep = 0; rep < r.per_rep_error.size(); ++rep) {
+      nlohmann::json row = row_keys(r, info);
+      row["rep"] = rep;
+      row["error"] = r.per_rep_error[rep];
+      row["privsav"] = rep < r.per_rep_privsav.size() ? r.per_rep_privsav[rep] : 0.0;
+      out.push_back(std::move(row));
+    }
+  return write_atomically(path, out.dump(2) + "\n", "per-rep");
+}
+
+Status write_json(const std::string& path, const std::vector<Row>& rows, const RunInfo& info) {
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
-    out.push_back({{"query", r.query},
-                   {"method", r.method},
-                   {"c", r.c},
-                   {"split", r.split},
-                   {"rho", r.rho},
-                   {"param", r.param},
-                   {"reps", r.reps},
-                   {"error_mean", r.error.mean},
-                   {"error_p25", r.error.p25},
-                   {"error_p75", r.error.p75},
-                   {"privsav_mean", r.privsav.mean},
-                   {"privsav_p25", r.privsav.p25},
-                   {"privsav_p75", r.privsav.p75},
-                   {"seconds", r.seconds},
-                   {"noise", r.noise},
-                   {"released", r.released ? nlohmann::json(*r.released) : nlohmann::json()}});
+    nlohmann::json row = row_keys(r, info);
+    row["error_mean"] = r.error.mean;
+    row["error_p25"] = r.error.p25;
+    row["error_median"] = r.error.median;
+    row["error_p75"] = r.error.p75;
+    row["privsav_mean"] = r.privsav.mean;
+    row["privsav_p25"] = r.privsav.p25;
+    row["privsav_median"] = r.privsav.median;
+    row["privsav_p75"] = r.privsav.p75;
+    row["seconds"] = r.seconds;
+    row["released"] = r.released ? nlohmann::json(*r.released) : nlohmann::json();
     if (r.accuracy) {
       const Row::Accuracy& a = *r.accuracy;
-      auto& row = out.back();
       row["target"] = a.target;
       row["growth"] = a.growth;
       row["certified"] = a.certified ? nlohmann::json(*a.certified) : nlohmann::json();
@@ -141,12 +229,9 @@ Status write_json(const std::string& path, const std::vector<Row>& rows) {
         row["within_target"] = *a.correct;
       }
     }
+    out.push_back(std::move(row));
   }
-  std::ofstream file(path);
-  if (!file) return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + path);
-  file << out.dump(2) << "\n";
-  if (!file) return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + path);
-  return {};
+  return write_atomically(path, out.dump(2) + "\n", "json");
 }
 
 Status write_plot(const std::string& base, const std::vector<Row>& rows) {

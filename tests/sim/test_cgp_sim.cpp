@@ -1,8 +1,10 @@
 // cgp-sim end to end: each subcommand on small generated data, JSON keys, errors and exit
 // codes, reproducibility with --seed.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -423,4 +425,83 @@ TEST_CASE(
   Run missing = run_sim("knn --data " + named_file + " --columns a,zz" + run_knn);
   CHECK(missing.exit_code == 3);
   CHECK(missing.err.find("no column named 'zz'") != std::string::npos);
+}
+
+TEST_CASE("cgp-sim: runs record themselves, rows per repetition, rows written as they finish",
+          "[sim]") {
+  CGP_SEEDED(9031);
+  Scratch scratch;
+  const auto points = scratch.file("points.csv", xy_csv(200, seed));
+  const std::string json = scratch.path("rows.json"), per_rep = scratch.path("reps.json");
+  Run run = run_sim("range --data " + points + " --rho 1e-3 --w 1000 --reps 4 --methods BM0,PM1 " +
+                    "--seed 17 --json " + json + " --per-rep " + per_rep);
+  INFO("stderr: " << run.err);
+  REQUIRE(run.exit_code == 0);
+  // The table has a median column and a legend with units.
+  CHECK(run.out.find("median") != std::string::npos);
+  CHECK(run.out.find("# CountErr = ") != std::string::npos);
+  CHECK(run.out.find("w = square side (m)") != std::string::npos);
+  // Every row says how it was made.
+  std::string digest;
+  {
+    FILE* pipe = ::popen(("sha256sum " + points).c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buffer[65] = {};
+    REQUIRE(std::fread(buffer, 1, 64, pipe) == 64);
+    ::pclose(pipe);
+    digest = buffer;
+  }
+  const auto rows = parse_rows(json);
+  REQUIRE(rows.size() == 2);
+  for (const auto& row : rows) {
+    CHECK(row["seed"] == 17);
+    CHECK(row["data"] == points);
+    CHECK(row["data_sha256"] == digest);
+    CHECK(row["n"] == 200);
+    CHECK(row["d"] == 2);
+    CHECK(row["projection"] == "local");
+    CHECK(row["beta"] == 0.1);
+    CHECK(row["noise"] == "fast");
+    CHECK(row["param_name"] == "w");
+    CHECK(row["version"].get<std::string>().size() > 0);
+    CHECK(row["commit"].get<std::string>().size() > 0);
+    CHECK(row["error_median"].is_number());
+  }
+  // One row per repetition, whose median is the row's.
+  const auto reps = parse_rows(per_rep);
+  REQUIRE(reps.size() == 8);
+  std::vector<double> pm1;
+  for (const auto& r : reps)
+    if (r["method"] == "PM1") pm1.push_back(r["error"].get<double>());
+  REQUIRE(pm1.size() == 4);
+  std::sort(pm1.begin(), pm1.end());
+  CHECK(rows[1]["error_median"].get<double>() == Approx((pm1[1] + pm1[2]) / 2));
+  // A bad --per-rep path fails before the run.
+  Run bad =
+      run_sim("range --data " + points + " --rho 1e-3 --w 1000 --per-rep /nonexistent/r.json");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--per-rep") != std::string::npos);
+}
+
+TEST_CASE("cgp-sim: an interrupted run keeps the rows it finished", "[sim]") {
+  Scratch scratch;
+  const std::string json = scratch.path("rows.json");
+  // Many rows over the built-in city; killed once the first rows are on disk.
+  const std::string command =
+      std::string(CGP_SIM_PATH) +
+      " range --rho 1e-5,1e-4,1e-3,1e-2 --w 500,1000,2000 --reps 40 --json " + json +
+      " > /dev/null 2>&1 & echo $!";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  long pid = 0;
+  REQUIRE(std::fscanf(pipe, "%ld", &pid) == 1);
+  ::pclose(pipe);
+  for (int i = 0; i < 600 && !fs::exists(json); ++i) ::usleep(100000);
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  ::usleep(200000);
+  REQUIRE(fs::exists(json));
+  const auto rows = parse_rows(json);  // a whole JSON array, never half a file
+  CHECK(rows.size() >= 1);
+  CHECK(rows.size() <= 4 * 3 * 4);
+  for (const auto& row : rows) CHECK(row["reps"] == 40);
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,9 +22,9 @@
 namespace cgp::sim {
 
 struct Summary {
-  double mean = 0, p25 = 0, p75 = 0;
+  double mean = 0, p25 = 0, median = 0, p75 = 0;
 };
-// Mean and linear-interpolated 25th/75th percentiles; empty input gives zeros.
+// Mean and linear-interpolated 25th/50th/75th percentiles; empty input gives zeros.
 Summary summarize(std::vector<double> values);
 
 struct Row {
@@ -39,6 +40,8 @@ struct Row {
   std::string noise;   // fast | exact (in-process, SimulationNoise) | device (--fleet)
   // Noisy values released over the repetitions (one Gaussian each); in-process only.
   std::optional<std::uint64_t> released;
+  // Each repetition's metric and PrivSav, in order (cgp-sim --per-rep).
+  std::vector<double> per_rep_error, per_rep_privsav;
   // Accuracy-first rows (query "accuracy"): the target and growth, the share of queries
   // certified (none for the fixed-ρ baseline), the ρ each user paid — mean and 95th percentile
   // over users, averaged over repetitions — and the rounds run.
@@ -70,6 +73,9 @@ struct Common {
   // Under mpirun: how the ranks reduce (not owned). A data set with Dataset::total set is then
   // this rank's slice; every rank runs the same experiment and gets the same rows.
   coordinator::ShardReducer* ranks = nullptr;
+  // Called with each row of the common sweep as soon as it is finished (cgp-sim writes its
+  // JSON then, so that an interrupted run keeps what it did).
+  std::function<void(const Row&)> on_row;
 };
 
 // A progress bar with rate and ETA on stderr, shown only on a terminal and only once a run has
