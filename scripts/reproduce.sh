@@ -16,6 +16,14 @@ cmake --build "$root/build-release" --target cgp-sim
 cd "$root"
 sim="build-release/bin/cgp-sim"
 nyc="../shared/data/nyc_collisions/nyc_collisions_points.csv"
+# The exact bytes the tables were made from (docs/data.md); every JSON row records its own.
+expected_nyc=a277e0a2092ee831b1abe5baec8f0e9d40222e42a1b6fa13809d0887ba1e5067
+[ -f "$nyc" ] || { echo "reproduce: $nyc is missing (see docs/data.md)" >&2; exit 3; }
+actual_nyc="$(sha256sum "$nyc" | cut -d' ' -f1)"
+if [ "$actual_nyc" != "$expected_nyc" ]; then
+  echo "reproduce: $nyc has SHA-256 $actual_nyc, expected $expected_nyc (docs/data.md)" >&2
+  exit 3
+fi
 out="docs"
 mkdir -p "$out"
 run() {  # name, then cgp-sim arguments
