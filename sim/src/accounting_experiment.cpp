@@ -98,6 +98,10 @@ double gamma_for_mean(double eta, double m) {
 Expected<double> best_of_gaussian_scores_delta(double eta, double gamma, double mu,
                                                double epsilon) {
   CGP_RETURN_IF_ERROR(require_open_interval("gamma", gamma, 0.0, 1.0));
+  CGP_RETURN_IF_ERROR(require_finite("eta", eta));
+  if (!(eta > -1 && eta <= 100))
+    return make_error(ErrorCode::out_of_range, "eta",
+                      "eta must lie in (-1, 100], got " + format_number(eta));
   CGP_RETURN_IF_ERROR(require_finite_positive("mu", mu));
   CGP_RETURN_IF_ERROR(require_finite("epsilon", epsilon));
   const double log_scale = (eta + 1) * std::log(gamma) + std::log(tnb_mean(eta, gamma));

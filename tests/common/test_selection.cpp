@@ -160,6 +160,15 @@ TEST_CASE("selection: the ex-post filter charges at most the declared worst, rou
   CHECK(filter.charge(0.1, 0, -2).error().parameter == "realised_epsilon");
   CHECK(filter.spent_epsilon() == Approx(0.5));  // errors change nothing
   CHECK(ExPostFilter::create(0, 0).error().parameter == "epsilon");
+  // Restored from a ledger: the same rules; a halted filter stays halted.
+  // (0.9 + 0.1 would not do: the doubles' exact sum is just above 1, and the filter rounds up.)
+  auto restored = *ExPostFilter::restore(1.0, 1e-6, 0.5, 0, false);
+  CHECK(restored.admits(0.5, 0));
+  CHECK_FALSE(restored.admits(0.5000001, 0));
+  CHECK_FALSE(ExPostFilter::restore(1.0, 1e-6, 0.9, 0, false)->admits(0.1, 0));
+  CHECK_FALSE(ExPostFilter::restore(1.0, 1e-6, 0.1, 0, true)->admits(1e-9, 0));
+  CHECK(ExPostFilter::restore(1.0, 0, -1, 0, false).error().parameter == "spent_epsilon");
+  CHECK(ExPostFilter::restore(1.0, 0, 0, NAN, false).error().parameter == "spent_delta");
   CHECK(ExPostFilter::create(1, 1).error().parameter == "delta");
 }
 
@@ -255,6 +264,7 @@ TEST_CASE("selection: bad parameters get named errors", "[privacy][selection]") 
   at = unit_at(0, 0.5);
   at.sigma_query = -1;
   CHECK(gaussian_at_worst_slope(at, 3).error().parameter == "sigma_query");
+  CHECK(gaussian_at_worst_slope(unit_at(0, 0.5), 2'000'000).error().parameter == "horizon");
   at = unit_at(0, 0.5);
   at.range_lo = 1;
   CHECK(gaussian_at_alert_slope(at, 3).error().parameter == "range");

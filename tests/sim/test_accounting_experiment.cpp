@@ -52,6 +52,8 @@ TEST_CASE("accounting: with K = 1 the exact profile is the Gaussian mechanism's"
     const double gaussian = *privacy::gaussian_delta_upper(0.5, eps);
     CHECK(exact == Approx(gaussian).epsilon(1e-7));
   }
+  CHECK(best_of_gaussian_scores_delta(-2, 0.5, 0.5, 1).error().parameter == "eta");
+  CHECK(best_of_gaussian_scores_delta(1, 1.5, 0.5, 1).error().parameter == "gamma");
 }
 
 TEST_CASE("accounting: cgp-sim accounting writes rows, curves and a plot, bad flags exit 2",

@@ -148,7 +148,12 @@ Expected<double> gaussian_at_silent_slope(const GaussianAboveThreshold& at, std:
 
 Expected<double> gaussian_at_worst_slope(const GaussianAboveThreshold& at, std::uint64_t horizon) {
   CGP_RETURN_IF_ERROR(validate(at));
-  CGP_RETURN_IF_ERROR(require_count("horizon", horizon, 1));
+  // Two integrals a tick (about 0.1 ms each): a horizon past this is a caller's mistake, not a
+  // computation to start.
+  constexpr std::uint64_t kMaxHorizon = 1'000'000;
+  if (horizon == 0 || horizon > kMaxHorizon)
+    return make_error(ErrorCode::out_of_range, "horizon",
+                      "horizon must lie in [1, 1000000], got " + std::to_string(horizon));
   double worst = 0;
   for (std::uint64_t t = 1; t <= horizon; ++t) {
     CGP_ASSIGN_OR_RETURN(double alert, slope_of(alert_factors(at, t, 0)));

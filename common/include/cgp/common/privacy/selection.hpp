@@ -48,7 +48,8 @@ Expected<double> gaussian_at_silent_epsilon(const GaussianAboveThreshold& at, st
 Expected<double> gaussian_at_alert_slope(const GaussianAboveThreshold& at, std::uint64_t tick);
 Expected<double> gaussian_at_silent_slope(const GaussianAboveThreshold& at, std::uint64_t ticks);
 // The largest per-unit slope of any output within `horizon` ticks: max over t ≤ horizon of the
-// alert and silent slopes (a pure per-unit bound for the whole watch). O(horizon) integrals.
+// alert and silent slopes (a pure per-unit bound for the whole watch). O(horizon) integrals;
+// horizon ≤ 10^6.
 Expected<double> gaussian_at_worst_slope(const GaussianAboveThreshold& at, std::uint64_t horizon);
 
 }  // namespace cgp::privacy
