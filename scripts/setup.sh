@@ -23,6 +23,7 @@ packages=(
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
   clang libclang-rt-14-dev llvm          # scripts/fuzz.sh: libFuzzer, sanitizers, symbolizer
   clang-format                           # scripts/format_check.sh (CI)
+  pybind11-dev python3-dev python3-numpy python3-pandas   # the cgpkit Python package
 )
 
 missing=()

@@ -108,7 +108,8 @@ std::string param_meaning(const std::string& query) {
 void print_legend(std::FILE* out, const std::string& query) {
   fmt::print(out,
              "# {}; mean, p25, median, p75 over the repetitions (the mean of a heavy-tailed "
-             "error may lie outside [p25, p75]).\n# rho = each user's charge per query (per m^2 "
+             "error may lie outside [p25, p75]).\n# rho = what each user may be charged in one "
+             "repetition (per m^2 "
              "for locations; multi-range: the budget B); {}; PrivSav = share of rho the users "
              "kept; seconds = wall time of all repetitions.\n",
              metric_meaning(query), param_meaning(query));
@@ -200,6 +201,10 @@ Status write_per_rep(const std::string& path, const std::vector<Row>& rows, cons
 }
 
 Status write_json(const std::string& path, const std::vector<Row>& rows, const RunInfo& info) {
+  return write_atomically(path, rows_json(rows, info), "json");
+}
+
+std::string rows_json(const std::vector<Row>& rows, const RunInfo& info) {
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
     nlohmann::json row = row_keys(r, info);
@@ -231,7 +236,7 @@ Status write_json(const std::string& path, const std::vector<Row>& rows, const R
     }
     out.push_back(std::move(row));
   }
-  return write_atomically(path, out.dump(2) + "\n", "json");
+  return out.dump(2) + "\n";
 }
 
 Status write_plot(const std::string& base, const std::vector<Row>& rows) {

@@ -35,6 +35,8 @@ void print_table(std::FILE* out, const std::vector<Row>& rows);
 // privsav_mean, privsav_p25, privsav_p75, seconds, noise, released; accuracy rows add target,
 // growth, certified (null for the fixed-ρ baseline), rho_mean, rho_p95, rounds.
 Status write_json(const std::string& path, const std::vector<Row>& rows, const RunInfo& info = {});
+// The same rows as JSON text (the Python package's frames are made from it).
+std::string rows_json(const std::vector<Row>& rows, const RunInfo& info = {});
 // One JSON row per repetition: the row's keys without the summaries, plus rep, error, privsav.
 Status write_per_rep(const std::string& path, const std::vector<Row>& rows,
                      const RunInfo& info = {});

@@ -1,0 +1,32 @@
+"""cgpkit: location analytics under local geo-privacy, from Python.
+
+The same C++ engine as cgp-sim: simulated fleets and the queries of Liang & Yi (range counts,
+Gaussian KDE, kNN) by iterative elimination, privacy arithmetic and selection accountants,
+geometry, and the experiments as pandas frames (cgpkit.experiments).
+"""
+from ._errors import Error
+from ._cgpkit import (  # noqa: F401
+    __version__,
+    Region,
+    SimulatedFleet,
+    ball,
+    box,
+    cgp_rho_from_pure_gp,
+    device_charge,
+    gaussian_at_alert_epsilon,
+    gaussian_delta,
+    gaussian_epsilon,
+    gaussian_rnm_epsilon,
+    gaussian_selection_epsilon,
+    gp_epsilon_from_cgp,
+    polygon,
+    signed_distance,
+)
+from . import experiments  # noqa: F401
+
+__all__ = [
+    "Error", "Region", "SimulatedFleet", "ball", "box", "polygon", "signed_distance",
+    "device_charge", "cgp_rho_from_pure_gp", "gp_epsilon_from_cgp", "gaussian_delta",
+    "gaussian_epsilon", "gaussian_rnm_epsilon", "gaussian_at_alert_epsilon",
+    "gaussian_selection_epsilon", "experiments",
+]

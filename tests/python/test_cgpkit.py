@@ -1,0 +1,103 @@
+"""cgpkit from Python (issue 16): the C++ engine itself — identical rows to cgp-sim for the same
+seed, named errors, vectorized geometry, the accountants' reference values."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import cgpkit
+
+SEED = 16001  # every randomized test below derives its data from this seed
+print(f"[seed] test_cgpkit: {SEED}")
+
+
+def points(n, seed=SEED):
+    return np.random.default_rng(seed).uniform(0, 2000, (n, 2))
+
+
+class Fleet(unittest.TestCase):
+    def test_queries_charge_within_rho_and_answer(self):
+        pts = points(3000)
+        fleet = cgpkit.SimulatedFleet(pts, budget=1e-2, seed=7)
+        self.assertEqual(len(fleet), 3000)
+        self.assertEqual(fleet.dimension, 2)
+        result = fleet.range_count(cgpkit.box([0, 0], [1000, 1000]), rho=1e-3)
+        self.assertGreater(result["estimate"], 0)
+        self.assertLessEqual(result["charged"].max(), cgpkit.device_charge(1e-3))
+        self.assertTrue(np.all(fleet.spent() <= 1e-2))
+        neighbours = fleet.knn([1000, 1000], k=5, rho=1e-3, method="PM1")["neighbours"]
+        self.assertEqual(len(neighbours), 5)
+        self.assertGreaterEqual(fleet.kde([1000, 1000], 300, 1e-3)["estimate"], -1)
+
+    def test_same_seed_same_answer(self):
+        pts = points(2000)
+        answers = []
+        for _ in range(2):
+            fleet = cgpkit.SimulatedFleet(pts, budget=1e-2, seed=11)
+            answers.append(fleet.range_count(cgpkit.ball([1000, 1000], 600), 1e-3)["estimate"])
+        self.assertEqual(answers[0], answers[1])
+
+    def test_errors_are_named(self):
+        with self.assertRaises(cgpkit.Error) as caught:
+            cgpkit.SimulatedFleet(points(10), budget=-1)
+        self.assertEqual(caught.exception.code, "not_positive")
+        self.assertEqual(caught.exception.parameter, "budget")
+        fleet = cgpkit.SimulatedFleet(points(10), budget=1)
+        with self.assertRaises(cgpkit.Error) as caught:
+            fleet.range_count(cgpkit.box([0, 0], [1, 1]), 1e-3, method="XM9")
+        self.assertIn("XM9", caught.exception.message)
+        with self.assertRaises(cgpkit.Error) as caught:
+            cgpkit.ball([0, 0], -3)
+        self.assertEqual(caught.exception.parameter, "ball.radius")
+
+
+class Geometry(unittest.TestCase):
+    def test_signed_distance_vectorized(self):
+        square = cgpkit.polygon([(0, 0), (10, 0), (10, 10), (0, 10)], [[(4, 4), (6, 4), (6, 6), (4, 6)]])
+        pts = np.array([[5.0, 1.0], [5.0, 5.0], [20.0, 5.0]])
+        d = cgpkit.signed_distance(square, pts)
+        self.assertEqual(d.shape, (3,))
+        self.assertAlmostEqual(d[0], -1.0)  # inside, 1 from the edge
+        self.assertAlmostEqual(d[1], 1.0)   # in the hole, 1 from its edge
+        self.assertAlmostEqual(d[2], 10.0)  # outside
+
+
+class Accountants(unittest.TestCase):
+    def test_reference_values(self):
+        self.assertAlmostEqual(cgpkit.gaussian_rnm_epsilon(2, 0.05, 0.3, 1), 0.609710776873, 11)
+        self.assertAlmostEqual(
+            cgpkit.gaussian_at_alert_epsilon(0.15, 0.15 * 3 ** 0.5, 0, 1, 0.5, 2, 0.05),
+            0.858073218625, 11)
+        self.assertAlmostEqual(cgpkit.gaussian_selection_epsilon(30, 0.25, 1e-6), 2.2883, 4)
+        self.assertGreaterEqual(cgpkit.cgp_rho_from_pure_gp(0.1), 0.005)
+
+
+class Experiments(unittest.TestCase):
+    def test_rows_identical_to_cgp_sim(self):
+        sim = os.environ.get("CGP_SIM_PATH")
+        if not sim:
+            self.skipTest("CGP_SIM_PATH is not set")
+        with tempfile.TemporaryDirectory() as scratch:
+            data = os.path.join(scratch, "points.csv")
+            np.savetxt(data, points(1500), delimiter=",", header="x,y", comments="")
+            rows_file = os.path.join(scratch, "rows.json")
+            subprocess.run([sim, "range", "--data", data, "--rho", "1e-4,1e-3", "--w", "800",
+                            "--reps", "3", "--seed", "5", "--threads", "1", "--json", rows_file],
+                           check=True, capture_output=True)
+            with open(rows_file) as f:
+                expected = json.load(f)
+            frame = cgpkit.experiments.range(rho=[1e-4, 1e-3], w=[800], data=data, reps=3,
+                                             seed=5, threads=1)
+        self.assertEqual(len(frame), len(expected))
+        for row, want in zip(frame.to_dict("records"), expected):
+            for key in ("query", "method", "c", "split", "rho", "param", "param_name", "reps",
+                        "error_mean", "error_p25", "error_median", "error_p75", "privsav_mean",
+                        "privsav_median", "released", "seed", "n", "d"):
+                self.assertEqual(row[key], want[key], key)
+
+
+if __name__ == "__main__":
+    unittest.main()
