@@ -78,6 +78,16 @@ coordinator::QueryOptions options_of(const std::string& method, std::size_t roun
   return o;
 }
 
+// Runs a query with the GIL released (it may take seconds); its error raised as cgpkit.Error.
+template <class Run>
+auto without_gil(Run&& run) {
+  auto result = [&] {
+    py::gil_scoped_release unlocked;
+    return run();
+  }();
+  return value_or_raise(std::move(result));
+}
+
 py::dict report_of(const coordinator::QueryReport& r) {
   py::dict out;
   out["rounds_used"] = r.rounds_used;
@@ -123,14 +133,11 @@ class Fleet {
   py::dict range_count(const Region& region, double rho, const std::string& method,
                        std::size_t rounds, const std::string& split, double beta, bool shift) {
     const auto options = options_of(method, rounds, split, beta, shift);
-    Expected<coordinator::CountResult> result = coordinator::CountResult{};
-    {
-      py::gil_scoped_release unlocked;
-      result = coordinator::range_count(
-          *fleet_, *mirror_, region.value,
-          coordinator::UserCharges::everyone(coordinator::Charge{rho}), options);
-    }
-    auto r = value_or_raise(std::move(result));
+    auto r = without_gil([&] {
+      return coordinator::range_count(*fleet_, *mirror_, region.value,
+                                      coordinator::UserCharges::everyone(coordinator::Charge{rho}),
+                                      options);
+    });
     py::dict out = report_of(r.report);
     out["estimate"] = r.estimate;
     return out;
@@ -140,14 +147,11 @@ class Fleet {
                std::size_t rounds, const std::string& split, double beta) {
     const auto options = options_of(method, rounds, split, beta, true);
     const auto p = vector_of(point);
-    Expected<coordinator::KdeResult> result = coordinator::KdeResult{};
-    {
-      py::gil_scoped_release unlocked;
-      result =
-          coordinator::kde(*fleet_, *mirror_, p, bandwidth,
-                           coordinator::UserCharges::everyone(coordinator::Charge{rho}), options);
-    }
-    auto r = value_or_raise(std::move(result));
+    auto r = without_gil([&] {
+      return coordinator::kde(*fleet_, *mirror_, p, bandwidth,
+                              coordinator::UserCharges::everyone(coordinator::Charge{rho}),
+                              options);
+    });
     py::dict out = report_of(r.report);
     out["estimate"] = r.estimate;
     return out;
@@ -157,14 +161,11 @@ class Fleet {
                std::size_t rounds, const std::string& split, double beta) {
     const auto options = options_of(method, rounds, split, beta, true);
     const auto p = vector_of(point);
-    Expected<coordinator::KnnResult> result = coordinator::KnnResult{};
-    {
-      py::gil_scoped_release unlocked;
-      result =
-          coordinator::knn(*fleet_, *mirror_, p, k,
-                           coordinator::UserCharges::everyone(coordinator::Charge{rho}), options);
-    }
-    auto r = value_or_raise(std::move(result));
+    auto r = without_gil([&] {
+      return coordinator::knn(*fleet_, *mirror_, p, k,
+                              coordinator::UserCharges::everyone(coordinator::Charge{rho}),
+                              options);
+    });
     py::dict out = report_of(r.report);
     out["neighbours"] = r.neighbours;
     return out;
@@ -222,13 +223,11 @@ std::string run_experiment(const std::string& query, const std::string& data, co
   info.noise = noise;
   info.version = std::string(version_string());
   info.commit = "python";
-  Expected<std::vector<sim::Row>> rows = std::vector<sim::Row>{};
-  {
-    py::gil_scoped_release unlocked;
-    rows = query == "range" ? sim::run_range(dataset, rhos, params, common)
+  const auto rows = without_gil([&] {
+    return query == "range" ? sim::run_range(dataset, rhos, params, common)
                             : sim::run_kde(dataset, rhos, params, common);
-  }
-  return sim::rows_json(value_or_raise(std::move(rows)), info);
+  });
+  return sim::rows_json(rows, info);
 }
 
 }  // namespace
