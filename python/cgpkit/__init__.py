@@ -20,12 +20,15 @@ from ._cgpkit import (  # noqa: F401
     gaussian_selection_epsilon,
     gp_epsilon_from_cgp,
     polygon,
+    project,
     signed_distance,
+    split_budget,
 )
 from . import experiments  # noqa: F401
 
 __all__ = [
-    "Error", "Region", "SimulatedFleet", "ball", "box", "polygon", "signed_distance",
+    "Error", "Region", "SimulatedFleet", "ball", "box", "polygon", "signed_distance", "project",
+    "split_budget",
     "device_charge", "cgp_rho_from_pure_gp", "gp_epsilon_from_cgp", "gaussian_delta",
     "gaussian_epsilon", "gaussian_rnm_epsilon", "gaussian_at_alert_epsilon",
     "gaussian_selection_epsilon", "experiments",

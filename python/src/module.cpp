@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cgp/common/device_config.hpp"
+#include "cgp/common/geometry/projection.hpp"
 #include "cgp/common/geometry/region.hpp"
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/privacy/budget_split.hpp"
@@ -20,6 +21,7 @@
 #include "cgp/common/privacy/selection_profiles.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/version.hpp"
+#include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/sim/dataset.hpp"
@@ -157,6 +159,26 @@ class Fleet {
     return out;
   }
 
+  // Alg. 3: the regions in order, each user's `budget` spread over them (AdaptiveBudget::fixed).
+  py::list adaptive_range_counts(const std::vector<Region>& regions, double budget,
+                                 const std::string& method, std::size_t rounds,
+                                 const std::string& split, double beta) {
+    const auto options = options_of(method, rounds, split, beta, true);
+    const auto plan = value_or_raise(coordinator::AdaptiveBudget::fixed(budget, regions.size()));
+    std::vector<geometry::Region> ranges;
+    for (const Region& r : regions) ranges.push_back(r.value);
+    const auto results = without_gil([&] {
+      return coordinator::adaptive_range_counts(*fleet_, *mirror_, plan, ranges, options);
+    });
+    py::list out;
+    for (const auto& r : results) {
+      py::dict row = report_of(r.report);
+      row["estimate"] = r.estimate;
+      out.append(row);
+    }
+    return out;
+  }
+
   py::dict knn(const Points& point, std::size_t k, double rho, const std::string& method,
                std::size_t rounds, const std::string& split, double beta) {
     const auto options = options_of(method, rounds, split, beta, true);
@@ -272,7 +294,42 @@ PYBIND11_MODULE(_cgpkit, m) {
       py::arg("region"), py::arg("points"),
       "Proj_Γ (eq. 11) of each row: negative inside, positive outside (1-Lipschitz).");
 
+  // Projections: GPS lon/lat to the metres every query is in.
+  m.def(
+      "project",
+      [](const Points& lonlat, const std::string& kind,
+         std::optional<std::array<double, 2>> origin) {
+        const auto [values, d] = rows_of(lonlat);
+        if (d != 2)
+          raise(make_error(ErrorCode::dimension_mismatch, "lonlat", "lonlat must be n x 2"));
+        const std::size_t n = values.size() / 2;
+        std::vector<double> lons(n), lats(n);
+        for (std::size_t i = 0; i < n; ++i) lons[i] = values[2 * i], lats[i] = values[2 * i + 1];
+        const auto centre = origin ? *origin : value_or_raise(geometry::lonlat_centre(lons, lats));
+        const auto projection = value_or_raise(geometry::LonLatProjection::create(
+            value_or_raise(geometry::parse_projection_kind(kind)), centre[0], centre[1]));
+        py::array_t<double> out({static_cast<py::ssize_t>(n), py::ssize_t{2}});
+        auto view = out.mutable_unchecked<2>();
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto xy = value_or_raise(projection.forward(lons[i], lats[i]));
+          view(static_cast<py::ssize_t>(i), 0) = xy[0];
+          view(static_cast<py::ssize_t>(i), 1) = xy[1];
+        }
+        return py::make_tuple(out, centre);
+      },
+      py::arg("lonlat"), py::arg("kind") = "local", py::arg("origin") = std::nullopt,
+      "(lon, lat) degrees to (x, y) metres as cgp-sim projects them (local = azimuthal "
+      "equidistant around the data's centre, or `origin`): returns (xy, origin).");
+
   // Privacy arithmetic.
+  m.def(
+      "split_budget",
+      [](double rho, std::size_t rounds, const std::string& schedule) {
+        return value_or_raise(privacy::split_budget(
+            rho, rounds, value_or_raise(privacy::parse_split_schedule(schedule))));
+      },
+      py::arg("rho"), py::arg("rounds"), py::arg("schedule") = "even",
+      "How PIE splits rho over its rounds (even or doubling).");
   m.def("device_charge", &privacy::device_charge, py::arg("rho"),
         "What a device charges for a release at rho (rounded up).");
   m.def(
@@ -343,7 +400,11 @@ PYBIND11_MODULE(_cgpkit, m) {
            py::arg("beta") = 0.1, "Private Gaussian KDE (Alg. 7).")
       .def("knn", &Fleet::knn, py::arg("point"), py::arg("k"), py::arg("rho"),
            py::arg("method") = "PM1", py::arg("rounds") = 4, py::arg("split") = "even",
-           py::arg("beta") = 0.1, "Private k nearest neighbours (Alg. 8).");
+           py::arg("beta") = 0.1, "Private k nearest neighbours (Alg. 8).")
+      .def("adaptive_range_counts", &Fleet::adaptive_range_counts, py::arg("regions"),
+           py::arg("budget"), py::arg("method") = "PM1", py::arg("rounds") = 4,
+           py::arg("split") = "even", py::arg("beta") = 0.1,
+           "Alg. 3: range counts of `regions` in order, each user's budget spread over them.");
 
   m.def("_run_experiment", &run_experiment);
 }

@@ -54,6 +54,50 @@ class Fleet(unittest.TestCase):
         self.assertEqual(caught.exception.parameter, "ball.radius")
 
 
+class Budgets(unittest.TestCase):
+    def test_split_and_adaptive_sequence(self):
+        even = cgpkit.split_budget(1e-3, 4)
+        self.assertEqual(len(even), 4)
+        self.assertAlmostEqual(sum(even), 1e-3, 15)
+        doubling = cgpkit.split_budget(1e-3, 4, "double")
+        self.assertTrue(all(b > a for a, b in zip(doubling, doubling[1:])))
+        fleet = cgpkit.SimulatedFleet(points(2000), budget=1e-2, seed=5)
+        regions = [cgpkit.box([0, 0], [x, x]) for x in (500, 1000, 1500, 2000)]
+        results = fleet.adaptive_range_counts(regions, budget=1e-2)
+        self.assertEqual(len(results), 4)
+        total = sum(r["charged"] for r in results)
+        self.assertTrue(np.all(total <= 1e-2 * (1 + 1e-9)))  # Alg. 3 stays within each budget
+        self.assertTrue(np.allclose(fleet.spent(), total, rtol=1e-9, atol=0))
+
+
+class Projection(unittest.TestCase):
+    def test_projection_is_cgp_sims(self):
+        rng = np.random.default_rng(SEED)
+        lonlat = np.column_stack([rng.uniform(-74.02, -73.95, 800), rng.uniform(40.70, 40.78, 800)])
+        xy, origin = cgpkit.project(lonlat)
+        self.assertEqual(xy.shape, (800, 2))
+        # Within a few km of the centre, local distances are true distances (haversine, 0.5%).
+        lon0, lat0 = np.radians(origin)
+        lon, lat = np.radians(lonlat[:, 0]), np.radians(lonlat[:, 1])
+        h = np.sin((lat - lat0) / 2) ** 2 + np.cos(lat0) * np.cos(lat) * np.sin((lon - lon0) / 2) ** 2
+        great_circle = 2 * 6371008.8 * np.arcsin(np.sqrt(h))
+        self.assertTrue(np.allclose(np.hypot(xy[:, 0], xy[:, 1]), great_circle, rtol=5e-3))
+        # The same frame cgp-sim uses for a lon,lat file: identical rows.
+        with tempfile.TemporaryDirectory() as scratch:
+            data = os.path.join(scratch, "lonlat.csv")
+            np.savetxt(data, lonlat, delimiter=",", header="lon,lat", comments="", fmt="%.10f")
+            from_file = cgpkit.experiments.range(rho=[1e-3], w=[1000], data=data, reps=2,
+                                                 methods=["PM1"], threads=1)
+            lonlat_read = np.loadtxt(data, delimiter=",", skiprows=1)
+            from_array = cgpkit.experiments.range(rho=[1e-3], w=[1000],
+                                                  points=cgpkit.project(lonlat_read)[0], reps=2,
+                                                  methods=["PM1"], threads=1)
+        for key in ("error_mean", "error_median", "privsav_mean", "released"):
+            self.assertEqual(from_file[key][0], from_array[key][0], key)
+        with self.assertRaises(cgpkit.Error):
+            cgpkit.project(lonlat, kind="utm")
+
+
 class Geometry(unittest.TestCase):
     def test_signed_distance_vectorized(self):
         square = cgpkit.polygon([(0, 0), (10, 0), (10, 10), (0, 10)], [[(4, 4), (6, 4), (6, 6), (4, 6)]])
