@@ -103,27 +103,26 @@ Status count_list(const char* name, const std::vector<std::size_t>& values) {
 
 // --json and --plot are checked before a run that may take hours: a file that cannot be
 // written, or a base that names a device or a directory, is an error now, not at the end.
+// A file a run will write: a regular file (or none yet) that can be opened for writing.
+Status check_file_output(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return {};
+  std::error_code ec;
+  const bool existed = fs::exists(path, ec);
+  if (existed && !fs::is_regular_file(path, ec))
+    return make_error(ErrorCode::invalid_argument, flag,
+                      std::string("--") + flag + ": " + path + " is not a regular file");
+  if (!std::ofstream(path, std::ios::app))
+    return make_error(ErrorCode::invalid_argument, flag,
+                      std::string("--") + flag + ": cannot write " + path);
+  if (!existed) fs::remove(path, ec);
+  return {};
+}
+
 Status check_outputs(const Arguments& a) {
   namespace fs = std::filesystem;
-  if (!a.json.empty()) {
-    std::error_code ec;
-    const bool existed = fs::exists(a.json, ec);
-    if (existed && !fs::is_regular_file(a.json, ec))
-      return make_error(ErrorCode::invalid_argument, "json",
-                        "--json: " + a.json + " is not a regular file");
-    if (!std::ofstream(a.json, std::ios::app))
-      return make_error(ErrorCode::invalid_argument, "json", "--json: cannot write " + a.json);
-    if (!existed) fs::remove(a.json, ec);
-  }
-  if (!a.per_rep.empty()) {
-    std::error_code ec;
-    const bool existed = fs::exists(a.per_rep, ec);
-    if ((existed && !fs::is_regular_file(a.per_rep, ec)) ||
-        !std::ofstream(a.per_rep, std::ios::app))
-      return make_error(ErrorCode::invalid_argument, "per-rep",
-                        "--per-rep: cannot write " + a.per_rep);
-    if (!existed) fs::remove(a.per_rep, ec);
-  }
+  CGP_RETURN_IF_ERROR(check_file_output("json", a.json));
+  CGP_RETURN_IF_ERROR(check_file_output("per-rep", a.per_rep));
   if (!a.plot.empty()) {
     std::error_code ec;
     if (fs::exists(a.plot, ec) && !fs::is_regular_file(a.plot, ec))

@@ -27,9 +27,9 @@ double log_best_density(double x, double shift, double eta, double gamma, double
          0.5 * std::log(2 * std::numbers::pi);
 }
 
+// E[K] of D_{η,γ}: the accountant's own (privacy::expected_runs), for parameters already valid.
 double tnb_mean(double eta, double gamma) {
-  if (eta == 0) return (1 / gamma - 1) / std::log(1 / gamma);
-  return eta * (1 - gamma) / (gamma * -std::expm1(eta * std::log(gamma)));
+  return *privacy::expected_runs(privacy::RandomRuns::truncated_negative_binomial(eta, gamma));
 }
 
 // The smallest ε in [0, 40] with delta(ε) ≤ target (delta decreasing in ε), by bisection.

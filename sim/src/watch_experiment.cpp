@@ -42,15 +42,24 @@ struct Rates {
   bool meets(double quality) const { return false_alert <= quality && miss <= quality; }
 };
 
-Rates rates_of(const Trajectories& paths, const Geofence& fence, std::uint64_t horizon,
-               const Alerts& alerts) {
+// Each user's first tick within the radius (0: never, within the horizon): the truth the
+// rates are scored against, the same for every noise level a calibration tries.
+std::vector<std::uint64_t> entry_ticks(const Trajectories& paths, const Geofence& fence,
+                                       std::uint64_t horizon) {
+  std::vector<std::uint64_t> entry(paths.users, 0);
+  for (std::size_t u = 0; u < paths.users; ++u)
+    for (std::uint64_t t = 1; t <= horizon && entry[u] == 0; ++t)
+      if (distance(paths.at(u, t), fence.site) <= fence.radius) entry[u] = t;
+  return entry;
+}
+
+Rates rates_of(const Trajectories& paths, const Geofence& fence,
+               const std::vector<std::uint64_t>& entries, const Alerts& alerts) {
   Rates r;
   std::size_t false_alerts = 0, misses = 0, detected = 0;
   double delay_sum = 0;
   for (std::size_t u = 0; u < paths.users; ++u) {
-    std::uint64_t entry = 0;
-    for (std::uint64_t t = 1; t <= horizon && entry == 0; ++t)
-      if (distance(paths.at(u, t), fence.site) <= fence.radius) entry = t;
+    const std::uint64_t entry = entries[u];
     const std::uint64_t a = alerts[u];
     const bool correct =
         a != 0 && distance(paths.at(u, a), fence.site) <= fence.radius + fence.band;
@@ -384,9 +393,10 @@ Expected<std::vector<WatchRow>> run_watch(const WatchSettings& settings) {
       row.method = method;
       row.horizon = horizon;
       row.users = paths.users;
+      const auto entries = entry_ticks(paths, settings.fence, horizon);
       auto rates_for = [&](auto alerts) -> Expected<Rates> {
         if (!alerts) return alerts.error();
-        return rates_of(paths, settings.fence, horizon, *alerts);
+        return rates_of(paths, settings.fence, entries, *alerts);
       };
       Expected<std::pair<Evaluation, bool>> found = std::pair{Evaluation{}, false};
       if (method == "laplace") {
@@ -409,7 +419,7 @@ Expected<std::vector<WatchRow>> run_watch(const WatchSettings& settings) {
       } else {
         found = calibrate(kInverseSigmaLo, kInverseSigmaHi, settings.quality, [&](double inv) {
           return Expected<Rates>(
-              rates_of(paths, settings.fence, horizon,
+              rates_of(paths, settings.fence, entries,
                        expost_alerts(paths, settings.fence, horizon, 1 / inv, settings.seed)));
         });
         if (!found) return found.error();

@@ -18,6 +18,7 @@
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/v1/service.grpc.pb.h"
 #include "watch_admission.hpp"
+#include "watch_schedule.hpp"
 
 namespace cgp::transport {
 namespace {
@@ -45,32 +46,27 @@ class WatchTicker {
   // A start_watch from the coordinator: arm (or replay), answer, and schedule it.
   bool start(const v1::WatchSpec& message) {
     const std::string bytes = wire::serialize(message);
-    v1::DeviceToCoordinator started;
-    std::optional<client::Device::WatchState> state;
     std::size_t ticking = 0;
     {
       std::lock_guard lock(mutex_);
       ticking = watches_.size();
     }
+    detail::WatchAnswer answer;
     {
       std::lock_guard lock(device_mutex_);
-      const auto refused = detail::refuse_watch(device_, message, limits_, ticking, unix_now());
-      const std::string answer =
-          refused ? *refused
-                  : device_.start_watch(
-                        {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()});
-      if (!started.mutable_watch_started()->ParseFromString(answer)) return false;
-      if (started.watch_started().status() == v1::WATCH_ARMED) {
-        if (auto s = device_.watch_state(message.watch_id())) state = std::move(*s);
-      }
+      answer = detail::answer_start_watch(
+          device_, {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, limits_,
+          ticking, unix_now());
     }
-    if (!send_(std::move(started))) return false;
-    if (!state) return true;
-    if (state->alert_tick != 0) return send_alert(message.watch_id(), state->alert_tick);
-    if (state->budget_exhausted || !state->spec.has_schedule()) return true;
+    v1::DeviceToCoordinator started;
+    if (!started.mutable_watch_started()->ParseFromString(answer.started) ||
+        !send_(std::move(started)))
+      return false;
+    if (answer.recorded_alert() != 0) return send_alert(answer.watch_id, answer.recorded_alert());
+    if (!answer.ticks()) return true;
     {
       std::lock_guard lock(mutex_);
-      watches_.insert_or_assign(message.watch_id(), Scheduled{state->spec, state->last_tick});
+      watches_.add(answer.watch_id, answer.state->spec, answer.state->last_tick);
       ++generation_;
     }
     changed_.notify_all();
@@ -78,11 +74,6 @@ class WatchTicker {
   }
 
  private:
-  struct Scheduled {
-    WatchSpec spec;
-    std::uint64_t last_tick = 0;
-  };
-
   bool send_alert(const std::string& watch_id, std::uint64_t tick) {
     v1::DeviceToCoordinator alert;
     alert.mutable_watch_alert()->set_watch_id(watch_id);
@@ -94,55 +85,31 @@ class WatchTicker {
     std::unique_lock lock(mutex_);
     while (!stop.stop_requested()) {
       try {
-        tick_due(lock);
+        // The device is called without this lock (start() may add a watch meanwhile).
+        watches_.tick_due(unix_now(), [&](const std::string& id, std::uint64_t tick) {
+          lock.unlock();
+          Expected<WatchTickStatus> status = WatchTickStatus::finished;
+          {
+            std::lock_guard device_lock(device_mutex_);
+            status = device_.tick_watch(id, tick);
+          }
+          bool sent = true;
+          if (status && *status == WatchTickStatus::alert) sent = send_alert(id, tick);
+          lock.lock();
+          return sent && status && *status == WatchTickStatus::silent;
+        });
       } catch (...) {
         // Out of memory in the middle of a tick: the ledger holds what was decided; the
         // next pass tries again.
         if (!lock.owns_lock()) lock.lock();
       }
-      const double next_due = next_due_time();
-      const auto wait = std::chrono::duration<double>(std::max(next_due - unix_now(), 0.001));
+      const auto wait = std::chrono::duration<double>(
+          std::max(watches_.next_due(unix_now()) - unix_now(), 0.001));
       // A new watch (start() bumps the generation) ends the wait at once.
       const std::uint64_t seen = generation_;
       changed_.wait_for(lock, stop, std::chrono::duration_cast<std::chrono::nanoseconds>(wait),
                         [&] { return generation_ != seen; });
     }
-  }
-
-  void tick_due(std::unique_lock<std::mutex>& lock) {
-    const double now = unix_now();
-    for (auto it = watches_.begin(); it != watches_.end();) {
-      Scheduled& w = it->second;
-      const std::uint64_t tick = w.spec.tick_at(now);
-      bool over = tick > w.spec.horizon();
-      if (!over && tick > w.last_tick) {
-        lock.unlock();
-        Expected<WatchTickStatus> status = WatchTickStatus::finished;
-        {
-          std::lock_guard device_lock(device_mutex_);
-          status = device_.tick_watch(it->first, tick);
-        }
-        bool sent = true;
-        if (status && *status == WatchTickStatus::alert) sent = send_alert(it->first, tick);
-        lock.lock();
-        w.last_tick = tick;
-        over = !sent || !status || *status != WatchTickStatus::silent;
-      }
-      if (over) {
-        it = watches_.erase(it);
-        continue;
-      }
-      ++it;
-    }
-  }
-
-  double next_due_time() const {
-    double next_due = unix_now() + 1.0;  // re-check at least once a second
-    for (const auto& [id, w] : watches_)
-      next_due =
-          std::min(next_due, w.spec.params().start_unix_seconds +
-                                 static_cast<double>(w.last_tick) * w.spec.params().tick_seconds);
-    return next_due;
   }
 
   client::Device& device_;
@@ -152,7 +119,7 @@ class WatchTicker {
   std::mutex mutex_;
   std::uint64_t generation_ = 0;
   std::condition_variable_any changed_;
-  std::map<std::string, Scheduled> watches_;
+  detail::WatchSchedule watches_;
   std::jthread thread_;  // last: stopped and joined before the members it uses go
 };
 

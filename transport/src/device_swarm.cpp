@@ -21,6 +21,7 @@
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/v1/service.grpc.pb.h"
 #include "watch_admission.hpp"
+#include "watch_schedule.hpp"
 
 namespace cgp::transport {
 namespace {
@@ -237,36 +238,19 @@ class SwarmStream {
 
   // Watches run as on cgp-device (device_client.cpp): armed on the device, ticked on their
   // public schedule, one alert each. Ticks run on this stream's queue thread, woken by an alarm.
-  struct ScheduledWatch {
-    WatchSpec spec;
-    std::uint64_t last_tick = 0;
-  };
-
   void start_watch(std::string_view body) {
     Member& member = *swarm_.members[index_];
-    std::string started;
-    std::optional<client::Device::WatchState> state;
-    v1::WatchStarted parsed;
+    detail::WatchAnswer answer;
     {
       std::lock_guard lock(member.device_mutex);
-      v1::WatchSpec spec;
-      const auto refused =
-          spec.ParseFromArray(body.data(), static_cast<int>(body.size()))
-              ? detail::refuse_watch(member.device, spec, swarm_.options.watch_limits,
-                                     watches_.size(), unix_now())
-              : std::nullopt;
-      started = refused ? *refused
-                        : member.device.start_watch(
-                              {reinterpret_cast<const std::uint8_t*>(body.data()), body.size()});
-      if (parsed.ParseFromString(started) && parsed.status() == v1::WATCH_ARMED) {
-        if (auto s = member.device.watch_state(parsed.watch_id())) state = std::move(*s);
-      }
+      answer = detail::answer_start_watch(
+          member.device, {reinterpret_cast<const std::uint8_t*>(body.data()), body.size()},
+          swarm_.options.watch_limits, watches_.size(), unix_now());
     }
-    send(buffer_of(envelope_of(kWatchStartedTag, started)), false);
-    if (!state) return;
-    if (state->alert_tick != 0) return send_alert(parsed.watch_id(), state->alert_tick);
-    if (state->budget_exhausted || !state->spec.has_schedule()) return;
-    watches_.insert_or_assign(parsed.watch_id(), ScheduledWatch{state->spec, state->last_tick});
+    send(buffer_of(envelope_of(kWatchStartedTag, answer.started)), false);
+    if (answer.recorded_alert() != 0) return send_alert(answer.watch_id, answer.recorded_alert());
+    if (!answer.ticks()) return;
+    watches_.add(answer.watch_id, answer.state->spec, answer.state->last_tick);
     if (finishing_) return;
     if (alarm_set_)
       alarm_.Cancel();  // its event comes at once and ticks the new watch with the others
@@ -283,33 +267,18 @@ class SwarmStream {
 
   void tick_watches() {
     Member& member = *swarm_.members[index_];
-    const double now = unix_now();
-    double next_due = now + 1.0;
-    for (auto it = watches_.begin(); it != watches_.end();) {
-      ScheduledWatch& w = it->second;
-      const std::uint64_t tick = w.spec.tick_at(now);
-      bool over = tick > w.spec.horizon();
-      if (!over && tick > w.last_tick) {
-        Expected<WatchTickStatus> status = WatchTickStatus::finished;
-        {
-          std::lock_guard lock(member.device_mutex);
-          status = member.device.tick_watch(it->first, tick);
-        }
-        if (status && *status == WatchTickStatus::alert) send_alert(it->first, tick);
-        w.last_tick = tick;
-        over = !status || *status != WatchTickStatus::silent;
+    watches_.tick_due(unix_now(), [&](const std::string& id, std::uint64_t tick) {
+      Expected<WatchTickStatus> status = WatchTickStatus::finished;
+      {
+        std::lock_guard lock(member.device_mutex);
+        status = member.device.tick_watch(id, tick);
       }
-      if (over) {
-        it = watches_.erase(it);
-        continue;
-      }
-      next_due =
-          std::min(next_due, w.spec.params().start_unix_seconds +
-                                 static_cast<double>(w.last_tick) * w.spec.params().tick_seconds);
-      ++it;
-    }
+      if (status && *status == WatchTickStatus::alert) send_alert(id, tick);
+      return status && *status == WatchTickStatus::silent;
+    });
     if (watches_.empty()) return;
-    const auto wait = std::chrono::duration<double>(std::max(next_due - unix_now(), 0.001));
+    const auto wait =
+        std::chrono::duration<double>(std::max(watches_.next_due(unix_now()) - unix_now(), 0.001));
     alarm_set_ = true;
     alarm_.Set(completion_queue_,
                std::chrono::system_clock::now() +
@@ -344,7 +313,7 @@ class SwarmStream {
   grpc::CompletionQueue* completion_queue_ = nullptr;
   grpc::Alarm alarm_;
   bool alarm_set_ = false;
-  std::map<std::string, ScheduledWatch> watches_;
+  detail::WatchSchedule watches_;
   grpc::ByteBuffer incoming_;
   std::deque<std::pair<grpc::ByteBuffer, bool>> queue_;  // message, is a reply
   grpc::Status status_;

@@ -36,4 +36,20 @@ std::optional<std::string> refuse_watch(const client::Device& device, const v1::
   return refused.SerializeAsString();
 }
 
+WatchAnswer answer_start_watch(client::Device& device, std::span<const std::uint8_t> spec_bytes,
+                               const WatchLimits& limits, std::size_t ticking, double now) {
+  WatchAnswer answer;
+  v1::WatchSpec spec;
+  const auto refused = spec.ParseFromArray(spec_bytes.data(), static_cast<int>(spec_bytes.size()))
+                           ? refuse_watch(device, spec, limits, ticking, now)
+                           : std::nullopt;
+  answer.started = refused ? *refused : device.start_watch(spec_bytes);
+  v1::WatchStarted parsed;
+  if (parsed.ParseFromString(answer.started) && parsed.status() == v1::WATCH_ARMED) {
+    answer.watch_id = parsed.watch_id();
+    if (auto state = device.watch_state(parsed.watch_id())) answer.state = std::move(*state);
+  }
+  return answer;
+}
+
 }  // namespace cgp::transport::detail

@@ -6,7 +6,9 @@
 // device is asked: nothing is charged.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "cgp/client/device.hpp"
@@ -18,5 +20,21 @@ namespace cgp::transport::detail {
 // The serialized WatchStarted refusing `spec`, or nullopt if the device may be asked.
 std::optional<std::string> refuse_watch(const client::Device& device, const v1::WatchSpec& spec,
                                         const WatchLimits& limits, std::size_t ticking, double now);
+
+// What a self-ticking device does with a start_watch (the caller holds the device): refuse it
+// by the rules above, or arm (or replay) it; then send `started`, re-send a recorded alert, and
+// schedule the watch if it still ticks.
+struct WatchAnswer {
+  std::string started;  // a serialized WatchStarted
+  std::string watch_id;
+  std::optional<client::Device::WatchState> state;  // armed: what the ledger recorded
+  std::uint64_t recorded_alert() const noexcept { return state ? state->alert_tick : 0; }
+  bool ticks() const noexcept {
+    return state && state->alert_tick == 0 && !state->budget_exhausted &&
+           state->spec.has_schedule();
+  }
+};
+WatchAnswer answer_start_watch(client::Device& device, std::span<const std::uint8_t> spec_bytes,
+                               const WatchLimits& limits, std::size_t ticking, double now);
 
 }  // namespace cgp::transport::detail
