@@ -614,3 +614,35 @@ TEST_CASE("watches: a cgp-device killed mid-watch resumes after its last tick an
   REQUIRE(state.has_value());
   CHECK(state->alert_tick == report.devices[0].alert_tick);
 }
+
+TEST_CASE("watches: a device runs at most --max-watches at once, the next refused uncharged",
+          "[transport][watch]") {
+  CGP_SEEDED(7151);
+  transport::CoordinatorOptions options;
+  options.device_ids = {"busy"};
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  auto swarm_options = watch_swarm(seed, address);
+  swarm_options.watch_limits.max_watches = 2;
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"busy", "", {6000.0, 2000.0}}});
+  REQUIRE(service->gateway().wait_for_devices(1, 30s));
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  // ε = 0.5: each arming costs 0.125 of the device's budget of 1, so only the cap refuses.
+  auto watch = [](const char* id) {
+    WatchSpecParams p = geofence(id, 400, 0.05).params();
+    p.epsilon = 0.5;
+    return *WatchSpec::create(p);
+  };
+  for (const char* id : {"first", "second", "third"}) {
+    REQUIRE(analyst.start_watch(watch(id)).has_value());
+    poll_watch(analyst, id, [](const transport::RemoteWatch& w) { return w.pending == 0; });
+  }
+  CHECK(analyst.watch("first")->armed == 1);
+  CHECK(analyst.watch("second")->armed == 1);
+  const auto third = *analyst.watch("third");
+  CHECK(third.rejected == 1);
+  CHECK(third.devices[0].error.message.find("watch_id") != std::string::npos);
+  // Two armings charged, the refused one nothing.
+  CHECK(swarm->spent(0) ==
+        privacy::next_up(privacy::next_up(laplace_watch_charge(0.5)) + laplace_watch_charge(0.5)));
+}
