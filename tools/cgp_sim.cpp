@@ -186,7 +186,6 @@ Expected<Common> common_from(const Arguments& a, std::size_t ranks) {
                           format_number(std::ceil(per_process / (1 << 30))) +
                           " GiB per process; this machine has " +
                           format_number(std::floor(memory / (1 << 30))) + " GiB");
-  CGP_RETURN_IF_ERROR(check_outputs(a));
   common.threads = a.threads;
   common.shift = !a.no_shift;
   auto noise = simulation::parse_noise(a.noise);
@@ -790,6 +789,11 @@ int run(int argc, char** argv, tools::MpiJob* job) {
   }
   auto common = common_from(a, job ? job->size() : 1);
   if (!common) return fail(kUsageError, common.error().message);
+  // Only rank 0 writes outputs, so only it probes their paths (ranks probing one path at once
+  // race: one creates and removes it under another); the ranks then agree on the verdict.
+  Status outputs = g_quiet ? Status{} : check_outputs(a);
+  if (job) outputs = job->agree(std::move(outputs));
+  if (!outputs) return fail(kUsageError, outputs.error().message);
   g_run.seed = a.seed;
   g_run.data = a.data.empty() ? "built-in" : a.data;
   if (!a.data.empty()) {
