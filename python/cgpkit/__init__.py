@@ -1,12 +1,14 @@
 """cgpkit: location analytics under local geo-privacy, from Python.
 
 The same C++ engine as cgp-sim: simulated fleets and the queries of Liang & Yi (range counts,
-Gaussian KDE, kNN) by iterative elimination, privacy arithmetic and selection accountants,
+Gaussian KDE, kNN, threshold) by iterative elimination, accuracy-first queries, a device with
+its own privacy filter, privacy arithmetic and selection accountants,
 geometry, and the experiments as pandas frames (cgpkit.experiments).
 """
 from ._errors import Error
 from ._cgpkit import (  # noqa: F401
     __version__,
+    Device,
     Region,
     SimulatedFleet,
     ball,
@@ -27,7 +29,7 @@ from ._cgpkit import (  # noqa: F401
 from . import experiments  # noqa: F401
 
 __all__ = [
-    "Error", "Region", "SimulatedFleet", "ball", "box", "polygon", "signed_distance", "project",
+    "Error", "Region", "SimulatedFleet", "Device", "ball", "box", "polygon", "signed_distance", "project",
     "split_budget",
     "device_charge", "cgp_rho_from_pure_gp", "gp_epsilon_from_cgp", "gaussian_delta",
     "gaussian_epsilon", "gaussian_rnm_epsilon", "gaussian_at_alert_epsilon",

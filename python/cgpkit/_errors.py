@@ -9,3 +9,6 @@ class Error(Exception):
         self.code = code
         self.parameter = parameter
         self.message = message
+
+    def __repr__(self) -> str:
+        return f"cgpkit.Error({self.code!r}, {self.parameter!r}, {self.message!r})"

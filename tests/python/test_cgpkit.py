@@ -54,6 +54,96 @@ class Fleet(unittest.TestCase):
         self.assertEqual(caught.exception.parameter, "ball.radius")
 
 
+class AccuracyFirst(unittest.TestCase):
+    def test_certified_interval_holds_and_costs_at_most_the_cap(self):
+        pts = points(20000)
+        truth = int(np.sum(np.all(pts <= 1000, axis=1)))
+        fleet = cgpkit.SimulatedFleet(pts, budget=1.0, seed=21)
+        # beta = 4e-6: the interval misses the truth with probability <= beta/4 = 1e-6 (Lemma 5.2
+        # and the union over rounds), the false-failure rate of this test.
+        r = fleet.range_count_to_accuracy(cgpkit.box([0, 0], [1000, 1000]), cap=0.05,
+                                          relative=0.1, beta=4e-6)
+        self.assertTrue(r["certified"])
+        self.assertLessEqual(r["lower"], truth)
+        self.assertGreaterEqual(r["upper"], truth)
+        self.assertLessEqual(abs(r["estimate"] - truth), 0.1 * truth)
+        self.assertLessEqual(r["charged"].max(), cgpkit.device_charge(0.05) * (1 + 1e-12))
+        self.assertLess(r["rounds_used"], 16)  # it stopped early: users paid less than the cap
+        self.assertLess(np.mean(fleet.spent()), 0.05)
+        k = fleet.kde_to_accuracy([1000, 1000], 400, cap=0.05, relative=0.2, beta=4e-6)
+        self.assertLessEqual(k["lower"], k["estimate"])
+        self.assertLessEqual(k["estimate"], k["upper"])
+        with self.assertRaises(cgpkit.Error) as caught:
+            fleet.range_count_to_accuracy(cgpkit.box([0, 0], [1, 1]), cap=0.05, relative=1.5)
+        self.assertEqual(caught.exception.parameter.split(".")[-1], "relative")
+
+    def test_threshold_on_a_count(self):
+        # One curator holding a count of 30; is it below 0.5 * 100 = 50? The release's noise
+        # (sigma = 1/sqrt(2 * 0.125) = 2) is 10 sigma from the margin: certain in practice, and
+        # the fleet is seeded, so the answer is fixed.
+        curator = cgpkit.SimulatedFleet(np.array([30.0]), budget=1.0, seed=1)
+        self.assertTrue(curator.threshold(0, q=0.5, population=100, cap=0.5)["below"])
+        self.assertFalse(curator.threshold(0, q=0.1, population=100, cap=0.4)["below"])
+        self.assertLessEqual(curator.spent()[0], 1.0)
+
+
+class Devices(unittest.TestCase):
+    def test_replay_is_charged_once_and_refusal_charges_nothing(self):
+        device = cgpkit.Device(budget=2e-3, seed=SEED)
+        device.register_component("location", 2, "m")
+        device.set_component("location", [10.0, 20.0])
+        first = device.location("q1", 1, 1e-3)
+        self.assertEqual(first["status"], "answered")
+        self.assertEqual(first["charged_rho"], cgpkit.device_charge(1e-3))
+        again = device.location("q1", 1, 1e-3)
+        self.assertTrue(np.array_equal(first["values"], again["values"]))
+        self.assertAlmostEqual(device.spent, first["charged_rho"], delta=1e-15)  # charged once
+        refused = device.distance_to_point([0, 0], "q2", 1, 1.5e-3)
+        self.assertEqual(refused["status"], "refused_budget")
+        self.assertAlmostEqual(device.spent, first["charged_rho"], delta=1e-15)  # charged once
+        inside = device.signed_distance_to_region(cgpkit.box([0, 0], [50, 50]), "q3", 1, 5e-4)
+        self.assertEqual(inside["values"].shape, (1,))
+        self.assertFalse(device.secure_randomness)
+
+    def test_rejections_and_bad_requests_are_named(self):
+        device = cgpkit.Device(budget=1.0)
+        self.assertTrue(device.secure_randomness)
+        rejected = device.location("q", 1, 1e-3)  # no component registered
+        self.assertEqual(rejected["status"], "rejected_invalid")
+        self.assertEqual(rejected["error"].code, "unknown_component")
+        with self.assertRaises(cgpkit.Error) as caught:
+            device.location("q", 1, -1.0)
+        self.assertEqual(caught.exception.parameter, "rho")
+        reply = device.handle(b"\x07 not a DeviceRequest")
+        self.assertIsInstance(reply, bytes)
+        self.assertGreater(len(reply), 0)
+        self.assertEqual(device.spent, 0.0)
+        with self.assertRaises(cgpkit.Error) as caught:
+            cgpkit.Device(budget=1.0, delta=1e-6)
+        self.assertEqual(caught.exception.parameter, "lam")
+
+    def test_ledger_file_survives_and_is_held_by_one_handle(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            path = os.path.join(scratch, "ledger.db")
+            device = cgpkit.Device(budget=1e-2, ledger=path)
+            device.register_component("location", 2, "m")
+            device.set_component("location", [1.0, 2.0])
+            self.assertEqual(device.location("q", 1, 1e-3)["status"], "answered")
+            spent = device.spent
+            second = None
+            try:
+                second = cgpkit.Device(budget=1e-2, ledger=path)
+            except cgpkit.Error as e:
+                self.assertEqual(e.code, "ledger_in_use")
+            if second is not None:  # opened fail-closed: refuses everything
+                self.assertEqual(second.ledger_error.code, "ledger_in_use")
+                del second
+            del device
+            reopened = cgpkit.Device(budget=1e-2, ledger=path)
+            self.assertIsNone(reopened.ledger_error)
+            self.assertEqual(reopened.spent, spent)
+
+
 class Budgets(unittest.TestCase):
     def test_split_and_adaptive_sequence(self):
         even = cgpkit.split_budget(1e-3, 4)
@@ -120,27 +210,52 @@ class Accountants(unittest.TestCase):
 
 
 class Experiments(unittest.TestCase):
+    KEYS = ("query", "method", "c", "split", "rho", "param", "param_name", "reps", "error_mean",
+            "error_p25", "error_median", "error_p75", "privsav_mean", "privsav_median",
+            "released", "seed", "n", "d", "data", "data_sha256", "projection", "beta", "noise",
+            "version", "commit")
+
+    def assert_same_rows(self, arguments, frame, rows_file):
+        """cgp-sim with `arguments` writes the rows `frame` holds, key by key."""
+        subprocess.run([os.environ["CGP_SIM_PATH"], *arguments, "--json", rows_file], check=True,
+                       capture_output=True)
+        with open(rows_file) as f:
+            expected = json.load(f)
+        self.assertEqual(len(frame), len(expected))
+        for row, want in zip(frame.to_dict("records"), expected):
+            for key in self.KEYS:
+                self.assertEqual(row[key], want[key], key)
+
     def test_rows_identical_to_cgp_sim(self):
-        sim = os.environ.get("CGP_SIM_PATH")
-        if not sim:
+        if not os.environ.get("CGP_SIM_PATH"):
             self.skipTest("CGP_SIM_PATH is not set")
         with tempfile.TemporaryDirectory() as scratch:
             data = os.path.join(scratch, "points.csv")
             np.savetxt(data, points(1500), delimiter=",", header="x,y", comments="")
-            rows_file = os.path.join(scratch, "rows.json")
-            subprocess.run([sim, "range", "--data", data, "--rho", "1e-4,1e-3", "--w", "800",
-                            "--reps", "3", "--seed", "5", "--threads", "1", "--json", rows_file],
-                           check=True, capture_output=True)
-            with open(rows_file) as f:
-                expected = json.load(f)
+            rows = os.path.join(scratch, "rows.json")
             frame = cgpkit.experiments.range(rho=[1e-4, 1e-3], w=[800], data=data, reps=3,
                                              seed=5, threads=1)
-        self.assertEqual(len(frame), len(expected))
-        for row, want in zip(frame.to_dict("records"), expected):
-            for key in ("query", "method", "c", "split", "rho", "param", "param_name", "reps",
-                        "error_mean", "error_p25", "error_median", "error_p75", "privsav_mean",
-                        "privsav_median", "released", "seed", "n", "d"):
-                self.assertEqual(row[key], want[key], key)
+            self.assert_same_rows(["range", "--data", data, "--rho", "1e-4,1e-3", "--w", "800",
+                                   "--reps", "3", "--seed", "5", "--threads", "1"], frame, rows)
+            frame = cgpkit.experiments.knn(rho=[1e-3], k=[3, 8], data=data, reps=2, seed=6,
+                                           methods=["BM1", "PM1"], threads=1)
+            self.assert_same_rows(["knn", "--data", data, "--rho", "1e-3", "--k", "3,8",
+                                   "--reps", "2", "--seed", "6", "--methods", "BM1,PM1",
+                                   "--threads", "1"], frame, rows)
+            frame = cgpkit.experiments.multi_range(budget=1e-2, m=[4, 8], w=700, data=data,
+                                                   reps=2, seed=7, n=1200, threads=1)
+            self.assert_same_rows(["multi-range", "--data", data, "--budget", "1e-2", "--m",
+                                   "4,8", "--w", "700", "--reps", "2", "--seed", "7", "--n",
+                                   "1200", "--threads", "1"], frame, rows)
+        self.assertEqual(len(frame["data_sha256"][0]), 64)
+
+    def test_experiment_errors_are_named(self):
+        with self.assertRaises(cgpkit.Error) as caught:
+            cgpkit.experiments.knn(rho=[1e-3], k=[2 ** 64 - 1], points=points(50), reps=1)
+        self.assertEqual(caught.exception.parameter, "k")
+        with self.assertRaises(cgpkit.Error) as caught:
+            cgpkit.experiments.range(rho=[1e-3], w=[100], data="/nonexistent/points.csv", reps=1)
+        self.assertIn("nonexistent", caught.exception.message)
 
 
 if __name__ == "__main__":
