@@ -11,16 +11,14 @@
 namespace cgp::client {
 namespace {
 
+// The ledger stores the threshold noise as the two halves of its two's-complement bits.
 std::pair<std::int64_t, std::uint64_t> split(int128 value) {
-  const auto bits = static_cast<uint128>(value);
-  return {static_cast<std::int64_t>(static_cast<std::uint64_t>(bits >> 64)),
-          static_cast<std::uint64_t>(bits)};
+  const uint128 bits = twos_complement_bits(value);
+  return {static_cast<std::int64_t>(high64(bits)), low64(bits)};
 }
 
 int128 join(std::int64_t high, std::uint64_t low) {
-  const uint128 bits =
-      (static_cast<uint128>(static_cast<std::uint64_t>(high)) << 64) | static_cast<uint128>(low);
-  return static_cast<int128>(bits);
+  return from_twos_complement_bits(make_uint128(static_cast<std::uint64_t>(high), low));
 }
 
 Error tick_error(std::uint64_t tick, const std::string& why) {

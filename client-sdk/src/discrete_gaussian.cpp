@@ -38,12 +38,12 @@ bool bernoulli_exp_unit(u128 n, u128 d, RandomBits& bits) {
   u128 k = 1;
   for (;;) {
     u128 dk;
-    if (__builtin_mul_overflow(d, k, &dk))
+    if (multiply_overflows(d, k, dk))
       return bernoulli_exp_unit_big(U512(n), U512(d), U512(k), bits);
     if (uniform_below(bits, dk) >= n) break;
     ++k;
   }
-  return k & 1;
+  return static_cast<bool>(k & 1);
 }
 
 bool bernoulli_exp_minus_one(RandomBits& bits) {
@@ -68,13 +68,12 @@ std::uint64_t floor_sqrt(std::uint64_t x) {
 }  // namespace
 
 uint128 uniform_below(RandomBits& bits, uint128 bound) {
-  const auto high_bound = static_cast<std::uint64_t>(bound >> 64);
-  if (high_bound == 0) return bits.uniform_below(static_cast<std::uint64_t>(bound));
+  if (high64(bound) == 0) return bits.uniform_below(low64(bound));
   // bound > 2^64: draw 64 + bitlength(high) bits, reject values ≥ bound (accepts > 1/2).
-  const std::uint64_t high_mask =
-      ~std::uint64_t{0} >> std::countl_zero(static_cast<std::uint64_t>((bound - 1) >> 64));
+  const std::uint64_t high_mask = ~std::uint64_t{0} >> std::countl_zero(high64(bound - 1));
   for (;;) {
-    uint128 x = (static_cast<uint128>(bits.next() & high_mask) << 64) | bits.next();
+    const std::uint64_t high = bits.next() & high_mask;
+    uint128 x = make_uint128(high, bits.next());
     if (x < bound) return x;
   }
 }

@@ -50,8 +50,8 @@ void exact_parts(double x, std::int64_t& mantissa, int& exponent) {
 
 // Bits needed for x (0 for 0).
 int bit_length(uint128 x) {
-  const auto high = static_cast<std::uint64_t>(x >> 64);
-  const auto low = static_cast<std::uint64_t>(x);
+  const std::uint64_t high = high64(x);
+  const std::uint64_t low = low64(x);
   if (high != 0) return 128 - __builtin_clzll(high);
   return low != 0 ? 64 - __builtin_clzll(low) : 0;
 }
@@ -84,7 +84,7 @@ bool within_capacity_grid(int grid, std::int64_t cap_m, int cap_e, std::int64_t 
   const uint128 k2 =
       static_cast<uint128>(static_cast<std::uint64_t>(k_m)) * static_cast<std::uint64_t>(k_m);
   const int shift = cap_e + 2 * grid + 1 + 2 * kCapacityGridBits - 2 * k_e;
-  return shifted_at_least(k2, static_cast<std::uint64_t>(cap_m), -shift);
+  return shifted_at_least(k2, uint128(static_cast<std::uint64_t>(cap_m)), -shift);
 }
 
 // The largest g with 2^g ≤ 2^-kCapacityGridBits·σ_cap, decided exactly (a double estimate of
@@ -227,7 +227,7 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
     const int128 noisy = rounded + gaussian.sample(bits);
     // Integer -> double rounds (beyond 2^53) deterministically: post-processing of the
     // integer release, so it cannot leak anything about φ.
-    out[i] = std::ldexp(static_cast<double>(noisy), plan.grid_exponent);
+    out[i] = std::ldexp(to_double(noisy), plan.grid_exponent);
   }
   return {};
 }
