@@ -1,14 +1,25 @@
-# Installs the libraries, the CMake package cgpkit (targets cgpkit::common, cgpkit::client,
-# cgpkit::coordinator, cgpkit::simulation) and the pkg-config file cgpkit-client.pc for C users of the device ABI.
+# Installs the libraries, the CMake package cgpkit (components and targets common, client —
+# and, unless CGP_CLIENT_ONLY, coordinator and simulation) and the pkg-config file cgpkit-client.pc for C users of the device ABI.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS cgp_common cgp_client cgp_coordinator cgp_simulation
-        EXPORT cgpkitTargets
+# Two export sets, so that a client-only install (CGP_CLIENT_ONLY) is a complete package:
+# find_package(cgpkit COMPONENTS client) finds cgpkit::common and cgpkit::client in either.
+install(TARGETS cgp_common cgp_client
+        EXPORT cgpkitClientTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(EXPORT cgpkitTargets NAMESPACE cgpkit::
+install(EXPORT cgpkitClientTargets NAMESPACE cgpkit::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+if(NOT CGP_CLIENT_ONLY)
+  install(TARGETS cgp_coordinator cgp_simulation
+          EXPORT cgpkitTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(EXPORT cgpkitTargets NAMESPACE cgpkit::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+endif()
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cgpkitConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/cgpkitConfig.cmake

@@ -52,6 +52,17 @@ int guarded(const cgp_device* device, Body&& body) noexcept {
   }
 }
 
+// The common end of both openers: a device, possibly one that fails closed (then *out is set
+// and the ledger's error returned, as cgp.h says).
+int open_device(const cgp::DeviceConfig& config, const char* ledger_path, cgp_device** out) {
+  auto device = cgp::client::Device::open_secure(config, ledger_path);
+  if (!device) return fail(nullptr, device.error());
+  *out = new cgp_device{std::move(*device), {}};
+  const auto& status = (*out)->device.ledger_status();
+  if (!status.ok()) return fail(*out, status.error());
+  return CGP_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -67,12 +78,17 @@ int cgp_device_open(const char* ledger_path, const uint8_t* config, size_t confi
     if (!parsed) return fail(nullptr, parsed.error());
     auto validated = cgp::wire::config_from_wire(*parsed);
     if (!validated) return fail(nullptr, validated.error());
-    auto device = cgp::client::Device::open_secure(*validated, ledger_path);
-    if (!device) return fail(nullptr, device.error());
-    *out = new cgp_device{std::move(*device), {}};
-    const auto& status = (*out)->device.ledger_status();
-    if (!status.ok()) return fail(*out, status.error());
-    return CGP_OK;
+    return open_device(*validated, ledger_path, out);
+  });
+}
+
+int cgp_device_open_cgp(const char* ledger_path, double budget, int sticky_halt, cgp_device** out) {
+  return guarded(nullptr, [&]() -> int {
+    if (!out) return fail(nullptr, CGP_INVALID_ARGUMENT, "out must not be NULL");
+    *out = nullptr;
+    auto config = cgp::DeviceConfig::cgp(budget, sticky_halt != 0);
+    if (!config) return fail(nullptr, config.error());
+    return open_device(*config, ledger_path, out);
   });
 }
 

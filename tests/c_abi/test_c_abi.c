@@ -182,7 +182,7 @@ int main(void) {
         CGP_OK);
   CHECK(again_len == reply_len && memcmp(again, reply, reply_len) == 0);
   double after_replay = -1;
-  cgp_device_remaining(device, &after_replay);
+  CHECK(cgp_device_remaining(device, &after_replay) == CGP_OK);
   CHECK(after_replay == remaining);
 
   /* Invalid and over-budget requests: replies that say so, nothing charged. */
@@ -195,7 +195,7 @@ int main(void) {
   CHECK(cgp_device_handle(device, greedy.bytes, greedy.len, reply, sizeof reply, &reply_len) ==
         CGP_OK);
   CHECK(read_reply(reply, reply_len).status == REFUSED_BUDGET);
-  cgp_device_remaining(device, &after_replay);
+  CHECK(cgp_device_remaining(device, &after_replay) == CGP_OK);
   CHECK(after_replay == remaining);
   CHECK(cgp_device_handle(NULL, request.bytes, request.len, reply, sizeof reply, &reply_len) ==
         CGP_INVALID_ARGUMENT);
@@ -207,13 +207,13 @@ int main(void) {
   char path[256];
   snprintf(path, sizeof path, "/tmp/cgp-c-abi-%ld.db", (long)getpid());
   CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
-  cgp_device_set_component(device, "location", here, 2);
+  CHECK(cgp_device_set_component(device, "location", here, 2) == CGP_OK);
   CHECK(cgp_device_handle(device, request.bytes, request.len, reply, sizeof reply, &reply_len) ==
         CGP_OK);
-  cgp_device_remaining(device, &remaining);
+  CHECK(cgp_device_remaining(device, &remaining) == CGP_OK);
   cgp_device_close(device);
   CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
-  cgp_device_remaining(device, &after_replay);
+  CHECK(cgp_device_remaining(device, &after_replay) == CGP_OK);
   CHECK(after_replay == remaining);
   cgp_device_close(device);
   char wal[300], shm[300];
@@ -258,7 +258,7 @@ int main(void) {
 
     CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
     double before_replay = -1, after = -2;
-    cgp_device_remaining(device, &before_replay);
+    CHECK(cgp_device_remaining(device, &before_replay) == CGP_OK);
     size_t small_capacity = 600, needed = 0;
     uint8_t* small = (uint8_t*)malloc(small_capacity);
     CHECK(cgp_device_handle(device, wide_request.bytes, wide_request.len, small, small_capacity,
@@ -269,7 +269,7 @@ int main(void) {
     CHECK(cgp_device_handle(device, wide_request.bytes, wide_request.len, exact, needed,
                             &replay_len) == CGP_OK);
     CHECK(replay_len == first_len && memcmp(exact, first, first_len) == 0);
-    cgp_device_remaining(device, &after);
+    CHECK(cgp_device_remaining(device, &after) == CGP_OK);
     CHECK(after == before_replay);
     cgp_device_close(device);
     free(small), free(exact), free(first), free(wide);
@@ -283,7 +283,7 @@ int main(void) {
     CHECK(second_handle != NULL);
     CHECK(strstr(cgp_device_last_error(second_handle), "another") != NULL);
     double none = -1;
-    cgp_device_remaining(second_handle, &none);
+    CHECK(cgp_device_remaining(second_handle, &none) == CGP_OK);
     CHECK(none == 0);
     cgp_device_close(second_handle);
     cgp_device_close(first_handle);
@@ -298,7 +298,7 @@ int main(void) {
     CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
     CHECK(cgp_device_set_component(device, "location", here, 2) == CGP_OK); /* 5 m from (0, 0) */
     double before = -1, after = -1;
-    cgp_device_remaining(device, &before);
+    CHECK(cgp_device_remaining(device, &before) == CGP_OK);
     int started = -1, outcome = -1;
     buffer bad_spec = geofence_spec("fence", 0, 0, -1, 10);
     CHECK(cgp_device_start_watch(device, bad_spec.bytes, bad_spec.len, &started) ==
@@ -306,19 +306,19 @@ int main(void) {
     CHECK(strstr(cgp_device_last_error(device), "epsilon") != NULL);
     CHECK(cgp_device_start_watch(device, garbage, sizeof garbage, &started) ==
           CGP_MALFORMED_MESSAGE);
-    cgp_device_remaining(device, &after);
+    CHECK(cgp_device_remaining(device, &after) == CGP_OK);
     CHECK(after == before);
     /* ε = 1 per metre: noise scales 2 m and 4 m, 295 m inside: alerts at tick 1 except with
      * probability below e^-70. */
     buffer spec = geofence_spec("fence", 0, 0, 1.0, 10);
     CHECK(cgp_device_start_watch(device, spec.bytes, spec.len, &started) == CGP_OK);
     CHECK(started == CGP_WATCH_ARMED);
-    cgp_device_remaining(device, &after);
+    CHECK(cgp_device_remaining(device, &after) == CGP_OK);
     CHECK(after < before && after > before - 0.51);
     CHECK(cgp_device_start_watch(device, spec.bytes, spec.len, &started) == CGP_OK);
     CHECK(started == CGP_WATCH_ARMED);
     double replayed = -1;
-    cgp_device_remaining(device, &replayed);
+    CHECK(cgp_device_remaining(device, &replayed) == CGP_OK);
     CHECK(replayed == after);
     CHECK(cgp_device_tick_watch(device, "nope", 1, &outcome) == CGP_UNKNOWN_WATCH);
     CHECK(cgp_device_tick_watch(device, "fence", 0, &outcome) == CGP_OUT_OF_RANGE);
@@ -333,7 +333,7 @@ int main(void) {
     CHECK(started == CGP_WATCH_REFUSED_BUDGET);
     cgp_device_close(device);
     CHECK(cgp_device_open(path, config.bytes, config.len, &device) == CGP_OK);
-    cgp_device_set_component(device, "location", here, 2);
+    CHECK(cgp_device_set_component(device, "location", here, 2) == CGP_OK);
     CHECK(cgp_device_tick_watch(device, "fence", 1, &outcome) == CGP_OK);
     CHECK(outcome == CGP_TICK_ALERT); /* the recorded decision, after a restart */
     cgp_device_close(device);
@@ -347,9 +347,37 @@ int main(void) {
   CHECK(strcmp(cgp_status_name(CGP_BUFFER_TOO_SMALL), "buffer_too_small") == 0);
   CHECK(strcmp(cgp_status_name(999), "unknown_error") == 0);
   CHECK(strcmp(cgp_status_name(CGP_ALREADY_EXISTS), "already_exists") == 0);
-  /* "MAJOR.MINOR.PATCH": two dots. */
-  CHECK(strchr(cgp_version_string(), '.') != NULL);
-  CHECK(strchr(strchr(cgp_version_string(), '.') + 1, '.') != NULL);
+  /* "MAJOR.MINOR.PATCH", the header's version. */
+  char header_version[32];
+  snprintf(header_version, sizeof header_version, "%d.%d.%d", CGP_VERSION_MAJOR, CGP_VERSION_MINOR,
+           CGP_VERSION_PATCH);
+  CHECK(strcmp(cgp_version_string(), header_version) == 0);
+
+  /* Opening without a protobuf encoder: the same device and the same named errors. */
+  cgp_device* simple = (cgp_device*)1;
+  CHECK(cgp_device_open_cgp(NULL, -1, 0, &simple) == CGP_NOT_POSITIVE);
+  CHECK(simple == NULL);
+  CHECK(strstr(cgp_device_last_error(NULL), "budget") != NULL);
+  CHECK(cgp_device_open_cgp(NULL, NAN, 0, &simple) == CGP_NOT_FINITE);
+  CHECK(cgp_device_open_cgp(NULL, 1.0, 0, NULL) == CGP_INVALID_ARGUMENT);
+  CHECK(cgp_device_open_cgp(NULL, 0.25, 1, &simple) == CGP_OK);
+  CHECK(cgp_device_set_component(simple, "location", here, 2) == CGP_OK);
+  buffer simple_request = location_request("simple", 1, 0.1);
+  CHECK(cgp_device_handle(simple, simple_request.bytes, simple_request.len, reply, sizeof reply,
+                          &reply_len) == CGP_OK);
+  CHECK(read_reply(reply, reply_len).status == ANSWERED);
+  CHECK(cgp_device_remaining(simple, &remaining) == CGP_OK);
+  CHECK(remaining < 0.25 - 0.1 + 1e-9 && remaining > 0.25 - 0.1 - 1e-3);
+  /* sticky HALT: a refusal for budget, then even an affordable request is refused. */
+  buffer too_dear = location_request("simple", 2, 0.2);
+  CHECK(cgp_device_handle(simple, too_dear.bytes, too_dear.len, reply, sizeof reply, &reply_len) ==
+        CGP_OK);
+  CHECK(read_reply(reply, reply_len).status == REFUSED_BUDGET);
+  buffer small = location_request("simple", 3, 0.01);
+  CHECK(cgp_device_handle(simple, small.bytes, small.len, reply, sizeof reply, &reply_len) ==
+        CGP_OK);
+  CHECK(read_reply(reply, reply_len).status == REFUSED_BUDGET);
+  cgp_device_close(simple);
   cgp_device_close(NULL);
 
   printf("%d passed, %d failed\n", passed, failed);

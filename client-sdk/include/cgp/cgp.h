@@ -4,15 +4,55 @@
  * a coordinator's requests (serialized cgp.v1.DeviceRequest, see cgp.proto) with serialized
  * cgp.v1.DeviceReply bytes. Every charge is durably recorded before a reply is returned.
  * Noise comes from the OS CSPRNG (libsodium). No C++ exception crosses this interface.
- * A cgp_device may be used from one thread at a time.
  *
  * Every function returns an int status, 0 on success, unless stated otherwise. The non-zero
- * values are the cgp.v1.ErrorCode numbers below, plus CGP_OUT_OF_MEMORY and CGP_INTERNAL. */
+ * values are the cgp.v1.ErrorCode numbers below, plus CGP_OUT_OF_MEMORY and CGP_INTERNAL.
+ * A status must be checked: the compiler warns when one is ignored (CGP_NODISCARD).
+ *
+ * THREAD SAFETY
+ * A cgp_device is not thread-safe: one thread at a time may call functions on one device (an
+ * app that answers from a worker thread and reads the budget from the UI thread serializes
+ * them with its own lock). Different devices may be used from different threads at the same
+ * time. Functions that take no device (cgp_device_open, cgp_device_open_cgp, cgp_status_name,
+ * cgp_version_string, cgp_device_last_error(NULL)) may be called from any thread at any time;
+ * open errors are kept per thread.
+ *
+ * LIFETIME
+ * A device lives from a successful (or fail-closed) open until cgp_device_close; every pointer
+ * passed in is only read during the call (the device keeps copies). Strings returned are owned
+ * by the library: cgp_status_name and cgp_version_string are static; cgp_device_last_error is
+ * valid until the next call on that device (or, for NULL, the next open on that thread).
+ * A device must not be used in a child after fork(): there it refuses to charge. */
 #ifndef CGP_CGP_H
 #define CGP_CGP_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* CGP_API: exported from a shared libcgpkit_client (default visibility; dllexport/dllimport
+ * on Windows when CGP_SHARED is defined). CGP_NODISCARD: a status that must not be ignored. */
+#if defined(_WIN32) && defined(CGP_SHARED)
+#ifdef CGP_BUILDING_LIBRARY
+#define CGP_API __declspec(dllexport)
+#else
+#define CGP_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define CGP_API __attribute__((visibility("default")))
+#else
+#define CGP_API
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define CGP_NODISCARD __attribute__((warn_unused_result))
+#else
+#define CGP_NODISCARD
+#endif
+
+/* The version this header belongs to; cgp_version_string() is the library's (they differ only
+ * when an app is built against one release and runs with another). */
+#define CGP_VERSION_MAJOR 0
+#define CGP_VERSION_MINOR 2
+#define CGP_VERSION_PATCH 0
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,13 +104,21 @@ enum cgp_status {
  * device. An app that must prevent that anchors the ledger to something it cannot lose
  * silently (e.g. a counter in the platform keystore); see the README.
  * On any other error *out is NULL and cgp_device_last_error(NULL) gives this thread's message. */
-int cgp_device_open(const char* ledger_path, const uint8_t* config, size_t config_len,
-                    cgp_device** out);
+CGP_API CGP_NODISCARD int cgp_device_open(const char* ledger_path, const uint8_t* config,
+                                          size_t config_len, cgp_device** out);
+
+/* cgp_device_open without a protobuf encoder: a CGP filter of `budget` (in ρ, finite and
+ * > 0) with sticky HALT if `sticky_halt` is non-zero (once a request is refused for budget,
+ * every later one is refused too). Errors as cgp_device_open: CGP_NOT_POSITIVE or
+ * CGP_NOT_FINITE for the budget (named "budget" in the message), CGP_OUT_OF_RANGE beyond the
+ * supported capacity, CGP_INVALID_ARGUMENT for a NULL out. */
+CGP_API CGP_NODISCARD int cgp_device_open_cgp(const char* ledger_path, double budget,
+                                              int sticky_halt, cgp_device** out);
 
 /* Sets component component_id (a NUL-terminated UTF-8 id, registered on first use with this
  * dimension) to values[0..dim). The dimension of a component cannot change. */
-int cgp_device_set_component(cgp_device* device, const char* component_id, const double* values,
-                             size_t dim);
+CGP_API CGP_NODISCARD int cgp_device_set_component(cgp_device* device, const char* component_id,
+                                                   const double* values, size_t dim);
 
 /* Answers one request. reply receives a serialized cgp.v1.DeviceReply of *reply_len bytes; its
  * status field says answered, refused_budget or rejected_invalid. Never writes more than
@@ -78,8 +126,9 @@ int cgp_device_set_component(cgp_device* device, const char* component_id, const
  * needed length in *reply_len and does nothing else: no charge, no noise. A request id
  * answered before gets the identical bytes again (within the retention window: replies are
  * kept up to 8 MiB and 7 days; an older replay is REPLY_PRUNED, charged nothing). */
-int cgp_device_handle(cgp_device* device, const uint8_t* request, size_t request_len,
-                      uint8_t* reply, size_t reply_capacity, size_t* reply_len);
+CGP_API CGP_NODISCARD int cgp_device_handle(cgp_device* device, const uint8_t* request,
+                                            size_t request_len, uint8_t* reply,
+                                            size_t reply_capacity, size_t* reply_len);
 
 /* ---- Watches: "tell the coordinator when this device first comes within 300 m of p" --------
  * Above Threshold evaluated on the device (README "Watches", client-sdk/src/watch.md). */
@@ -95,7 +144,8 @@ enum cgp_watch_start {
  * threshold noise before this returns. Starting the same spec again charges nothing; the same
  * watch_id with another spec is CGP_REQUEST_CONFLICT. Any error charges nothing (the spec's
  * named error, CGP_UNKNOWN_COMPONENT, CGP_DIMENSION_MISMATCH, CGP_LEDGER_FAILURE, ...). */
-int cgp_device_start_watch(cgp_device* device, const uint8_t* spec, size_t spec_len, int* started);
+CGP_API CGP_NODISCARD int cgp_device_start_watch(cgp_device* device, const uint8_t* spec,
+                                                 size_t spec_len, int* started);
 
 enum cgp_watch_tick {
   CGP_TICK_SILENT = 0,          /* evaluated: no crossing (send nothing) */
@@ -111,23 +161,24 @@ enum cgp_watch_tick {
  * not depend on the user's data. Errors, nothing evaluated: CGP_UNKNOWN_WATCH,
  * CGP_OUT_OF_RANGE (tick 0, past the horizon, or before the last evaluated tick),
  * CGP_COMPONENT_NOT_SET, CGP_DIMENSION_MISMATCH, CGP_LEDGER_FAILURE. */
-int cgp_device_tick_watch(cgp_device* device, const char* watch_id, uint64_t tick, int* outcome);
+CGP_API CGP_NODISCARD int cgp_device_tick_watch(cgp_device* device, const char* watch_id,
+                                                uint64_t tick, int* outcome);
 
 /* The remaining budget, in ρ units (0 for a device that fails closed). */
-int cgp_device_remaining(const cgp_device* device, double* out);
+CGP_API CGP_NODISCARD int cgp_device_remaining(const cgp_device* device, double* out);
 
 /* The message of the last failed call on this device ("" if none); with NULL, of this thread's
  * last failed cgp_device_open. Valid until the next call on the device (or thread). */
-const char* cgp_device_last_error(const cgp_device* device);
+CGP_API const char* cgp_device_last_error(const cgp_device* device);
 
 /* The name of a status code, e.g. "ledger_failure"; "unknown_error" for others. */
-const char* cgp_status_name(int status);
+CGP_API const char* cgp_status_name(int status);
 
-/* cgpkit's version, "MAJOR.MINOR.PATCH" (static storage). */
-const char* cgp_version_string(void);
+/* cgpkit's version, "MAJOR.MINOR.PATCH" (static storage; any thread). */
+CGP_API const char* cgp_version_string(void);
 
 /* Closes the device (NULL is allowed). Its ledger stays on disk. */
-void cgp_device_close(cgp_device* device);
+CGP_API void cgp_device_close(cgp_device* device);
 
 #ifdef __cplusplus
 }
