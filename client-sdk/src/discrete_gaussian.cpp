@@ -69,8 +69,12 @@ std::uint64_t floor_sqrt(std::uint64_t x) {
 
 uint128 uniform_below(RandomBits& bits, uint128 bound) {
   if (high64(bound) == 0) return bits.uniform_below(low64(bound));
-  // bound > 2^64: draw 64 + bitlength(high) bits, reject values ≥ bound (accepts > 1/2).
-  const std::uint64_t high_mask = ~std::uint64_t{0} >> std::countl_zero(high64(bound - 1));
+  // bound > 2^64: draw 64 + bitlength(high) bits, reject values ≥ bound (accepts > 1/2). For
+  // bound = 2^64 exactly no high bit is drawn (a shift by 64 would be undefined: on arm64 it
+  // kept every bit and the loop almost never accepted).
+  const std::uint64_t high_limit = high64(bound - 1);
+  const std::uint64_t high_mask =
+      high_limit == 0 ? 0 : ~std::uint64_t{0} >> std::countl_zero(high_limit);
   for (;;) {
     const std::uint64_t high = bits.next() & high_mask;
     uint128 x = make_uint128(high, bits.next());

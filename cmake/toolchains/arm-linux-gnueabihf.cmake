@@ -1,21 +1,37 @@
-# Cross-compiling cgpkit's client-only build (CGP_CLIENT_ONLY) for armhf (arm-linux-gnueabihf) with Debian's
-# cross toolchain and multiarch libraries; tests run under qemu-user (scripts/client_build.sh armhf,
-# which installs all of it with scripts/setup_cross.sh armhf).
+# Cross-compiling cgpkit's client-only build (CGP_CLIENT_ONLY) for armhf (arm-linux-gnueabihf): Debian's cross
+# toolchain, the target's libraries in the sysroot that scripts/setup_cross.sh armhf unpacks
+# (build-sysroot/armhf, or $CGP_SYSROOT), and qemu-user to run the tests.
+# scripts/client_build.sh armhf does all of it; docs/embedding.md shows the Android NDK equivalent.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR armv7l)
 set(cgp_triple arm-linux-gnueabihf)
 set(CMAKE_C_COMPILER ${cgp_triple}-gcc)
 set(CMAKE_CXX_COMPILER ${cgp_triple}-g++)
 set(CMAKE_LIBRARY_ARCHITECTURE ${cgp_triple})
-# "/" keeps /usr/include and /usr/lib/<triple> searchable; the host's libraries live in
-# /usr/lib/x86_64-linux-gnu, which a target search never enters.
-set(CMAKE_FIND_ROOT_PATH /usr/${cgp_triple} /)
+# GCC notes that the ABI for some aggregates changed in GCC 7.1: nothing of ours crosses it.
+string(APPEND CMAKE_CXX_FLAGS_INIT " -Wno-psabi")
+
+set(cgp_sysroot "$ENV{CGP_SYSROOT}")
+if(NOT cgp_sysroot)
+  get_filename_component(cgp_sysroot "${CMAKE_CURRENT_LIST_DIR}/../../build-sysroot/armhf" ABSOLUTE)
+endif()
+if(NOT EXISTS "${cgp_sysroot}/usr/include/google/protobuf")
+  message(FATAL_ERROR "no armhf sysroot in ${cgp_sysroot}: run scripts/setup_cross.sh armhf")
+endif()
+# Libraries, headers and CMake packages from the sysroot and the toolchain's own libc only:
+# never from the host.
+set(CMAKE_FIND_ROOT_PATH "${cgp_sysroot}" /usr/${cgp_triple})
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)  # the host's protoc and pkg-config
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
-# pkg-config must see only the target's .pc files (libsodium).
-set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${cgp_triple}/pkgconfig:/usr/share/pkgconfig)
+set(ENV{PKG_CONFIG_LIBDIR} "${cgp_sysroot}/usr/lib/${cgp_triple}/pkgconfig")
+set(ENV{PKG_CONFIG_SYSROOT_DIR} "${cgp_sysroot}")
 set(ENV{PKG_CONFIG_PATH} "")
-# ctest runs the tests through qemu-user; the target's own ld.so and libc come with libc6:armhf.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm)
+set(cgp_sysroot_libs "${cgp_sysroot}/usr/lib/${cgp_triple}:${cgp_sysroot}/lib/${cgp_triple}")
+# The sysroot's libraries need each other (protobuf needs zlib) at link time.
+string(APPEND CMAKE_EXE_LINKER_FLAGS_INIT " -Wl,-rpath-link,${cgp_sysroot_libs}")
+string(APPEND CMAKE_SHARED_LINKER_FLAGS_INIT " -Wl,-rpath-link,${cgp_sysroot_libs}")
+# ctest runs the tests through qemu-user with the toolchain's loader and libc and the
+# sysroot's libraries.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm -L /usr/${cgp_triple} -E "LD_LIBRARY_PATH=${cgp_sysroot_libs}")

@@ -70,8 +70,8 @@ Status require_open_interval(std::string_view parameter, double value, double lo
   return {};
 }
 
-Status require_count_in(std::string_view parameter, std::size_t value, std::size_t lo,
-                        std::size_t hi) {
+Status require_count_in(std::string_view parameter, std::uint64_t value, std::uint64_t lo,
+                        std::uint64_t hi) {
   if (value < lo || value > hi) {
     std::string message(parameter);
     message += " must be a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) +

@@ -234,8 +234,10 @@ TEST_CASE("ledger helper for another process", "[.][ledger-helper]") {
   std::_Exit(code);
 }
 
+// [exec]: it runs a second program; qemu-user without binfmt_misc cannot exec a foreign binary,
+// so cross builds leave it out (tests/CMakeLists.txt).
 TEST_CASE("item 2: another process cannot open a held ledger, even after the app read the file",
-          "[client][hardening][ledger]") {
+          "[client][hardening][ledger][exec]") {
   // Closing any descriptor of a file drops the process's POSIX locks on it, SQLite's included.
   // An app that hashes or backs up its ledger does exactly that. The second process here is a
   // new program (exec), so it inherits nothing from this one.

@@ -140,16 +140,33 @@ TEST_CASE("2-D releases have the right mean and covariance", "[client][sampler][
   CHECK(std::fabs(cross / n / (sigma * sigma)) <= kZ / std::sqrt(n) * 1.05);
 }
 
+// Whether s·2ρu² ≥ 1 (K = 1), exactly: ρ = mantissa·2^e and u = 2^grid_exponent, in arbitrary
+// precision (long double is only a double on armhf, too coarse to tell S from S − 1).
+namespace {
+bool covers_exactly(double rho, int grid_exponent, std::uint64_t s) {
+  using boost::multiprecision::cpp_int;
+  int e;
+  const double m = std::frexp(rho, &e);
+  const auto mantissa = static_cast<std::int64_t>(std::ldexp(m, 53));
+  const int power = e - 53 + 1 + 2 * grid_exponent;  // 2ρu² = mantissa·2^power
+  cpp_int value = cpp_int(s) * mantissa;
+  cpp_int one = 1;
+  if (power >= 0)
+    value <<= power;
+  else
+    one <<= -power;
+  return value >= one;  // s·2ρu² ≥ 1, scaled by 2^-power when power < 0
+}
+}  // namespace
+
 TEST_CASE("noise plan: exact variance cover, charge, limits", "[client][privatizer]") {
   for (double rho : {1e-12, 3.7e-7, 1e-4, 0.5, 1.0, 2.0, 1e6}) {
     auto plan = *plan_noise(1.0, rho, rho);  // a release of the whole capacity
     INFO("rho = " << rho);
     // σ²_grid·u² ≥ 1/(2ρ) and σ²_grid − 1 would not be.
-    // (long double: the difference between S and S − 1 is 2^-48 relative.)
-    long double u = plan.grid();
-    long double needed = 1.0L / (2.0L * rho * u * u);
-    CHECK(static_cast<long double>(plan.sigma2_grid) >= needed * (1 - 1e-18L));
-    CHECK(static_cast<long double>(plan.sigma2_grid - 1) < needed);
+    CHECK(covers_exactly(rho, plan.grid_exponent, plan.sigma2_grid));
+    CHECK_FALSE(covers_exactly(rho, plan.grid_exponent, plan.sigma2_grid - 1));
+    const double u = plan.grid();
     CHECK(plan.sigma() / u >= std::ldexp(1.0, 24));
     CHECK(plan.sigma() / u < std::ldexp(1.0, 25) * (1 + 1e-12));
     CHECK(plan.charged_rho >= rho * (1 + 1.0 / 1024) * (1 + 1.0 / 1024));
@@ -168,28 +185,14 @@ TEST_CASE("noise plan: S is the least integer covering K^2/(2 rho u^2), exactly,
   CGP_SEEDED(105);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> log_capacity(-100, 100), log_ratio(-18, 0);
-  using boost::multiprecision::cpp_int;
   for (int i = 0; i < 3000; ++i) {
     const double capacity = std::exp2(log_capacity(rng));
     const double rho = std::max(min_rho(capacity), capacity * std::exp2(log_ratio(rng)));
     auto plan = plan_noise(1.0, rho, capacity);
     REQUIRE(plan.has_value());
-    int e;
-    const double m = std::frexp(rho, &e);
-    const auto mantissa = static_cast<std::int64_t>(std::ldexp(m, 53));
-    const int power = e - 53 + 1 + 2 * plan->grid_exponent;  // 2ρu² = mantissa·2^power
-    auto times_2rho_u2 = [&](std::uint64_t s) {
-      cpp_int value = cpp_int(s) * mantissa;
-      cpp_int one = 1;
-      if (power >= 0)
-        value <<= power;
-      else
-        one <<= -power;
-      return value >= one;  // s·2ρu² ≥ 1, scaled by 2^-power when power < 0
-    };
     INFO("capacity = " << capacity << " rho = " << rho);
-    CHECK(times_2rho_u2(plan->sigma2_grid));
-    CHECK_FALSE(times_2rho_u2(plan->sigma2_grid - 1));
+    CHECK(covers_exactly(rho, plan->grid_exponent, plan->sigma2_grid));
+    CHECK_FALSE(covers_exactly(rho, plan->grid_exponent, plan->sigma2_grid - 1));
     CHECK(plan->sigma2_grid <= DiscreteGaussian::kMaxSigma2);
   }
 }
@@ -219,10 +222,8 @@ TEST_CASE("noise plan: the grid follows the capacity, so rounding slack cannot a
       CHECK(plan->grid() <= sigma_cap * std::ldexp(1.0, -21));
       CHECK(plan->grid() <= plan->sigma() * std::ldexp(1.0, -24));
       CHECK(plan->sigma2_grid <= DiscreteGaussian::kMaxSigma2);
-      long double u = plan->grid();
-      CHECK(static_cast<long double>(plan->sigma2_grid) >=
-            1.0L / (2.0L * rho * u * u) * (1 - 1e-18L));
-      CHECK(static_cast<long double>(plan->sigma2_grid - 1) < 1.0L / (2.0L * rho * u * u));
+      CHECK(covers_exactly(rho, plan->grid_exponent, plan->sigma2_grid));
+      CHECK_FALSE(covers_exactly(rho, plan->grid_exponent, plan->sigma2_grid - 1));
     }
     // Below capacity·2^-18: refused by name before any filter sees it (this bounds the number
     // of releases by 2^18 per capacity).

@@ -365,7 +365,8 @@ TEST_CASE("watch: exact output probabilities stay within e^(eps t) for every sto
           b[k] = a[k] + shift_of(rng);
           delta = std::max<std::int64_t>(delta, std::llabs(b[k] - a[k]));
         }
-        const long double bound = 2.0L * static_cast<long double>(delta) / s;
+        const long double bound =
+            2.0L * static_cast<long double>(delta) / static_cast<long double>(s);
         const long double worst =
             worst_log_ratio(exact_outputs(s, 2 * s, 0, a), exact_outputs(s, 2 * s, 0, b));
         INFO("S " << s << " horizon " << horizon << " delta " << delta);
@@ -416,8 +417,8 @@ TEST_CASE(
                                          static_cast<long double>(y[1]) - x[1]);
         const std::int64_t gx = watch_score_grid(spec, plan->grid_exponent, x, scratch);
         const std::int64_t gy = watch_score_grid(spec, plan->grid_exponent, y, scratch);
-        const long double loss =
-            2.0L * static_cast<long double>(std::llabs(gx - gy)) / plan->threshold_scale;
+        const long double loss = 2.0L * static_cast<long double>(std::llabs(gx - gy)) /
+                                 static_cast<long double>(plan->threshold_scale);
         INFO("epsilon " << epsilon << " t " << static_cast<double>(t) << " t_res " << t_res);
         REQUIRE(loss <= epsilon * (1 + 0x1p-10L) * std::max<long double>(t, t_res));
       }

@@ -157,7 +157,7 @@ Expected<double> gaussian_epsilon_upper(double mu, double delta) {
 
 Expected<double> gaussian_rnm_profile_delta(std::uint64_t candidates, double sensitivity,
                                             double sigma, double epsilon, bool monotone) {
-  CGP_RETURN_IF_ERROR(require_count_in("candidates", candidates, 1, std::size_t{1} << 50));
+  CGP_RETURN_IF_ERROR(require_count_in("candidates", candidates, 1, std::uint64_t{1} << 50));
   CGP_RETURN_IF_ERROR(require_finite_positive("sensitivity", sensitivity));
   CGP_RETURN_IF_ERROR(require_finite_positive("sigma", sigma));
   CGP_RETURN_IF_ERROR(require_finite("epsilon", epsilon));
@@ -172,7 +172,7 @@ Expected<double> gaussian_rnm_profile_delta(std::uint64_t candidates, double sen
 
 Expected<double> gaussian_rnm_profile_epsilon(std::uint64_t candidates, double sensitivity,
                                               double sigma, double delta, bool monotone) {
-  CGP_RETURN_IF_ERROR(require_count_in("candidates", candidates, 1, std::size_t{1} << 50));
+  CGP_RETURN_IF_ERROR(require_count_in("candidates", candidates, 1, std::uint64_t{1} << 50));
   CGP_RETURN_IF_ERROR(require_finite_positive("sensitivity", sensitivity));
   CGP_RETURN_IF_ERROR(require_finite_positive("sigma", sigma));
   CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
@@ -218,7 +218,7 @@ Status validate(const RandomRuns& runs) {
                           "eta must lie in (-1, 1e6], got " + format_number(runs.eta));
       return require_open_interval("gamma", runs.gamma, 0.0, 1.0);
     case RandomRuns::Kind::binomial:
-      CGP_RETURN_IF_ERROR(require_count_in("n", runs.n, 1, std::size_t{1} << 50));
+      CGP_RETURN_IF_ERROR(require_count_in("n", runs.n, 1, std::uint64_t{1} << 50));
       return require_open_interval("p", runs.p, 0.0, 1.0);
     case RandomRuns::Kind::poisson:
       CGP_RETURN_IF_ERROR(require_finite_positive("mean", runs.mean));

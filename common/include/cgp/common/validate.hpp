@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,8 +21,8 @@ Status require_all_finite(std::string_view parameter, std::span<const double> va
 // Open interval (lo, hi), finite.
 Status require_open_interval(std::string_view parameter, double value, double lo, double hi);
 // Whole number in [lo, hi].
-Status require_count_in(std::string_view parameter, std::size_t value, std::size_t lo,
-                        std::size_t hi);
+Status require_count_in(std::string_view parameter, std::uint64_t value, std::uint64_t lo,
+                        std::uint64_t hi);
 // values.size() == expected.
 Status require_dimension(std::string_view parameter, std::span<const double> values,
                          std::size_t expected);

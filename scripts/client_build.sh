@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The device SDK on its own (issue 17): builds the client-only configuration (CGP_CLIENT_ONLY:
+# common + client-sdk, protobuf, libsodium, SQLite, Boost headers) with warnings as errors, runs
+# its tests, and prints the stripped sizes of the static libraries and of a minimal C app.
+#   scripts/client_build.sh          this machine, in build-client/ (installs and consumes it too)
+#   scripts/client_build.sh arm64    cross-built for 64-bit ARM, tests under qemu-aarch64
+#   scripts/client_build.sh armhf    cross-built for 32-bit ARMv7 (no __int128), under qemu-arm
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+target=${1:-native}
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCGP_WERROR=ON -DCGP_CLIENT_ONLY=ON)
+strip=strip
+case "$target" in
+  native)
+    build="$root/build-client"
+    "$root/scripts/setup.sh" ;;
+  arm64|armhf)
+    triple=$([ "$target" = arm64 ] && echo aarch64-linux-gnu || echo arm-linux-gnueabihf)
+    build="$root/build-$target"
+    export CGP_SYSROOT
+    CGP_SYSROOT="$("$root/scripts/setup_cross.sh" "$target")"
+    flags+=(-DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/$triple.cmake")
+    strip=$triple-strip ;;
+  *) echo "usage: scripts/client_build.sh [arm64|armhf]" >&2; exit 2 ;;
+esac
+cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" >/dev/null
+echo "client_build: building $target in ${build#$root/}/ (log: ${build#$root/}/build.log)" >&2
+cmake --build "$build" > "$build/build.log" 2>&1 || {
+  tail -40 "$build/build.log" >&2
+  echo "client_build: the build failed; the whole log is in $build/build.log" >&2
+  exit 1
+}
+(cd "$build" && ctest --output-on-failure --parallel "$(nproc)" --timeout 900)
+
+stripped_size() {
+  local copy
+  copy=$(mktemp)
+  cp "$1" "$copy"
+  "$strip" --strip-unneeded "$copy"
+  stat -c %s "$copy"
+  rm -f "$copy"
+}
+kib() { echo "$(( ($1 + 512) / 1024 )) KiB"; }
+client=$(stripped_size "$build/client-sdk/libcgpkit_client.a")
+common=$(stripped_size "$build/common/libcgpkit_common.a")
+app=$(stripped_size "$build/examples/c/cgp-minimal-device")
+echo "client_build: $target sizes (stripped): libcgpkit_client.a $(kib "$client")," \
+     "libcgpkit_common.a $(kib "$common"), minimal C app (examples/c, cgpkit linked" \
+     "statically, protobuf/libsodium/SQLite shared) $(kib "$app")"
