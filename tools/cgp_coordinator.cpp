@@ -3,6 +3,7 @@
 //   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
+//                         [--frame local:LON,LAT | mercator:LON]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
@@ -167,7 +168,7 @@ struct Arguments {
   long deadline_ms = 5000;
   bool quiet = false;
   std::size_t queues = 8;
-  std::string metrics_listen, state_file;
+  std::string metrics_listen, state_file, frame;
   bool no_state = false;
   std::size_t keep_results = 10000;
   double keep_days = 30;
@@ -193,6 +194,9 @@ void serve_flags(CLI::App& sub, Arguments& a) {
       ->required();
   serve->add_option("--tls-cert", a.tls_cert, "PEM certificate chain (TLS)");
   serve->add_option("--tls-key", a.tls_key, "PEM private key (TLS)");
+  serve->add_option("--frame", a.frame,
+                    "how the locations' metres come from lon/lat (local:LON,LAT or "
+                    "mercator:LON): announced to devices, stamped on requests");
   serve->add_option("--budget", a.budget, "each device's total rho (its CGP filter; rho per m^2)")
       ->capture_default_str();
   serve->add_option("--dimension", a.dimension, "dimension of the queried component")
@@ -317,6 +321,11 @@ int run_serve(const Arguments& a) {
   cgp::transport::CoordinatorOptions options;
   options.gateway.address = a.listen;
   options.gateway.completion_queues = a.queues;
+  if (!a.frame.empty()) {
+    auto frame = cgp::geometry::LocationFrame::parse(a.frame);
+    if (!frame) return fail(2, "--frame: " + frame.error().message);
+    options.gateway.frame = *frame;
+  }
   if (a.tls_cert.empty() != a.tls_key.empty())
     return fail(2, "--tls-cert and --tls-key go together");
   if (!a.tls_cert.empty()) {

@@ -3,11 +3,14 @@
 //
 //   cgp-device --coordinator HOST:PORT --id ID [--credential FILE] [--tls-root FILE]
 //              --ledger PATH --budget RHO [--sticky-halt]
-//              [--location X,Y] [--component NAME=V1,V2,...]... [--components FILE]
+//              [--location X,Y | --lonlat LON,LAT] [--component NAME=V1,V2,...]...
+//              [--components FILE]
 //              [--reconnect] [--min-tick-seconds S] [--max-watches N]
 //
 // --reconnect: when the coordinator goes away (a restart, a network cut), dial again with
 // backoff from 100 ms to 5 s, until the process is stopped; a refused credential still exits.
+// --lonlat: the device's GPS position, projected on the device into 'location' with the frame
+// the coordinator announces in its Welcome (a coordinator without --frame is an error).
 // --components FILE: one component per line, "name,v1,v2,...". Exit 0 when the coordinator
 // ends the session, 1 on a refused credential or lost connection, 2 on bad arguments or
 // values, 3 on a missing, unreadable or invalid file.
@@ -55,7 +58,7 @@ int run(int argc, char** argv) {
   std::string coordinator, id, credential_file, tls_root_file, ledger, components_file;
   double budget = 0;
   bool sticky = false, reconnect = false;
-  std::vector<double> location;
+  std::vector<double> location, lonlat;
   std::vector<std::string> components;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
   app.add_option("--id", id, "this device's id")->required();
@@ -67,7 +70,12 @@ int run(int argc, char** argv) {
                  "total rho of the CGP filter (per m^2 for locations in metres)")
       ->required();
   app.add_flag("--sticky-halt", sticky, "halt for good after the first refusal (Alg. 1)");
-  app.add_option("--location", location, "X,Y in metres: component 'location'")->delimiter(',');
+  auto* metres =
+      app.add_option("--location", location, "X,Y in metres: component 'location'")->delimiter(',');
+  app.add_option("--lonlat", lonlat,
+                 "LON,LAT in degrees: 'location', projected in the coordinator's frame")
+      ->delimiter(',')
+      ->excludes(metres);
   app.add_option("--component", components, "NAME=V1,V2,... (repeatable)");
   app.add_option("--components", components_file, "file: one 'name,v1,v2,...' per line");
   app.add_flag("--reconnect", reconnect, "dial again whenever the coordinator goes away");
@@ -108,7 +116,16 @@ int run(int argc, char** argv) {
       values.emplace_back(line.substr(0, comma), v);
     }
   }
-  cgp::transport::DeviceConnection connection{coordinator, id, "", "", {}, {}, watch_limits};
+  cgp::transport::DeviceConnection connection;
+  connection.coordinator_address = coordinator;
+  connection.device_id = id;
+  connection.watch_limits = watch_limits;
+  if (!lonlat.empty()) {
+    if (lonlat.size() != 2) return fail(2, "--lonlat must be LON,LAT");
+    if (!(lonlat[0] >= -180 && lonlat[0] <= 180) || !(lonlat[1] > -90 && lonlat[1] < 90))
+      return fail(2, "--lonlat must be LON in [-180, 180] and LAT in (-90, 90) degrees");
+    connection.lonlat = std::array<double, 2>{lonlat[0], lonlat[1]};
+  }
   if (auto unreadable = cgp::tools::read_client_files(
           credential_file, tls_root_file, connection.credential, connection.tls_root_certificate))
     return fail(3, unreadable->message);

@@ -106,6 +106,35 @@ int cgp_device_set_component(cgp_device* device, const char* component_id, const
   });
 }
 
+int cgp_device_set_location_frame(cgp_device* device, int projection, double origin_lon,
+                                  double origin_lat) {
+  return guarded(device, [&]() -> int {
+    if (!device) return CGP_INVALID_ARGUMENT;
+    cgp::geometry::ProjectionKind kind;
+    if (projection == CGP_PROJECTION_LOCAL_EQUIDISTANT)
+      kind = cgp::geometry::ProjectionKind::local_equidistant;
+    else if (projection == CGP_PROJECTION_SPHERICAL_MERCATOR)
+      kind = cgp::geometry::ProjectionKind::spherical_mercator;
+    else
+      return fail(device, CGP_INVALID_ARGUMENT, "projection must be a cgp_projection");
+    auto frame = cgp::geometry::LocationFrame::create(kind, origin_lon, origin_lat);
+    if (!frame) return fail(device, frame.error());
+    if (auto s = device->device.set_location_frame(*frame); !s) return fail(device, s.error());
+    return CGP_OK;
+  });
+}
+
+int cgp_device_set_location_lonlat(cgp_device* device, const char* component_id, double lon,
+                                   double lat) {
+  return guarded(device, [&]() -> int {
+    if (!device) return CGP_INVALID_ARGUMENT;
+    if (!component_id) return fail(device, CGP_INVALID_ARGUMENT, "component_id must not be NULL");
+    if (auto s = device->device.set_location_lonlat(component_id, lon, lat); !s)
+      return fail(device, s.error());
+    return CGP_OK;
+  });
+}
+
 int cgp_device_handle(cgp_device* device, const uint8_t* request, size_t request_len,
                       uint8_t* reply, size_t reply_capacity, size_t* reply_len) {
   return guarded(device, [&]() -> int {

@@ -81,6 +81,17 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
                                 "component_id '" + request.component_id() + "' has no value yet")));
   }
 
+  // A location projected from lon/lat in one frame cannot be read in another's metres.
+  const auto& projected_in = component->second.frame;
+  if (request.frame() && projected_in && *request.frame() != *projected_in) {
+    return finish(rejected(
+        id, make_error(ErrorCode::invalid_argument, "frame",
+                       "the request is in frame " + request.frame()->to_string() +
+                           ", but component_id '" + request.component_id() +
+                           "' was projected from lon/lat in frame " + projected_in->to_string() +
+                           ": set its lon/lat again after the coordinator's Welcome")));
+  }
+
   // An invalid request never reaches the filter (it must not trip a sticky HALT).
   const StatisticSpec spec = StatisticSpec::of(request);
   if (auto s = check_statistic_input(spec, component->second.value); !s)
@@ -224,6 +235,7 @@ Status Device::set_component(std::string_view id, std::span<const double> values
   CGP_RETURN_IF_ERROR(require_dimension("values", values, it->second.dimension));
   CGP_RETURN_IF_ERROR(require_all_finite("values", values));
   it->second.value.assign(values.begin(), values.end());
+  it->second.frame.reset();  // metres as given: no frame claimed
   return {};
 }
 

@@ -6,12 +6,14 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "cgp/client/device.hpp"
 #include "cgp/client/privatizer.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 
 namespace cgp::client {
 
@@ -19,6 +21,8 @@ struct Component {
   std::size_t dimension = 0;
   std::string unit;
   std::vector<double> value;  // empty until set
+  // Set when the value came from lon/lat (set_location_lonlat): the frame it was projected in.
+  std::optional<geometry::LocationFrame> frame;
 };
 
 inline RequestDigest digest_of(const std::string& canonical) {
@@ -42,6 +46,9 @@ struct Device::State {
   std::uint64_t pacing_overruns = 0;
   double expost_spent = 0;            // the ex-post budget's realised ε (gaussian_expost watches)
   std::vector<double> watch_scratch;  // a tick's clamped component
+  // The coordinator's location frame (set_location_frame) and its projection, made once.
+  std::optional<geometry::LocationFrame> frame;
+  std::optional<geometry::LonLatProjection> projector;
 
   State(const DeviceConfig& c, std::unique_ptr<Ledger> l, std::unique_ptr<RandomSource> r)
       : config(c), ledger(std::move(l)), random(std::move(r)), filter(c) {}

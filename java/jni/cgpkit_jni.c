@@ -85,6 +85,26 @@ JNIEXPORT void JNICALL Java_org_cgpkit_Device_nativeSetComponent(JNIEnv* env, jc
   if (status != CGP_OK) throw_device_status(env, device_of(handle), status);
 }
 
+JNIEXPORT void JNICALL Java_org_cgpkit_Device_nativeSetLocationFrame(JNIEnv* env, jclass cls,
+                                                                     jlong handle, jint projection,
+                                                                     jdouble lon, jdouble lat) {
+  (void)cls;
+  int status = cgp_device_set_location_frame(device_of(handle), projection, lon, lat);
+  if (status != CGP_OK) throw_device_status(env, device_of(handle), status);
+}
+
+JNIEXPORT void JNICALL Java_org_cgpkit_Device_nativeSetLocationLonLat(JNIEnv* env, jclass cls,
+                                                                      jlong handle, jbyteArray id,
+                                                                      jdouble lon, jdouble lat) {
+  (void)cls;
+  int failed;
+  char* component = c_string(env, id, &failed);
+  if (failed) return;
+  int status = cgp_device_set_location_lonlat(device_of(handle), component, lon, lat);
+  free(component);
+  if (status != CGP_OK) throw_device_status(env, device_of(handle), status);
+}
+
 JNIEXPORT jbyteArray JNICALL Java_org_cgpkit_Device_nativeHandle(JNIEnv* env, jclass cls,
                                                                  jlong handle, jbyteArray request) {
   (void)cls;

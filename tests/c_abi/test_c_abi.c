@@ -377,6 +377,16 @@ int main(void) {
   CHECK(cgp_device_handle(simple, small.bytes, small.len, reply, sizeof reply, &reply_len) ==
         CGP_OK);
   CHECK(read_reply(reply, reply_len).status == REFUSED_BUDGET);
+  /* GPS lon/lat projected on the device in the coordinator's frame. */
+  CHECK(cgp_device_set_location_lonlat(simple, "gps", -73.96, 40.76) == CGP_INVALID_ARGUMENT);
+  CHECK(strstr(cgp_device_last_error(simple), "frame") != NULL);
+  CHECK(cgp_device_set_location_frame(simple, 7, 0, 0) == CGP_INVALID_ARGUMENT);
+  CHECK(cgp_device_set_location_frame(simple, CGP_PROJECTION_LOCAL_EQUIDISTANT, -73.97, 95) ==
+        CGP_OUT_OF_RANGE);
+  CHECK(cgp_device_set_location_frame(simple, CGP_PROJECTION_LOCAL_EQUIDISTANT, -73.97, 40.75) ==
+        CGP_OK);
+  CHECK(cgp_device_set_location_lonlat(simple, "gps", -73.96, NAN) == CGP_NOT_FINITE);
+  CHECK(cgp_device_set_location_lonlat(simple, "gps", -73.96, 40.76) == CGP_OK);
   cgp_device_close(simple);
   cgp_device_close(NULL);
 

@@ -123,11 +123,35 @@ class WatchTicker {
   std::jthread thread_;  // last: stopped and joined before the members it uses go
 };
 
+// The coordinator's frame, from its Welcome: kept by the device, and the device's lon/lat (if
+// it has one) projected with it into "location". A device with lon/lat only cannot serve a
+// coordinator that announces no frame (it has no metres to answer with).
+Status apply_frame(const v1::Welcome& welcome, const DeviceConnection& connection,
+                   client::Device& device, std::mutex& device_mutex) {
+  CGP_ASSIGN_OR_RETURN(auto frame, wire::frame_from_wire(welcome.frame()));
+  if (!frame) {
+    if (!connection.lonlat) return {};
+    return make_error(ErrorCode::invalid_argument, "frame",
+                      "frame: the coordinator announces no location frame, so lon/lat cannot be "
+                      "projected; give the location in its metres instead");
+  }
+  std::lock_guard lock(device_mutex);
+  CGP_RETURN_IF_ERROR(device.set_location_frame(*frame));
+  if (connection.lonlat) {
+    const auto [lon, lat] = *connection.lonlat;
+    CGP_RETURN_IF_ERROR(device.set_location_lonlat("location", lon, lat));
+  }
+  return {};
+}
+
 }  // namespace
 
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device) {
-  return serve_device(DeviceConnection{coordinator_address, device_id, "", "", {}, {}}, device);
+  DeviceConnection connection;
+  connection.coordinator_address = coordinator_address;
+  connection.device_id = device_id;
+  return serve_device(connection, device);
 }
 
 Status serve_device(const DeviceConnection& connection, client::Device& device) {
@@ -194,6 +218,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     std::lock_guard lock(write_mutex);
     return stream->Write(out);
   };
+  Status frame_error;  // a Welcome whose frame this device cannot take
   std::optional<WatchTicker> ticker;
   ticker.emplace(device, device_mutex, connection.watch_limits, send);
   v1::CoordinatorToDevice message;
@@ -205,6 +230,10 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     if (!message.has_request()) {
       if (message.has_goodbye()) break;
       if (message.has_welcome()) {
+        if (auto s = apply_frame(message.welcome(), connection, device, device_mutex); !s) {
+          frame_error = s;
+          break;
+        }
         std::lock_guard lock(watch_mutex);
         welcomed = true;
         watch_changed.notify_all();
@@ -228,6 +257,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   const grpc::Status status = stream->Finish();
   watchdog.request_stop();
   watchdog.join();
+  if (!frame_error) return frame_error;
   if (gave_up)
     return make_error(ErrorCode::deadline_exceeded, "coordinator",
                       "coordinator: no Welcome from " + coordinator_address + " within 10 s");

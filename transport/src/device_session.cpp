@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "gateway_impl.hpp"
@@ -73,6 +74,7 @@ void Session::on_read(bool ok) {
     sdk_version_ = incoming_.hello().sdk_version();
     v1::CoordinatorToDevice welcome;
     welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
+    if (core_.frame) *welcome.mutable_welcome()->mutable_frame() = wire::frame_to_wire(core_.frame);
     push(std::move(welcome));
     // Events of this stream come on this thread only, so release_if_idle cannot run between
     // the attach and attached_.

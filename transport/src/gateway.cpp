@@ -19,7 +19,8 @@ namespace cgp::transport {
 namespace detail {
 
 GatewayCore::GatewayCore(const GatewayOptions& options)
-    : hellos({options.hello_timeout, options.limits.max_pending_streams,
+    : frame(options.frame),
+      hellos({options.hello_timeout, options.limits.max_pending_streams,
               options.limits.max_pending_streams_per_address},
              [this](const std::shared_ptr<Session>& session) {
                counters.update([](GatewayCounters& c) { ++c.refused_connections; });
@@ -367,6 +368,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       continue;
     }
     *pushes[k].mutable_request() = wire::request_to_wire(*built);
+    if (core.frame) *pushes[k].mutable_request()->mutable_frame() = wire::frame_to_wire(core.frame);
   }
   std::uint64_t sent = 0;
   const bool opened = core.rounds.open(key, round);

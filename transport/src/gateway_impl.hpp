@@ -52,6 +52,7 @@ class GatewayCore {
     if (log_sink_) log_sink_(line);
   }
 
+  const std::optional<geometry::LocationFrame> frame;  // GatewayOptions::frame
   SessionRegistry sessions;
   RoundTable rounds;
   HelloWatchdog hellos;

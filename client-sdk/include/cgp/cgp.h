@@ -120,6 +120,29 @@ CGP_API CGP_NODISCARD int cgp_device_open_cgp(const char* ledger_path, double bu
 CGP_API CGP_NODISCARD int cgp_device_set_component(cgp_device* device, const char* component_id,
                                                    const double* values, size_t dim);
 
+/* ---- Location frame: GPS lon/lat projected on the device (docs/protocol.md) ---------------- */
+
+enum cgp_projection {
+  CGP_PROJECTION_LOCAL_EQUIDISTANT = 1, /* azimuthal equidistant (WGS 84) around the origin */
+  CGP_PROJECTION_SPHERICAL_MERCATOR = 2 /* R = 6378137 m; origin_lat must be 0 */
+};
+
+/* Keeps the coordinator's location frame, as its Welcome announces it (Welcome.frame:
+ * projection, origin_lon, origin_lat in degrees). Errors: CGP_INVALID_ARGUMENT for an unknown
+ * projection, CGP_OUT_OF_RANGE / CGP_NOT_FINITE for the origin (named in the message). */
+CGP_API CGP_NODISCARD int cgp_device_set_location_frame(cgp_device* device, int projection,
+                                                        double origin_lon, double origin_lat);
+
+/* Sets a 2-D component (registered on first use, unit metres) to the device's GPS position
+ * projected in the frame of cgp_device_set_location_frame: the phone never needs the
+ * coordinator's metres. A request stamped with another frame is then rejected (its error names
+ * "frame"), charged nothing, until lon/lat is set again in the new frame. Errors:
+ * CGP_INVALID_ARGUMENT "frame" before a frame is set; CGP_OUT_OF_RANGE / CGP_NOT_FINITE for
+ * lon or lat; CGP_DIMENSION_MISMATCH if the component exists with another dimension. */
+CGP_API CGP_NODISCARD int cgp_device_set_location_lonlat(cgp_device* device,
+                                                         const char* component_id, double lon,
+                                                         double lat);
+
 /* Answers one request. reply receives a serialized cgp.v1.DeviceReply of *reply_len bytes; its
  * status field says answered, refused_budget or rejected_invalid. Never writes more than
  * reply_capacity bytes: if the reply would not fit, returns CGP_BUFFER_TOO_SMALL with the

@@ -158,7 +158,39 @@ v1::Region region_to_wire(const geometry::Region& region) {
   return out;
 }
 
-Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request) {
+Expected<std::optional<geometry::LocationFrame>> frame_from_wire(const v1::LocationFrame& frame) {
+  geometry::ProjectionKind projection;
+  switch (frame.projection()) {
+    case v1::PROJECTION_UNSPECIFIED:
+      return std::optional<geometry::LocationFrame>();
+    case v1::PROJECTION_LOCAL_EQUIDISTANT:
+      projection = geometry::ProjectionKind::local_equidistant;
+      break;
+    case v1::PROJECTION_SPHERICAL_MERCATOR:
+      projection = geometry::ProjectionKind::spherical_mercator;
+      break;
+    default:
+      return make_error(ErrorCode::invalid_argument, "frame.projection",
+                        "frame.projection " + std::to_string(frame.projection()) + " is unknown");
+  }
+  CGP_ASSIGN_OR_RETURN(auto valid, geometry::LocationFrame::create(projection, frame.origin_lon(),
+                                                                   frame.origin_lat()));
+  return std::optional<geometry::LocationFrame>(std::move(valid));
+}
+
+v1::LocationFrame frame_to_wire(const std::optional<geometry::LocationFrame>& frame) {
+  v1::LocationFrame out;
+  if (!frame) return out;
+  out.set_projection(frame->projection() == geometry::ProjectionKind::local_equidistant
+                         ? v1::PROJECTION_LOCAL_EQUIDISTANT
+                         : v1::PROJECTION_SPHERICAL_MERCATOR);
+  out.set_origin_lon(frame->origin_lon());
+  out.set_origin_lat(frame->origin_lat());
+  return out;
+}
+
+namespace {
+Expected<DeviceRequest> statistic_from_wire(const v1::DeviceRequest& request) {
   if (!request.has_id())
     return make_error(ErrorCode::missing_field, "id", "id (query_id and round) is missing");
   RequestId id{request.id().query_id(), request.id().round()};
@@ -186,6 +218,14 @@ Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request) {
                     "statistic must be one of location, distance_to_point, "
                     "signed_distance_to_region; none was set");
 }
+}  // namespace
+
+Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request) {
+  CGP_ASSIGN_OR_RETURN(auto out, statistic_from_wire(request));
+  CGP_ASSIGN_OR_RETURN(auto frame, frame_from_wire(request.frame()));
+  out.set_frame(std::move(frame));
+  return out;
+}
 
 v1::DeviceRequest request_to_wire(const DeviceRequest& request) {
   v1::DeviceRequest out;
@@ -193,6 +233,7 @@ v1::DeviceRequest request_to_wire(const DeviceRequest& request) {
   out.mutable_id()->set_round(request.id().round);
   out.set_component_id(request.component_id());
   out.set_rho(request.rho());
+  if (request.frame()) *out.mutable_frame() = frame_to_wire(request.frame());
   switch (request.statistic()) {
     case StatisticKind::location:
       out.mutable_location();

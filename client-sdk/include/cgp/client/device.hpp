@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "cgp/client/random.hpp"
 #include "cgp/common/device_config.hpp"
 #include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/request.hpp"
 #include "cgp/common/watch.hpp"
 
@@ -73,6 +75,17 @@ class Device {
   // or unit is an error.
   Status register_component(std::string_view id, std::size_t dimension, std::string_view unit = "");
   Status set_component(std::string_view id, std::span<const double> values);
+
+  // Location frames (docs/protocol.md): the coordinator announces how its metres come from
+  // GPS lon/lat (Welcome.frame); set_location_frame keeps it, and set_location_lonlat projects
+  // a lon/lat on the device with it into a 2-D component in metres (registered with unit "m"
+  // on first use). A request stamped with another frame than the one a component was projected
+  // in is rejected (invalid_argument naming "frame"), charged nothing; set_component (metres as
+  // given) claims no frame. Errors: the frame's; set_location_lonlat without a frame is
+  // invalid_argument "frame"; lon/lat out of range name "lon"/"lat".
+  Status set_location_frame(const geometry::LocationFrame& frame);
+  const std::optional<geometry::LocationFrame>& location_frame() const noexcept;
+  Status set_location_lonlat(std::string_view id, double lon, double lat);
 
   // The wire path: parses a serialized cgp.v1.DeviceRequest and returns the serialized
   // cgp.v1.DeviceReply. A replayed request gets the identical bytes. Never throws: an

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/geometry/region.hpp"
 
 namespace cgp {
@@ -47,6 +48,9 @@ class DeviceRequest {
   const std::vector<double>& point() const noexcept { return point_; }
   // signed_distance_to_region only.
   const std::optional<geometry::Region>& region() const noexcept { return region_; }
+  // The coordinator's location frame, stamped on the request (none: no frame announced).
+  const std::optional<geometry::LocationFrame>& frame() const noexcept { return frame_; }
+  void set_frame(std::optional<geometry::LocationFrame> frame) { frame_ = std::move(frame); }
 
   // The dimension the component must have for this request, or 0 for "any" (location).
   std::size_t required_dimension() const noexcept;
@@ -59,6 +63,7 @@ class DeviceRequest {
   double rho_ = 0;
   std::vector<double> point_;
   std::optional<geometry::Region> region_;
+  std::optional<geometry::LocationFrame> frame_;
 };
 
 // A device's answer to one request, in the domain (cgp.v1.DeviceReply on the wire): the type

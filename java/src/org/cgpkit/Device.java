@@ -43,6 +43,29 @@ public final class Device implements AutoCloseable {
     nativeSetComponent(live(), utf8(id), values);
   }
 
+  /** Projections of a location frame (cgp.v1.Projection numbers). */
+  public static final int PROJECTION_LOCAL_EQUIDISTANT = 1;
+  public static final int PROJECTION_SPHERICAL_MERCATOR = 2;
+
+  /**
+   * Keeps the coordinator's location frame, as its Welcome announces it (Welcome.frame), so
+   * that {@link #setLocationLonLat} can project GPS positions on the device.
+   */
+  public synchronized void setLocationFrame(int projection, double originLon, double originLat)
+      throws CgpException {
+    nativeSetLocationFrame(live(), projection, originLon, originLat);
+  }
+
+  /**
+   * Sets a 2-D component to the GPS position (degrees) projected in the frame of
+   * {@link #setLocationFrame}; a request stamped with another frame is then rejected by name.
+   */
+  public synchronized void setLocationLonLat(String id, double lon, double lat)
+      throws CgpException {
+    if (id == null) throw new NullPointerException("id");
+    nativeSetLocationLonLat(live(), utf8(id), lon, lat);
+  }
+
   /** Answers one serialized cgp.v1.DeviceRequest with a serialized cgp.v1.DeviceReply. */
   public synchronized byte[] handle(byte[] request) throws CgpException {
     if (request == null) throw new NullPointerException("request");
@@ -85,6 +108,12 @@ public final class Device implements AutoCloseable {
 
   private static native void nativeSetComponent(long handle, byte[] id, double[] values)
       throws CgpException;
+
+  private static native void nativeSetLocationFrame(long handle, int projection, double lon,
+      double lat) throws CgpException;
+
+  private static native void nativeSetLocationLonLat(long handle, byte[] id, double lon,
+      double lat) throws CgpException;
 
   private static native byte[] nativeHandle(long handle, byte[] request) throws CgpException;
 

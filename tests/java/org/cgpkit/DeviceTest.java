@@ -4,7 +4,9 @@ import cgp.v1.Cgp.DeviceReply;
 import cgp.v1.Cgp.DeviceRequest;
 import cgp.v1.Cgp.DistanceToPoint;
 import cgp.v1.Cgp.ErrorCode;
+import cgp.v1.Cgp.LocationFrame;
 import cgp.v1.Cgp.LocationStatistic;
+import cgp.v1.Cgp.Projection;
 import cgp.v1.Cgp.ReplyStatus;
 import cgp.v1.Cgp.RequestId;
 import java.io.File;
@@ -115,6 +117,41 @@ public final class DeviceTest {
       double spentByThreads = before - device.remaining();
       check(spentByThreads > 20 * 0.01 && spentByThreads < 20 * 0.0101,
           "20 releases of 0.01 from 4 threads: " + spentByThreads);
+    }
+
+    // GPS lon/lat projected on the device in the coordinator's frame; another frame refused.
+    try (Device phone = Device.openCgp(null, 1e7, false)) {
+      CgpException early = thrown(() -> phone.setLocationLonLat("location", -73.96, 40.76));
+      check(early != null && early.getMessage().contains("frame"), "no frame yet");
+      phone.setLocationFrame(Device.PROJECTION_LOCAL_EQUIDISTANT, -73.97, 40.75);
+      phone.setLocationLonLat("location", -73.97, 40.75);  // the origin: (0, 0) metres
+      byte[] framed = DeviceRequest.newBuilder()
+          .setId(RequestId.newBuilder().setQueryId("f").setRound(1))
+          .setComponentId("location")
+          .setLocation(LocationStatistic.getDefaultInstance())
+          .setRho(1e6)
+          .setFrame(LocationFrame.newBuilder()
+                        .setProjection(Projection.PROJECTION_LOCAL_EQUIDISTANT)
+                        .setOriginLon(-73.97)
+                        .setOriginLat(40.75))
+          .build()
+          .toByteArray();
+      DeviceReply here = DeviceReply.parseFrom(phone.handle(framed));
+      check(here.getStatus() == ReplyStatus.ANSWERED && Math.abs(here.getValues(0)) < 0.05
+              && Math.abs(here.getValues(1)) < 0.05,
+          "projected at the origin");
+      byte[] elsewhere = DeviceRequest.parseFrom(framed).toBuilder()
+          .setId(RequestId.newBuilder().setQueryId("g").setRound(1))
+          .setFrame(LocationFrame.newBuilder()
+                        .setProjection(Projection.PROJECTION_LOCAL_EQUIDISTANT)
+                        .setOriginLon(-73.95)
+                        .setOriginLat(40.65))
+          .build()
+          .toByteArray();
+      DeviceReply refused = DeviceReply.parseFrom(phone.handle(elsewhere));
+      check(refused.getStatus() == ReplyStatus.REJECTED_INVALID
+              && refused.getErrorMessage().contains("frame"),
+          "another frame is refused by name");
     }
 
     File dir = Files.createTempDirectory("cgpkit-jni").toFile();

@@ -2,8 +2,10 @@
 // with client::Device::handle (the device's own filter, charge and noise), until the stream ends.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -31,6 +33,10 @@ struct DeviceConnection {
   // Serving ends (without error) when a stop is requested, e.g. by the std::jthread it runs on.
   std::stop_token stop{};
   WatchLimits watch_limits{};
+  // The device's GPS position (lon, lat) in degrees, if it has one: on every Welcome that
+  // announces a frame, projected on the device into component "location" (metres in the
+  // coordinator's frame). A Welcome with an invalid frame ends serving with an error naming it.
+  std::optional<std::array<double, 2>> lonlat{};
 };
 
 // Blocks until the coordinator closes the stream, the connection fails, or connection.stop is

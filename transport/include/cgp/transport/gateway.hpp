@@ -11,10 +11,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/coordinator/fleet.hpp"
 #include "cgp/transport/credentials.hpp"
 
@@ -73,6 +75,10 @@ struct GatewayOptions {
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
   std::size_t completion_queues = 8;
+  // The frame of the coordinator's locations (issue 17): announced in every Welcome and stamped
+  // on every request, so that devices project their GPS lon/lat with it and refuse a request
+  // in another frame. None: locations are metres as the devices give them.
+  std::optional<geometry::LocationFrame> frame;
   // A connection that has not said Hello by then is ended (counted as refused).
   std::chrono::milliseconds hello_timeout{10000};
   ConnectionLimits limits;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -30,6 +31,10 @@ std::string serialize(const google::protobuf::MessageLite& message);
 // Wire -> domain, validating every field (limits, finiteness, polygon simplicity, ...).
 Expected<geometry::Region> region_from_wire(const v1::Region& region);
 Expected<DeviceRequest> request_from_wire(const v1::DeviceRequest& request);
+// LocationFrame (Welcome, DeviceRequest): PROJECTION_UNSPECIFIED is "no frame"; errors name
+// "frame.projection", "frame.origin_lon", "frame.origin_lat".
+Expected<std::optional<geometry::LocationFrame>> frame_from_wire(const v1::LocationFrame& frame);
+v1::LocationFrame frame_to_wire(const std::optional<geometry::LocationFrame>& frame);
 Expected<DeviceConfig> config_from_wire(const v1::DeviceConfig& config);
 Expected<WatchSpec> watch_from_wire(const v1::WatchSpec& spec);
 // A reply as a device sent it: no validation here (the values are checked where they are
