@@ -82,6 +82,7 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
   out["refused"] = r.report.refused;
   out["rejected"] = r.report.rejected;
   out["unanswered"] = r.report.unanswered;
+  out["not_reached"] = r.report.not_reached;
   out["seconds"] = r.seconds;
   out["coverage"] = {{"users", r.coverage.users},
                      {"answered", r.coverage.answered},

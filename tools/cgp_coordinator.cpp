@@ -3,7 +3,7 @@
 //   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
-//                         [--frame local:LON,LAT | mercator:LON]
+//                         [--frame local:LON,LAT | mercator:LON] [--check-in]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
@@ -169,7 +169,7 @@ struct Arguments {
   bool quiet = false;
   std::size_t queues = 8;
   std::string metrics_listen, state_file, frame;
-  bool no_state = false;
+  bool no_state = false, check_in = false;
   std::size_t keep_results = 10000;
   double keep_days = 30;
   cgp::transport::ConnectionLimits limits;
@@ -205,6 +205,9 @@ void serve_flags(CLI::App& sub, Arguments& a) {
   serve->add_option("--deadline-ms", a.deadline_ms, "per-round deadline, milliseconds")
       ->check(CLI::Range(1L, 3600L * 1000))
       ->capture_default_str();
+  serve->add_flag("--check-in", a.check_in,
+                  "devices connect now and then: queue each round's requests for the devices "
+                  "not connected, deliver them when they check in; --deadline-ms is the window");
   serve->add_option("--horizon", a.horizon, "queries the adaptive allocation plans for")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
@@ -345,6 +348,7 @@ int run_serve(const Arguments& a) {
   options.dimension = a.dimension;
   options.horizon = a.horizon;
   options.round_deadline = std::chrono::milliseconds(a.deadline_ms);
+  options.check_in = a.check_in;
   options.metrics_address = a.metrics_listen;
   if (!a.no_state)
     options.state_path = a.state_file.empty() ? a.devices_file + ".state" : a.state_file;

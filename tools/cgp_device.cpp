@@ -5,8 +5,10 @@
 //              --ledger PATH --budget RHO [--sticky-halt]
 //              [--location X,Y | --lonlat LON,LAT] [--component NAME=V1,V2,...]...
 //              [--components FILE]
-//              [--reconnect] [--min-tick-seconds S] [--max-watches N]
+//              [--reconnect | --check-in IDLE_MS] [--min-tick-seconds S] [--max-watches N]
 //
+// --check-in IDLE_MS: a phone's background task: connect once, answer what the coordinator
+// queued for this device, leave after IDLE_MS without a request (exit 0); run it again later.
 // --reconnect: when the coordinator goes away (a restart, a network cut), dial again with
 // backoff from 100 ms to 5 s, until the process is stopped; a refused credential still exits.
 // --lonlat: the device's GPS position, projected on the device into 'location' with the frame
@@ -78,7 +80,13 @@ int run(int argc, char** argv) {
       ->excludes(metres);
   app.add_option("--component", components, "NAME=V1,V2,... (repeatable)");
   app.add_option("--components", components_file, "file: one 'name,v1,v2,...' per line");
-  app.add_flag("--reconnect", reconnect, "dial again whenever the coordinator goes away");
+  auto* redial =
+      app.add_flag("--reconnect", reconnect, "dial again whenever the coordinator goes away");
+  long check_in_ms = 0;
+  app.add_option("--check-in", check_in_ms,
+                 "check in once: answer what is queued, leave after this many ms of quiet")
+      ->check(CLI::Range(1L, 3600L * 1000))
+      ->excludes(redial);
   cgp::transport::WatchLimits watch_limits;
   app.add_option("--min-tick-seconds", watch_limits.min_tick_seconds,
                  "refuse watches that would tick more often than this")
@@ -120,6 +128,7 @@ int run(int argc, char** argv) {
   connection.coordinator_address = coordinator;
   connection.device_id = id;
   connection.watch_limits = watch_limits;
+  connection.check_in_idle = std::chrono::milliseconds(check_in_ms);
   if (!lonlat.empty()) {
     if (lonlat.size() != 2) return fail(2, "--lonlat must be LON,LAT");
     if (!(lonlat[0] >= -180 && lonlat[0] <= 180) || !(lonlat[1] > -90 && lonlat[1] < 90))

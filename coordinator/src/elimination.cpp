@@ -36,13 +36,14 @@ struct alignas(64) Worker {  // its own cache lines: workers write their lists p
   std::size_t asked_count = 0;
   // Refused by the mirror (not asked) and by the device: merged in that order, all of the round's
   // mirror refusals first, as a round asked in one call lists them.
-  std::vector<UserId> not_asked, refused, rejected, unanswered;
+  std::vector<UserId> not_asked, refused, rejected, unanswered, not_reached;
   // The caller's lists: PIE-NI's S₁, S₀ and G_j; PIE-k's answers and their interval ends.
   std::vector<UserId> s1, s0, next;
   std::vector<double> lower, upper;
   void clear_round() {
     asked_count = 0;
     not_asked.clear(), refused.clear(), rejected.clear(), unanswered.clear();
+    not_reached.clear();
     s1.clear(), s0.clear(), next.clear();
     lower.clear(), upper.clear();
   }
@@ -189,6 +190,7 @@ class Engine {
       append(report.refused, w.refused);
       append(report.rejected, w.rejected);
       append(report.unanswered, w.unanswered);
+      append(report.not_reached, w.not_reached);
     }
     report.rounds_used = j + 1;
   }
@@ -280,6 +282,10 @@ class Engine {
         case ReplyKind::no_answer:
           w.unanswered.push_back(u);
           result_.report.charged[u] += replies.charged[k];
+          break;
+        case ReplyKind::not_delivered:
+          w.unanswered.push_back(u);
+          w.not_reached.push_back(u);
           break;
       }
     }

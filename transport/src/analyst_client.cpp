@@ -65,6 +65,7 @@ RemoteResult result_from_wire(const v1::QueryResult& in) {
   out.report.refused.assign(in.refused().begin(), in.refused().end());
   out.report.rejected.assign(in.rejected().begin(), in.rejected().end());
   out.report.unanswered.assign(in.unanswered().begin(), in.unanswered().end());
+  out.report.not_reached.assign(in.not_reached().begin(), in.not_reached().end());
   out.seconds = in.seconds();
   if (in.has_certified()) {
     out.lower = in.lower();

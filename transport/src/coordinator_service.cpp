@@ -98,6 +98,7 @@ void fill_report(const Report& report, v1::QueryResult& out) {
   out.mutable_refused()->Assign(report.refused.begin(), report.refused.end());
   out.mutable_rejected()->Assign(report.rejected.begin(), report.rejected.end());
   out.mutable_unanswered()->Assign(report.unanswered.begin(), report.unanswered.end());
+  out.mutable_not_reached()->Assign(report.not_reached.begin(), report.not_reached.end());
 }
 
 }  // namespace
@@ -814,6 +815,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   impl->fleet =
       std::make_unique<NetworkFleet>(*impl->gateway, options.device_ids, options.dimension,
                                      config->rho_capacity(), options.round_deadline);
+  impl->fleet->set_check_in(options.check_in);
   impl->ready = true;
   return std::unique_ptr<CoordinatorService>(new CoordinatorService(std::move(impl)));
 }

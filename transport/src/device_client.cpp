@@ -187,6 +187,10 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   std::mutex watch_mutex;
   std::condition_variable_any watch_changed;
   bool welcomed = false, gave_up = false;
+  // Check-in mode: when the stream last carried a request or reply, and whether one is being
+  // answered now (the device never leaves in the middle of an answer).
+  auto last_activity = std::chrono::steady_clock::now();
+  bool answering = false;
   std::stop_callback wake_on_stop(connection.stop, [&] {
     std::lock_guard lock(watch_mutex);
     watch_changed.notify_all();
@@ -200,6 +204,25 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
       gave_up = true;
       context.TryCancel();
       return;
+    }
+    if (connection.check_in_idle.count() > 0) {
+      // Check-in: leave once quiet for check_in_idle (cancelling an idle stream loses nothing).
+      last_activity = std::chrono::steady_clock::now();
+      while (!stopped() && !done.stop_requested()) {
+        if (answering) {
+          watch_changed.wait(lock, done, [&] { return !answering || stopped(); });
+          continue;
+        }
+        const auto quiet_until = last_activity + connection.check_in_idle;
+        if (!watch_changed.wait_until(lock, done, quiet_until, [&] {
+              return stopped() || answering ||
+                     last_activity + connection.check_in_idle > quiet_until;
+            })) {
+          if (done.stop_requested()) return;
+          context.TryCancel();
+          return;
+        }
+      }
     }
     if (!stopped()) watch_changed.wait(lock, done, stopped);
     if (stopped()) context.TryCancel();
@@ -242,6 +265,13 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     }
     // The device sees exactly the bytes a coordinator sent: the same path as the C ABI.
     const std::string request = wire::serialize(message.request());
+    const auto activity = [&](bool now_answering) {
+      std::lock_guard lock(watch_mutex);
+      answering = now_answering;
+      last_activity = std::chrono::steady_clock::now();
+      watch_changed.notify_all();
+    };
+    activity(true);
     std::string reply;
     {
       std::lock_guard lock(device_mutex);
@@ -250,7 +280,9 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     }
     if (connection.reply_delay.count() > 0) std::this_thread::sleep_for(connection.reply_delay);
     v1::DeviceToCoordinator out;
-    if (!out.mutable_reply()->ParseFromString(reply) || !send(std::move(out))) break;
+    const bool sent = out.mutable_reply()->ParseFromString(reply) && send(std::move(out));
+    activity(false);
+    if (!sent) break;
   }
   ticker.reset();  // no alert is written once the stream is closing
   stream->WritesDone();

@@ -78,6 +78,17 @@ bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
     *start.mutable_start_watch() = std::move(spec);
     session->push(std::move(start));
   }
+  // Requests of rounds that were waiting for this device to check in (check-in fleets).
+  std::size_t delivered = 0;
+  for (auto& letter : mailbox.collect(session->id())) {
+    auto round = letter.round.lock();
+    if (round && round->deliver_queued(session->id(), session.get())) {
+      if (session->push(std::move(letter.message))) ++delivered;
+    }
+  }
+  if (delivered > 0)
+    log("event=check-in device=" + log_value(session->id()) +
+        " requests=" + std::to_string(delivered));
   return true;
 }
 
@@ -348,16 +359,29 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       },
       sessions);
   std::vector<v1::CoordinatorToDevice> pushes(asked);
+  std::vector<std::size_t> queued;  // check-in fleets: slots whose device is not connected
   for (std::size_t k = 0; k < asked; ++k) {
     if (request.users[k] >= device_ids_.size()) {
       replies.kind[k] = ReplyKind::rejected;
       continue;
     }
-    if (!sessions[k]) continue;  // not connected: no_answer
+    if (!sessions[k] && !check_in_) continue;  // not connected: no_answer
     auto built = coordinator::device_request_for(request, k);
     if (!built) {
       replies.kind[k] = ReplyKind::rejected;
       sessions[k].reset();
+      continue;
+    }
+    if (!sessions[k]) {
+      const std::string& id = device_ids_[request.users[k]];
+      if (!round->expect_queued(id, k)) {
+        replies.kind[k] = ReplyKind::rejected;  // listed twice: asked once
+        continue;
+      }
+      *pushes[k].mutable_request() = wire::request_to_wire(*built);
+      if (core.frame)
+        *pushes[k].mutable_request()->mutable_frame() = wire::frame_to_wire(core.frame);
+      queued.push_back(k);
       continue;
     }
     if (!round->expect(device_ids_[request.users[k]], k, sessions[k].get())) {
@@ -376,8 +400,13 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
     // The same round is already in flight (a duplicated query id): nothing is sent, and the
     // other query's round is left alone.
     for (auto& s : sessions) s.reset();
+    queued.clear();
     round->give_up_all();
   }
+  // Left for devices to collect when they check in (the round is open: a device that connects
+  // from now on finds its request; one that connected in the instant since the lookup above
+  // gets it at its next check-in within the window, else it is not_delivered, charged nothing).
+  for (std::size_t k : queued) core.mailbox.post(device_ids_[request.users[k]], round, pushes[k]);
   for (std::size_t k = 0; k < asked; ++k) {
     if (!sessions[k]) continue;
     if (sessions[k]->push(std::move(pushes[k]))) {
@@ -390,11 +419,14 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   // missing devices are reported as no_answer.
   round->wait_until(std::chrono::steady_clock::now() + round_deadline_);
   if (opened) core.rounds.close(key, *round);
+  if (!queued.empty()) core.mailbox.sweep();
 
-  std::uint64_t answered = 0, unanswered = 0;
+  std::uint64_t answered = 0, unanswered = 0, not_reached = 0;
   for (auto kind : replies.kind) {
-    answered += kind != ReplyKind::no_answer ? 1 : 0;
+    const bool silent = kind == ReplyKind::no_answer || kind == ReplyKind::not_delivered;
+    answered += silent ? 0 : 1;
     unanswered += kind == ReplyKind::no_answer ? 1 : 0;
+    not_reached += kind == ReplyKind::not_delivered ? 1 : 0;
   }
   core.counters.update([&](GatewayCounters& c) {
     ++c.rounds;
@@ -405,7 +437,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   core.log("event=round query=" + log_value(request.query_id) +
            " round=" + std::to_string(request.round) + " asked=" + std::to_string(asked) +
            " replies=" + std::to_string(answered) + " unanswered=" + std::to_string(unanswered) +
-           " ms=" +
+           (check_in_ ? " not_reached=" + std::to_string(not_reached) : std::string()) + " ms=" +
            std::to_string(
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began)
                    .count()));

@@ -18,6 +18,7 @@
 
 #include "cgp/transport/gateway.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "check_in_mailbox.hpp"
 #include "connection_admission.hpp"
 #include "device_session.hpp"
 #include "gateway_counters.hpp"
@@ -55,6 +56,7 @@ class GatewayCore {
   const std::optional<geometry::LocationFrame> frame;  // GatewayOptions::frame
   SessionRegistry sessions;
   RoundTable rounds;
+  CheckInMailbox mailbox;  // requests for check-in devices that are not connected
   HelloWatchdog hellos;
   CounterBoard counters;
   WatchBoard watches;

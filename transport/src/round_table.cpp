@@ -14,6 +14,24 @@ bool PendingRound::expect(const std::string& id, std::size_t k, const void* sess
   return true;
 }
 
+bool PendingRound::expect_queued(const std::string& id, std::size_t k) {
+  std::lock_guard lock(mutex_);
+  if (!slot_of_device_.emplace(id, Slot{k, nullptr, true}).second) return false;
+  ++awaited_;
+  return true;
+}
+
+bool PendingRound::deliver_queued(std::string_view id, const void* session) {
+  std::lock_guard lock(mutex_);
+  if (!open_) return false;
+  auto slot = slot_of_device_.find(id);
+  if (slot == slot_of_device_.end() || !slot->second.queued || settled_slot_[slot->second.k])
+    return false;
+  slot->second.queued = false;
+  slot->second.session = session;
+  return true;
+}
+
 void PendingRound::settle(std::size_t k) {
   if (settled_slot_[k]) return;
   settled_slot_[k] = true;
@@ -55,7 +73,16 @@ void PendingRound::wait_until(std::chrono::steady_clock::time_point deadline) {
 
 void PendingRound::close() {
   std::lock_guard lock(mutex_);
+  if (!open_) return;
   open_ = false;
+  for (const auto& [id, slot] : slot_of_device_)
+    if (slot.queued && !settled_slot_[slot.k])
+      replies_.kind[slot.k] = coordinator::ReplyKind::not_delivered;
+}
+
+bool PendingRound::is_open() {
+  std::lock_guard lock(mutex_);
+  return open_;
 }
 
 bool RoundTable::open(const Key& key, const std::shared_ptr<PendingRound>& round) {

@@ -27,6 +27,13 @@ class PendingRound {
   // Before the round opens: device `id`, asked on the stream `session`, answers into slot k.
   // False (nothing recorded) when the round already expects `id`: a device is asked once.
   bool expect(const std::string& id, std::size_t k, const void* session);
+  // The same for a device that is not connected (check-in fleets): its request waits in the
+  // gateway's mailbox until the device checks in (deliver_queued) or the round closes — then
+  // the slot is not_delivered (nothing left the coordinator, nothing charged).
+  bool expect_queued(const std::string& id, std::size_t k);
+  // Device `id` checked in on stream `session`: true when its queued request should be sent
+  // now (the round is open and still waits for it); the slot then waits on that stream.
+  bool deliver_queued(std::string_view id, const void* session);
   // Nothing will come for slot k (its request could not be sent).
   void give_up(std::size_t k);
   // Nothing will come at all (the round could not open): waiting returns at once.
@@ -38,8 +45,9 @@ class PendingRound {
   void device_gone(std::string_view device_id, const void* session);
   // Until every slot is settled or the deadline passes.
   void wait_until(std::chrono::steady_clock::time_point deadline);
-  // Late replies are no longer taken.
+  // Late replies are no longer taken; slots whose request never left are not_delivered.
   void close();
+  bool is_open();
 
  private:
   void settle(std::size_t k);  // under mutex_
@@ -51,6 +59,7 @@ class PendingRound {
   struct Slot {
     std::size_t k;
     const void* session;  // the stream the request went to (compared, never used)
+    bool queued = false;  // not sent yet: waiting for the device to check in
   };
   std::unordered_map<std::string_view, Slot> slot_of_device_;  // ids owned by the caller
   std::vector<bool> settled_slot_;

@@ -61,6 +61,7 @@ inline void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, double
       break;
     }
     case ReplyKind::rejected:
+    case ReplyKind::not_delivered:
       break;
   }
 }

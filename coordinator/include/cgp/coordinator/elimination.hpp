@@ -66,6 +66,9 @@ struct QueryReport {
   std::vector<UserId> refused;     // refused by the device, or not asked: mirror exhausted
   std::vector<UserId> rejected;    // the device rejected the request
   std::vector<UserId> unanswered;  // no answer
+  // Of the unanswered, those the request never reached (check-in fleets: the device did not
+  // check in within the round's window); charged nothing.
+  std::vector<UserId> not_reached;
 };
 
 // Users' running ρ-weighted means of their releases (Fact 6.2), indexed by user id.

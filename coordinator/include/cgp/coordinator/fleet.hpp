@@ -21,6 +21,9 @@ enum class ReplyKind : std::uint8_t {
   refused,    // refused_budget: nothing released or charged
   rejected,   // rejected_invalid: the request was invalid for this device
   no_answer,  // the device did not answer this round (network fleets; timeouts)
+  // The request never left the coordinator: a check-in device that did not check in within
+  // the round's window. Nothing was released or charged, so the mirror charges nothing.
+  not_delivered,
 };
 
 struct RoundRequest {

@@ -29,6 +29,10 @@ struct CoordinatorOptions {
   std::string component_id = "location";
   double device_budget = 1.0;  // each device's total ρ (its CGP filter)
   std::chrono::milliseconds round_deadline{5000};
+  // Check-in fleets (phones that connect now and then): round_deadline is then each round's
+  // window; devices not connected when a round starts get its request when they check in
+  // within it, and those that do not are reported (not_reached) and charged nothing.
+  bool check_in = false;
   std::size_t horizon = 20;  // adaptive allocation for queries that give no ρ
   // Finished results and the budget mirror are kept in this SQLite file (one coordinator per
   // file) and restored at start; empty: memory only, lost on restart.

@@ -37,6 +37,10 @@ struct DeviceConnection {
   // announces a frame, projected on the device into component "location" (metres in the
   // coordinator's frame). A Welcome with an invalid frame ends serving with an error naming it.
   std::optional<std::array<double, 2>> lonlat{};
+  // Check-in mode (phones that connect now and then): > 0 ends serving, without error, once
+  // no request has come for this long after the Welcome — the device takes what was queued
+  // for it, answers, and leaves. 0: serve until the stream ends.
+  std::chrono::milliseconds check_in_idle{0};
 };
 
 // Blocks until the coordinator closes the stream, the connection fails, or connection.stop is

@@ -144,6 +144,12 @@ class DeviceGateway {
 
 // Users are devices by id: user i is device_ids[i]. A device that is not connected, or does not
 // answer within the round deadline, is reported as no_answer.
+//
+// Check-in fleets (set_check_in): phones that connect only now and then (Android WorkManager,
+// iOS background tasks). The round deadline is then a window (minutes): a device not connected
+// when a round starts gets the round's request when it checks in within the window; one that
+// does not is not_delivered — reported in QueryReport::not_reached and charged nothing, on the
+// device (it never saw the request) and in the budget mirror.
 class NetworkFleet final : public coordinator::Fleet {
  public:
   NetworkFleet(DeviceGateway& gateway, std::vector<std::string> device_ids, std::size_t dimension,
@@ -152,6 +158,7 @@ class NetworkFleet final : public coordinator::Fleet {
   std::size_t dimension() const noexcept override { return dimension_; }
   double initial_budget() const noexcept override { return initial_budget_; }
   void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
+  void set_check_in(bool on) noexcept { check_in_ = on; }
 
  private:
   DeviceGateway& gateway_;
@@ -159,6 +166,7 @@ class NetworkFleet final : public coordinator::Fleet {
   std::size_t dimension_;
   double initial_budget_;
   std::chrono::milliseconds round_deadline_;
+  bool check_in_ = false;
 };
 
 }  // namespace cgp::transport
