@@ -15,10 +15,15 @@ case "$arch" in
   *) echo "usage: scripts/setup_cross.sh arm64|armhf" >&2; exit 2 ;;
 esac
 sysroot="$root/build-sysroot/$arch"
+stamp="$sysroot/.complete"
 # The target's runtime and development packages (the -dev packages' dependencies, by name).
 target_packages=(libprotobuf-dev libprotobuf32 libprotobuf-lite32 libsodium-dev libsodium23
                  libsqlite3-dev libsqlite3-0 zlib1g-dev zlib1g libboost1.74-dev)
 host_packages=(g++-$triple qemu-user protobuf-compiler catch2 cmake ninja-build pkg-config)
+# catch2 is taken in the host's architecture: the tests use its headers only (Catch2::Catch2).
+# The sysroot is remade when this list changes (the stamp holds it).
+wanted="${target_packages[*]} catch2"
+complete() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; }
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -28,7 +33,7 @@ for package in "${host_packages[@]}"; do
     missing+=("$package")
 done
 apt_for_target=(-o "APT::Architectures=$(dpkg --print-architecture),$arch")
-if [ ${#missing[@]} -gt 0 ] || [ ! -f "$sysroot/.complete" ]; then
+if [ ${#missing[@]} -gt 0 ] || ! complete; then
   # The target architecture's index, for apt-get download only. A mirror whose index for one
   # architecture is broken still serves the others: the downloads below decide.
   $sudo apt-get "${apt_for_target[@]}" update -qq ||
@@ -39,7 +44,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 fi
-if [ ! -f "$sysroot/.complete" ]; then
+if ! complete; then
   downloads="$root/build-sysroot/$arch-debs"
   rm -rf "$sysroot" "$downloads"
   mkdir -p "$sysroot" "$downloads"
@@ -50,7 +55,7 @@ if [ ! -f "$sysroot/.complete" ]; then
   find "$sysroot" -type l -lname '/*' | while read -r link; do
     ln -sfn "$sysroot$(readlink "$link")" "$link"
   done
-  touch "$sysroot/.complete"
+  echo "$wanted" > "$stamp"
   echo "setup_cross: sysroot for $arch in ${sysroot#$root/} ($(du -sh "$sysroot" | cut -f1))" >&2
 fi
 echo "$sysroot"

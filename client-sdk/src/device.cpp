@@ -88,8 +88,8 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
         id, make_error(ErrorCode::invalid_argument, "frame",
                        "the request is in frame " + request.frame()->to_string() +
                            ", but component_id '" + request.component_id() +
-                           "' was projected from lon/lat in frame " + projected_in->to_string() +
-                           ": set its lon/lat again after the coordinator's Welcome")));
+                           "' was projected from lon/lat in another frame: set its lon/lat "
+                           "again after the coordinator's Welcome")));
   }
 
   // An invalid request never reaches the filter (it must not trip a sticky HALT).

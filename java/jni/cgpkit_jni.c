@@ -7,17 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The message is UTF-8 (it may quote an id or a path) and crosses as bytes: JNI's own strings
+ * are "modified UTF-8", which CheckJNI refuses for characters outside the BMP. Each step stops
+ * at a pending exception (no JNI call but cleanup follows one). */
 static void throw_status(JNIEnv* env, int status, const char* message) {
   jclass type = (*env)->FindClass(env, "org/cgpkit/CgpException");
   if (!type) return; /* NoClassDefFoundError is pending */
-  jmethodID init =
-      (*env)->GetMethodID(env, type, "<init>", "(ILjava/lang/String;Ljava/lang/String;)V");
-  if (!init) return;
-  jstring name = (*env)->NewStringUTF(env, cgp_status_name(status));
-  jstring text = (*env)->NewStringUTF(env, message ? message : "");
-  if (!name || !text) return; /* OutOfMemoryError is pending */
-  jobject error = (*env)->NewObject(env, type, init, (jint)status, name, text);
-  if (error) (*env)->Throw(env, (jthrowable)error);
+  jmethodID make = (*env)->GetStaticMethodID(env, type, "fromNative",
+                                             "(ILjava/lang/String;[B)Lorg/cgpkit/CgpException;");
+  if (!make) return;
+  jstring name = (*env)->NewStringUTF(env, cgp_status_name(status)); /* ASCII */
+  if (!name) return;
+  const char* text = message ? message : "";
+  jsize n = (jsize)strlen(text);
+  jbyteArray bytes = (*env)->NewByteArray(env, n);
+  if (!bytes) return; /* OutOfMemoryError is pending */
+  (*env)->SetByteArrayRegion(env, bytes, 0, n, (const jbyte*)text);
+  jobject error = (*env)->CallStaticObjectMethod(env, type, make, (jint)status, name, bytes);
+  if (error && !(*env)->ExceptionCheck(env)) (*env)->Throw(env, (jthrowable)error);
 }
 
 static void throw_device_status(JNIEnv* env, const cgp_device* device, int status) {

@@ -1,6 +1,7 @@
 // cgpkit.Device: one user's device — its components, its privacy filter and ledger — for
 // notebooks that explore the device contract: what a request costs, when the filter refuses,
 // that a replayed request is charged once, the wire bytes a coordinator would exchange.
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -52,9 +53,11 @@ class PyDevice {
   }
 
   void register_component(const std::string& id, std::size_t dimension, const std::string& unit) {
+    std::lock_guard lock(mutex_);
     ok_or_raise(device_->register_component(id, dimension, unit));
   }
   void set_component(const std::string& id, const Points& values) {
+    std::lock_guard lock(mutex_);
     ok_or_raise(device_->set_component(id, rows_of(values).first));
   }
 
@@ -79,19 +82,27 @@ class PyDevice {
     std::string reply;
     {
       py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);  // the device is used by one thread at a time
       reply = device_->handle(
           std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
     }
     return py::bytes(reply);
   }
 
-  double remaining() const { return device_->remaining(); }
-  double spent() const { return device_->spent(); }
+  double remaining() const {
+    std::lock_guard lock(mutex_);
+    return device_->remaining();
+  }
+  double spent() const {
+    std::lock_guard lock(mutex_);
+    return device_->spent();
+  }
   bool secure_randomness() const { return device_->secure_randomness(); }
   std::string filter() const {
     return device_->config().filter() == FilterKind::cgp ? "cgp" : "approximate_gp";
   }
   py::object ledger_error() const {
+    std::lock_guard lock(mutex_);
     const Status& status = device_->ledger_status();
     return status ? py::none() : error_object(status.error());
   }
@@ -104,6 +115,7 @@ class PyDevice {
     DeviceReply reply;
     {
       py::gil_scoped_release unlocked;  // a paced release waits out its window
+      std::lock_guard lock(mutex_);     // the device is used by one thread at a time
       reply = device_->handle(valid);
     }
     py::dict out;
@@ -117,6 +129,8 @@ class PyDevice {
     return out;
   }
 
+  // Python threads may share a Device while the GIL is released: one call at a time.
+  mutable std::mutex mutex_;
   std::optional<client::Device> device_;
 };
 
@@ -131,7 +145,7 @@ void bind_device(py::module_& m) {
       "Without `seed`: secure randomness (libsodium) and a ledger in memory, or in the SQLite "
       "file `ledger` (a second Device on that file is refused while this one is open). With "
       "`seed`: seeded simulation randomness and an in-memory ledger (as SimulatedFleet's "
-      "devices; never for real users). Not thread-safe: one thread at a time.")
+      "devices; never for real users). Calls from several Python threads are serialized.")
       .def(py::init<double, bool, std::optional<double>, std::optional<double>,
                     std::optional<std::string>, std::optional<std::uint64_t>, std::uint64_t>(),
            py::arg("budget"), py::arg("sticky_halt") = false, py::arg("delta") = py::none(),

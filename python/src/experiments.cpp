@@ -18,7 +18,13 @@ template <class T>
 T setting(const py::dict& settings, const char* key) {
   if (!settings.contains(key))
     raise(make_error(ErrorCode::invalid_argument, key, std::string("missing setting ") + key));
-  return settings[key].cast<T>();
+  try {
+    return settings[key].cast<T>();
+  } catch (const py::cast_error&) {  // e.g. a negative count: named, not a bare RuntimeError
+    raise(make_error(
+        ErrorCode::invalid_argument, key,
+        std::string(key) + " has the wrong type or sign: " + std::string(py::str(settings[key]))));
+  }
 }
 
 // Where the users come from: a file (`data`, with its SHA-256 computed by the caller), an n × d

@@ -35,6 +35,10 @@ void bind_geometry(py::module_& m) {
       "signed_distance",
       [](const Region& region, const Points& points) {
         const auto [values, d] = rows_of(points);
+        if (d != geometry::dimension(region.value))
+          raise(make_error(ErrorCode::dimension_mismatch, "points",
+                           "points have " + std::to_string(d) + " columns, the region " +
+                               std::to_string(geometry::dimension(region.value)) + " dimensions"));
         const std::size_t n = values.size() / std::max<std::size_t>(d, 1);
         py::array_t<double> out(static_cast<py::ssize_t>(n));
         {

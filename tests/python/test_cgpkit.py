@@ -197,6 +197,12 @@ class Geometry(unittest.TestCase):
         self.assertAlmostEqual(d[0], -1.0)  # inside, 1 from the edge
         self.assertAlmostEqual(d[1], 1.0)   # in the hole, 1 from its edge
         self.assertAlmostEqual(d[2], 10.0)  # outside
+        # Points of another dimension than the region's: named, never read out of bounds.
+        with self.assertRaises(cgpkit.Error) as caught:
+            cgpkit.signed_distance(square, np.array([1.0, 2.0, 3.0]))
+        self.assertEqual(caught.exception.code, "dimension_mismatch")
+        with self.assertRaises(cgpkit.Error):
+            cgpkit.signed_distance(cgpkit.box([0, 0, 0], [1, 1, 1]), pts)
 
 
 class Accountants(unittest.TestCase):
@@ -256,6 +262,9 @@ class Experiments(unittest.TestCase):
         with self.assertRaises(cgpkit.Error) as caught:
             cgpkit.experiments.range(rho=[1e-3], w=[100], data="/nonexistent/points.csv", reps=1)
         self.assertIn("nonexistent", caught.exception.message)
+        with self.assertRaises(cgpkit.Error) as caught:
+            cgpkit.experiments.range(rho=[1e-3], w=[100], points=points(50), reps=-1)
+        self.assertEqual(caught.exception.parameter, "reps")
 
 
 if __name__ == "__main__":

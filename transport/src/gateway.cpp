@@ -406,7 +406,8 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   // Left for devices to collect when they check in (the round is open: a device that connects
   // from now on finds its request; one that connected in the instant since the lookup above
   // gets it at its next check-in within the window, else it is not_delivered, charged nothing).
-  for (std::size_t k : queued) core.mailbox.post(device_ids_[request.users[k]], round, pushes[k]);
+  for (std::size_t k : queued)
+    core.mailbox.post(device_ids_[request.users[k]], round, std::move(pushes[k]));
   for (std::size_t k = 0; k < asked; ++k) {
     if (!sessions[k]) continue;
     if (sessions[k]->push(std::move(pushes[k]))) {

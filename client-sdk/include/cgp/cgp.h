@@ -138,7 +138,10 @@ CGP_API CGP_NODISCARD int cgp_device_set_location_frame(cgp_device* device, int 
  * coordinator's metres. A request stamped with another frame is then rejected (its error names
  * "frame"), charged nothing, until lon/lat is set again in the new frame. Errors:
  * CGP_INVALID_ARGUMENT "frame" before a frame is set; CGP_OUT_OF_RANGE / CGP_NOT_FINITE for
- * lon or lat; CGP_DIMENSION_MISMATCH if the component exists with another dimension. */
+ * lon or lat; CGP_OUT_OF_RANGE "frame" where the frame stretches distances by more than 1%
+ * (a local frame centred over ~1,550 km away, a Mercator frame off the equator: a coordinator
+ * cannot weaken ρ by its choice of frame); CGP_DIMENSION_MISMATCH if the component exists
+ * with another dimension. */
 CGP_API CGP_NODISCARD int cgp_device_set_location_lonlat(cgp_device* device,
                                                          const char* component_id, double lon,
                                                          double lat);

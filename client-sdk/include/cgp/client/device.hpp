@@ -82,7 +82,10 @@ class Device {
   // on first use). A request stamped with another frame than the one a component was projected
   // in is rejected (invalid_argument naming "frame"), charged nothing; set_component (metres as
   // given) claims no frame. Errors: the frame's; set_location_lonlat without a frame is
-  // invalid_argument "frame"; lon/lat out of range name "lon"/"lat".
+  // invalid_argument "frame"; lon/lat out of range name "lon"/"lat"; a frame that stretches
+  // distances by more than 1% at this position (a local frame centred over ~1,550 km away, a
+  // Mercator frame off the equator) is out_of_range "frame": its metres are not ground metres,
+  // and a device does not let a coordinator weaken ρ by choosing the frame.
   Status set_location_frame(const geometry::LocationFrame& frame);
   const std::optional<geometry::LocationFrame>& location_frame() const noexcept;
   Status set_location_lonlat(std::string_view id, double lon, double lat);

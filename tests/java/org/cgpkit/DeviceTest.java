@@ -154,6 +154,14 @@ public final class DeviceTest {
           "another frame is refused by name");
     }
 
+    // An error quoting characters outside the BMP crosses JNI intact (UTF-8, not modified).
+    try (Device device = Device.openCgp(null, 1.0, false)) {
+      String id = "place-\ud83d\udccd";
+      device.setComponent(id, new double[] {1, 2});
+      CgpException dim = thrown(() -> device.setComponent(id, new double[] {1}));
+      check(dim != null && dim.getMessage().contains(id), "a non-BMP id in the message");
+    }
+
     File dir = Files.createTempDirectory("cgpkit-jni").toFile();
     String ledger = new File(dir, "ledger \u00e9\u6f22.db").getPath();  // UTF-8 path
     double remaining;
