@@ -18,8 +18,10 @@ namespace {
 // from the device (c/sin c is 179 at 179°) and read its location with noise that much smaller.
 double frame_stretch(const geometry::LocationFrame& frame, double lon, double lat) {
   constexpr double degree = std::numbers::pi / 180;
-  if (frame.projection() == geometry::ProjectionKind::spherical_mercator)
-    return 1 / std::cos(lat * degree);
+  if (frame.projection() == geometry::ProjectionKind::spherical_mercator) {
+    const auto scale = geometry::mercator_scale_factor(lat);
+    return scale ? *scale : HUGE_VAL;  // beyond Mercator's latitudes: refused
+  }
   const double lat0 = frame.origin_lat() * degree, lat1 = lat * degree;
   const double dlat = lat1 - lat0, dlon = (lon - frame.origin_lon()) * degree;
   const double h = std::sin(dlat / 2) * std::sin(dlat / 2) +

@@ -28,14 +28,6 @@ using uint128 = boost::multiprecision::uint128_t;
 using int128 = boost::multiprecision::int128_t;
 #endif
 
-// Whether the build uses the compiler's 128-bit integers (cgp_version-style diagnostics).
-constexpr bool kNativeInt128 =
-#ifdef CGP_NATIVE_INT128
-    true;
-#else
-    false;
-#endif
-
 // The low and high 64 bits (Boost's conversion to a narrower integer saturates: mask first).
 inline std::uint64_t low64(const uint128& x) {
   return static_cast<std::uint64_t>(x & uint128(~std::uint64_t{0}));

@@ -1,35 +1,7 @@
-# Cross-compiling cgpkit's client-only build (CGP_CLIENT_ONLY) for arm64 (aarch64-linux-gnu): Debian's cross
-# toolchain, the target's libraries in the sysroot that scripts/setup_cross.sh arm64 unpacks
-# (build-sysroot/arm64, or $CGP_SYSROOT), and qemu-user to run the tests.
-# scripts/client_build.sh arm64 does all of it; docs/embedding.md shows the Android NDK equivalent.
-set(CMAKE_SYSTEM_NAME Linux)
+# Cross-compiling cgpkit's client-only build (CGP_CLIENT_ONLY) for arm64 (aarch64-linux-gnu);
+# scripts/client_build.sh arm64 does all of it; docs/embedding.md shows the Android NDK way.
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(cgp_triple aarch64-linux-gnu)
-set(CMAKE_C_COMPILER ${cgp_triple}-gcc)
-set(CMAKE_CXX_COMPILER ${cgp_triple}-g++)
-set(CMAKE_LIBRARY_ARCHITECTURE ${cgp_triple})
-
-set(cgp_sysroot "$ENV{CGP_SYSROOT}")
-if(NOT cgp_sysroot)
-  get_filename_component(cgp_sysroot "${CMAKE_CURRENT_LIST_DIR}/../../build-sysroot/arm64" ABSOLUTE)
-endif()
-if(NOT EXISTS "${cgp_sysroot}/usr/include/google/protobuf")
-  message(FATAL_ERROR "no arm64 sysroot in ${cgp_sysroot}: run scripts/setup_cross.sh arm64")
-endif()
-# Libraries, headers and CMake packages from the sysroot and the toolchain's own libc only:
-# never from the host.
-set(CMAKE_FIND_ROOT_PATH "${cgp_sysroot}" /usr/${cgp_triple})
-set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)  # the host's protoc and pkg-config
-set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
-set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
-set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
-set(ENV{PKG_CONFIG_LIBDIR} "${cgp_sysroot}/usr/lib/${cgp_triple}/pkgconfig")
-set(ENV{PKG_CONFIG_SYSROOT_DIR} "${cgp_sysroot}")
-set(ENV{PKG_CONFIG_PATH} "")
-set(cgp_sysroot_libs "${cgp_sysroot}/usr/lib/${cgp_triple}:${cgp_sysroot}/lib/${cgp_triple}")
-# The sysroot's libraries need each other (protobuf needs zlib) at link time.
-string(APPEND CMAKE_EXE_LINKER_FLAGS_INIT " -Wl,-rpath-link,${cgp_sysroot_libs}")
-string(APPEND CMAKE_SHARED_LINKER_FLAGS_INIT " -Wl,-rpath-link,${cgp_sysroot_libs}")
-# ctest runs the tests through qemu-user with the toolchain's loader and libc and the
-# sysroot's libraries.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/${cgp_triple} -E "LD_LIBRARY_PATH=${cgp_sysroot_libs}")
+set(cgp_debian_arch arm64)
+set(cgp_qemu qemu-aarch64)
+include(${CMAKE_CURRENT_LIST_DIR}/debian-cross.cmake)

@@ -31,7 +31,8 @@ static void throw_device_status(JNIEnv* env, const cgp_device* device, int statu
   throw_status(env, status, cgp_device_last_error(device));
 }
 
-/* A NUL-terminated copy of a Java byte[] (NULL for null); *failed on allocation failure. */
+/* A copy of a Java byte[], NUL-terminated for the strings among them (NULL for null); *failed
+ * on allocation failure (OutOfMemory is then pending as a CgpException). */
 static char* c_string(JNIEnv* env, jbyteArray bytes, int* failed) {
   *failed = 0;
   if (!bytes) return NULL;
@@ -117,12 +118,9 @@ JNIEXPORT jbyteArray JNICALL Java_org_cgpkit_Device_nativeHandle(JNIEnv* env, jc
   (void)cls;
   cgp_device* device = device_of(handle);
   jsize request_len = (*env)->GetArrayLength(env, request);
-  uint8_t* bytes = malloc((size_t)request_len + 1);
-  if (!bytes) {
-    throw_status(env, CGP_OUT_OF_MEMORY, "out of memory");
-    return NULL;
-  }
-  (*env)->GetByteArrayRegion(env, request, 0, request_len, (jbyte*)bytes);
+  int failed;
+  uint8_t* bytes = (uint8_t*)c_string(env, request, &failed);
+  if (failed) return NULL;
   /* A reply that does not fit is not produced (nothing charged): retry with its length. */
   size_t capacity = 4096, reply_len = 0;
   uint8_t* reply = NULL;

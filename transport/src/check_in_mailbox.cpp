@@ -31,11 +31,4 @@ void CheckInMailbox::sweep() {
   }
 }
 
-std::size_t CheckInMailbox::size() const {
-  std::lock_guard lock(mutex_);
-  std::size_t n = 0;
-  for (const auto& [id, letters] : letters_) n += letters.size();
-  return n;
-}
-
 }  // namespace cgp::transport::detail

@@ -27,10 +27,9 @@ class CheckInMailbox {
   std::vector<Letter> collect(const std::string& device_id);
   // Forgets the letters of rounds that have closed (called when a round closes).
   void sweep();
-  std::size_t size() const;
 
  private:
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::unordered_map<std::string, std::vector<Letter>> letters_;
 };
 

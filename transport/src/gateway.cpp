@@ -372,6 +372,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       sessions[k].reset();
       continue;
     }
+    built->set_frame(core.frame);
     if (!sessions[k]) {
       const std::string& id = device_ids_[request.users[k]];
       if (!round->expect_queued(id, k)) {
@@ -379,8 +380,6 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
         continue;
       }
       *pushes[k].mutable_request() = wire::request_to_wire(*built);
-      if (core.frame)
-        *pushes[k].mutable_request()->mutable_frame() = wire::frame_to_wire(core.frame);
       queued.push_back(k);
       continue;
     }
@@ -392,7 +391,6 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       continue;
     }
     *pushes[k].mutable_request() = wire::request_to_wire(*built);
-    if (core.frame) *pushes[k].mutable_request()->mutable_frame() = wire::frame_to_wire(core.frame);
   }
   std::uint64_t sent = 0;
   const bool opened = core.rounds.open(key, round);

@@ -7,18 +7,19 @@ namespace cgp::transport::detail {
 PendingRound::PendingRound(coordinator::RoundReplies& replies, std::size_t slots)
     : settled_slot_(slots, false), replies_(replies) {}
 
-bool PendingRound::expect(const std::string& id, std::size_t k, const void* session) {
+bool PendingRound::expect_slot(const std::string& id, Slot slot) {
   std::lock_guard lock(mutex_);
-  if (!slot_of_device_.emplace(id, Slot{k, session}).second) return false;
+  if (!slot_of_device_.emplace(id, slot).second) return false;
   ++awaited_;
   return true;
 }
 
+bool PendingRound::expect(const std::string& id, std::size_t k, const void* session) {
+  return expect_slot(id, Slot{k, session});
+}
+
 bool PendingRound::expect_queued(const std::string& id, std::size_t k) {
-  std::lock_guard lock(mutex_);
-  if (!slot_of_device_.emplace(id, Slot{k, nullptr, true}).second) return false;
-  ++awaited_;
-  return true;
+  return expect_slot(id, Slot{k, nullptr, true});
 }
 
 bool PendingRound::deliver_queued(std::string_view id, const void* session) {

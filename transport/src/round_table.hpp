@@ -50,17 +50,18 @@ class PendingRound {
   bool is_open();
 
  private:
+  struct Slot {
+    std::size_t k;
+    const void* session;  // the stream the request went to (compared, never used)
+    bool queued = false;  // not sent yet: waiting for the device to check in
+  };
+  bool expect_slot(const std::string& id, Slot slot);
   void settle(std::size_t k);  // under mutex_
 
   std::mutex mutex_;
   std::condition_variable settled_;
   bool open_ = true;
   std::size_t awaited_ = 0;
-  struct Slot {
-    std::size_t k;
-    const void* session;  // the stream the request went to (compared, never used)
-    bool queued = false;  // not sent yet: waiting for the device to check in
-  };
   std::unordered_map<std::string_view, Slot> slot_of_device_;  // ids owned by the caller
   std::vector<bool> settled_slot_;
   coordinator::RoundReplies& replies_;
