@@ -1,5 +1,6 @@
-# Installs the libraries, the CMake package cgpkit (components and targets common, client —
-# and, unless CGP_CLIENT_ONLY, coordinator and simulation) and the pkg-config file cgpkit-client.pc for C users of the device ABI.
+# Installs the libraries, the CMake package cgpkit (components and targets common, client, link
+# with CGP_DEVICE_LINK — and, unless CGP_CLIENT_ONLY, coordinator and simulation) and the
+# pkg-config files cgpkit-client.pc and cgpkit-link.pc for C users of the device ABI.
 include(CMakePackageConfigHelpers)
 
 # Two export sets, so that a client-only install (CGP_CLIENT_ONLY) is a complete package:
@@ -11,6 +12,17 @@ install(TARGETS cgp_common cgp_client
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT cgpkitClientTargets NAMESPACE cgpkit::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+# The device link (cgpkit::link, cgp/cgp_link.h) in a set of its own: it adds gRPC, which a
+# client-only app that speaks the protocol itself does not need.
+if(CGP_DEVICE_LINK)
+  install(TARGETS cgp_device_link
+          EXPORT cgpkitLinkTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(EXPORT cgpkitLinkTargets NAMESPACE cgpkit::
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+endif()
 if(NOT CGP_CLIENT_ONLY)
   install(TARGETS cgp_coordinator cgp_simulation
           EXPORT cgpkitTargets
@@ -49,3 +61,16 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/cgpkit-client.pc.in
                ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-client.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-client.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(CGP_DEVICE_LINK)
+  if(BUILD_SHARED_LIBS)
+    set(CGP_PC_LINK_REQUIRES "cgpkit-client")
+    set(CGP_PC_LINK_REQUIRES_PRIVATE "grpc++")
+  else()
+    set(CGP_PC_LINK_REQUIRES "cgpkit-client grpc++")
+    set(CGP_PC_LINK_REQUIRES_PRIVATE "")
+  endif()
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/cgpkit-link.pc.in
+                 ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-link.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-link.pc
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Layers point down only (issue 11 item 3): common <- client-sdk, coordinator; client-sdk +
-# coordinator <- simulation, transport; simulation <- sim; everything <- tools. The coordinator
+# Layers point down only (issue 11 item 3): common <- client-sdk, coordinator; client-sdk <-
+# device-link (a device's side of the network); client-sdk + coordinator <- simulation;
+# client-sdk + coordinator + device-link <- transport; simulation <- sim; everything <- tools. The coordinator
 # does not depend on the device SDK, and the transport (the coordinator service) not on the
 # simulation. Fails on an #include of a higher layer's header or a link to a higher layer's
 # library, naming the file and line.
@@ -11,20 +12,21 @@ cd "$root"
 status=0
 # directory | header folders it may include (cgp/<folder>/) | library targets it must not link
 layers=(
-  "common|common|cgp_client cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
-  "client-sdk|common client|cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
-  "coordinator|common coordinator|cgp_client cgp_simulation cgp_transport cgp_swarm cgp_sim"
-  "simulation|common client coordinator simulation|cgp_transport cgp_swarm cgp_sim"
-  "transport|common client coordinator transport|cgp_simulation cgp_sim"
+  "common|common|cgp_client cgp_device_link cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "client-sdk|common client|cgp_device_link cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "device-link|common client link|cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "coordinator|common coordinator|cgp_client cgp_device_link cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "simulation|common client coordinator simulation|cgp_device_link cgp_transport cgp_swarm cgp_sim"
+  "transport|common client coordinator link transport|cgp_simulation cgp_sim"
   "sim|common client coordinator simulation sim|cgp_transport cgp_swarm"
 )
 for layer in "${layers[@]}"; do
   IFS='|' read -r dir allowed forbidden <<< "$layer"
   while IFS= read -r hit; do
     folder="$(sed -E 's|.*#include [<"]cgp/([a-z_0-9]+)/.*|\1|' <<< "$hit")"
-    # Generated messages: cgp/v1/cgp.pb.h is common's, cgp/v1/service*.h the transport's.
+    # Generated messages: cgp/v1/cgp.pb.h is common's, cgp/v1/service*.h the device link's.
     if [ "$folder" = v1 ]; then
-      [[ "$hit" == *cgp/v1/service* ]] && folder=transport || folder=common
+      [[ "$hit" == *cgp/v1/service* ]] && folder=link || folder=common
     fi
     if ! grep -qw -- "$folder" <<< "$allowed"; then
       echo "layering: $hit: $dir may not include cgp/$folder/ (a higher layer)" >&2

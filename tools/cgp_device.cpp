@@ -10,7 +10,8 @@
 // --check-in IDLE_MS: a phone's background task: connect once, answer what the coordinator
 // queued for this device, leave after IDLE_MS without a request (exit 0); run it again later.
 // --reconnect: when the coordinator goes away (a restart, a network cut), dial again with
-// backoff from 100 ms to 5 s, until the process is stopped; a refused credential still exits.
+// backoff from 100 ms to 5 s, until the process is stopped; a refused credential or a frame
+// this device cannot take still exits.
 // --lonlat: the device's GPS position, projected on the device into 'location' with the frame
 // the coordinator announces in its Welcome (a coordinator without --frame is an error).
 // --components FILE: one component per line, "name,v1,v2,...". Exit 0 when the coordinator
@@ -21,12 +22,11 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cgp/client/device.hpp"
 #include "cgp/common/version.hpp"
-#include "cgp/transport/device_client.hpp"
+#include "cgp/link/device_client.hpp"
 #include "cgp/transport/files.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
@@ -87,7 +87,7 @@ int run(int argc, char** argv) {
                  "check in once: answer what is queued, leave after this many ms of quiet")
       ->check(CLI::Range(1L, 3600L * 1000))
       ->excludes(redial);
-  cgp::transport::WatchLimits watch_limits;
+  cgp::link::WatchLimits watch_limits;
   app.add_option("--min-tick-seconds", watch_limits.min_tick_seconds,
                  "refuse watches that would tick more often than this")
       ->check(CLI::Range(0.001, 1e7))
@@ -124,7 +124,7 @@ int run(int argc, char** argv) {
       values.emplace_back(line.substr(0, comma), v);
     }
   }
-  cgp::transport::DeviceConnection connection;
+  cgp::link::DeviceConnection connection;
   connection.coordinator_address = coordinator;
   connection.device_id = id;
   connection.watch_limits = watch_limits;
@@ -149,19 +149,13 @@ int run(int argc, char** argv) {
     if (auto s = device->set_component(name, v); !s) return fail(2, s.error().message);
   }
 
-  std::chrono::milliseconds backoff{100};
-  for (;;) {
-    const auto began = std::chrono::steady_clock::now();
-    auto served = cgp::transport::serve_device(connection, *device);
-    if (served.ok() && !reconnect) return 0;
-    if (!served.ok() && (!reconnect || served.error().parameter == "credential"))
-      return fail(1, served.error().message);
-    // A session that lasted resets the backoff; quick failures double it, up to 5 s.
-    backoff = std::chrono::steady_clock::now() - began > std::chrono::seconds(5)
-                  ? std::chrono::milliseconds(100)
-                  : std::min<std::chrono::milliseconds>(2 * backoff, std::chrono::seconds(5));
-    std::this_thread::sleep_for(backoff);
+  if (!reconnect) {
+    auto served = cgp::link::serve_device(connection, *device);
+    return served.ok() ? 0 : fail(1, served.error().message);
   }
+  // Runs until the process is stopped, unless the coordinator refuses this device for good.
+  auto served = cgp::link::serve_device_reconnecting(connection, *device);
+  return served.ok() ? 0 : fail(1, served.error().message);
 }
 
 }  // namespace

@@ -1,43 +1,65 @@
 // The C ABI of cgp/cgp.h: flat functions over the C++ Device. Every entry point catches
-// everything: no exception crosses into C.
+// everything: no exception crosses into C. Every call on a device holds the device's lock, the
+// one the device link (cgp/cgp_link.h) holds while it answers a coordinator.
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
 
 #include "cgp/cgp.h"
+#include "cgp/client/c_handle.hpp"
 #include "cgp/client/device.hpp"
 #include "cgp/common/version.hpp"
 #include "cgp/common/wire/codec.hpp"
 
 struct cgp_device {
   cgp::client::Device device;
-  mutable std::string last_error;
+  mutable std::mutex mutex{};
 };
+
+namespace cgp::client {
+
+Device& device_of(cgp_device& handle) noexcept {
+  return handle.device;
+}
+std::mutex& mutex_of(cgp_device& handle) noexcept {
+  return handle.mutex;
+}
+
+}  // namespace cgp::client
 
 namespace {
 
+// Errors are kept per thread, so that one thread's message is never overwritten by another's
+// call on the same device: this thread's last failed open, and its last failed device call.
 thread_local std::string open_error;
+thread_local const cgp_device* error_device = nullptr;
+thread_local std::string device_error;
+
+void remember(const cgp_device* device, std::string message) {
+  if (device) {
+    error_device = device;
+    device_error = std::move(message);
+  } else {
+    open_error = std::move(message);
+  }
+}
 
 int fail(const cgp_device* device, const cgp::Error& error) {
-  std::string message = error.to_string();
-  if (device)
-    device->last_error = std::move(message);
-  else
-    open_error = std::move(message);
+  remember(device, error.to_string());
   return static_cast<int>(error.code);
 }
 
 int fail(const cgp_device* device, int status, const char* message) {
-  if (device)
-    device->last_error = message;
-  else
-    open_error = message;
+  remember(device, message);
   return status;
 }
 
 template <class Body>
 int guarded(const cgp_device* device, Body&& body) noexcept {
   try {
+    std::unique_lock<std::mutex> lock;
+    if (device) lock = std::unique_lock(device->mutex);
     return body();
   } catch (const std::bad_alloc&) {
     return fail(device, CGP_OUT_OF_MEMORY, "out of memory");
@@ -57,7 +79,7 @@ int guarded(const cgp_device* device, Body&& body) noexcept {
 int open_device(const cgp::DeviceConfig& config, const char* ledger_path, cgp_device** out) {
   auto device = cgp::client::Device::open_secure(config, ledger_path);
   if (!device) return fail(nullptr, device.error());
-  *out = new cgp_device{std::move(*device), {}};
+  *out = new cgp_device{std::move(*device)};
   const auto& status = (*out)->device.ledger_status();
   if (!status.ok()) return fail(*out, status.error());
   return CGP_OK;
@@ -210,7 +232,8 @@ int cgp_device_remaining(const cgp_device* device, double* out) {
 }
 
 const char* cgp_device_last_error(const cgp_device* device) {
-  return device ? device->last_error.c_str() : open_error.c_str();
+  if (!device) return open_error.c_str();
+  return error_device == device ? device_error.c_str() : "";
 }
 
 const char* cgp_status_name(int status) {
@@ -232,6 +255,10 @@ const char* cgp_version_string(void) {
 }
 
 void cgp_device_close(cgp_device* device) {
+  if (device && error_device == device) {  // a later device at this address starts clean
+    error_device = nullptr;
+    device_error.clear();
+  }
   delete device;
 }
 

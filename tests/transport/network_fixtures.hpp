@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cgp/client/device.hpp"
-#include "cgp/transport/device_client.hpp"
+#include "cgp/link/device_client.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/gateway.hpp"
 
@@ -96,9 +96,9 @@ struct ThreadedDevices {
     }
     for (std::size_t k = 0; k < serve; ++k)
       threads.emplace_back([this, k, address, reply_delay](std::stop_token stop) {
-        transport::DeviceConnection connection{
+        link::DeviceConnection connection{
             address, "device-" + std::to_string(first + k), "", "", reply_delay, stop};
-        (void)transport::serve_device(connection, devices[k]);
+        (void)link::serve_device(connection, devices[k]);
       });
   }
   double spent(std::size_t row) const { return devices[row - first].spent(); }

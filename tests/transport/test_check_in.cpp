@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/link/device_client.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/credentials.hpp"
-#include "cgp/transport/device_client.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "network_fixtures.hpp"
 #include "support/seed.hpp"
@@ -72,14 +72,14 @@ TEST_CASE("check-in: phones that connect for a few seconds at random times answe
       threads.emplace_back([&, i](std::stop_token stop) {
         // The phone wakes at a random moment of the window, checks in, answers, sleeps again.
         std::this_thread::sleep_for(arrivals[i]);
-        transport::DeviceConnection connection;
+        link::DeviceConnection connection;
         connection.coordinator_address = address;
         connection.device_id = "device-" + std::to_string(i);
         connection.credential = "key-" + std::to_string(i);
         connection.tls_root_certificate = tls.certificate;
         connection.stop = stop;
         connection.check_in_idle = 1000ms;
-        served[i] = transport::serve_device(connection, devices[i]);
+        served[i] = link::serve_device(connection, devices[i]);
       });
     }
     double lo[2] = {0, 0}, hi[2] = {1000, 1000};

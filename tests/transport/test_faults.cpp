@@ -11,10 +11,10 @@
 
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/link/device_client.hpp"
 #include "cgp/simulation/device_fleet.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_client.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "network_fixtures.hpp"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cgp/coordinator/queries.hpp"
-#include "cgp/transport/device_client.hpp"
+#include "cgp/link/device_client.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "network_fixtures.hpp"
 
@@ -38,12 +38,12 @@ TEST_CASE("network: devices given lon/lat are counted in the coordinator's frame
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < phones.size(); ++k) {
       threads.emplace_back([&, k](std::stop_token stop) {
-        transport::DeviceConnection connection;
+        link::DeviceConnection connection;
         connection.coordinator_address = address;
         connection.device_id = "device-" + std::to_string(k);
         connection.stop = stop;
         connection.lonlat = phones[k];
-        served[k] = transport::serve_device(connection, devices[k]);
+        served[k] = link::serve_device(connection, devices[k]);
       });
     }
     REQUIRE(gateway->wait_for_devices(phones.size(), 20s));
@@ -70,11 +70,11 @@ TEST_CASE("network: a device with lon/lat refuses a coordinator that announces n
           "[transport][network][frame]") {
   auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
   auto device = client::Device::open_for_simulation(*DeviceConfig::cgp(1.0), 5, 0);
-  transport::DeviceConnection connection;
+  link::DeviceConnection connection;
   connection.coordinator_address = "127.0.0.1:" + std::to_string(gateway->port());
   connection.device_id = "device-0";
   connection.lonlat = std::array<double, 2>{-73.97, 40.75};
-  const Status served = transport::serve_device(connection, device);
+  const Status served = link::serve_device(connection, device);
   REQUIRE_FALSE(served.ok());
   CHECK(served.error().parameter == "frame");
   CHECK(device.spent() == 0);

@@ -26,7 +26,7 @@ struct AnalystClient::Impl {
 namespace {
 
 Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
-  return detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
+  return link::detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
 }
 
 // Checked here, before anything is sent: the wire's 0 means "adaptive", so a cap of 0 (or one

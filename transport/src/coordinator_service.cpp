@@ -39,13 +39,13 @@ constexpr const char* kCredentialHeader = "cgp-analyst-credential";
 // Every error crosses the wire through status_codec.hpp: a kind (gRPC code), the cgp code in
 // trailing metadata, "parameter: message".
 grpc::Status to_status(grpc::ServerContext* context, const Error& error) {
-  return detail::to_grpc_status(context, error);
+  return link::detail::to_grpc_status(context, error);
 }
 
 grpc::Status unauthenticated(grpc::ServerContext* context) {
-  return detail::to_grpc_status(context,
-                                Error{ErrorCode::unauthenticated, "credential",
-                                      "credential: the analyst credential is missing or refused"});
+  return link::detail::to_grpc_status(
+      context, Error{ErrorCode::unauthenticated, "credential",
+                     "credential: the analyst credential is missing or refused"});
 }
 
 // "q-" and 16 hex digits from the OS random source, then the counter: unique across restarts
@@ -537,7 +537,7 @@ struct ServiceCore {
     std::lock_guard lock(query_mutex);
     auto it = results.find(request->query_id());
     if (it == results.end())
-      return detail::to_grpc_status(
+      return link::detail::to_grpc_status(
           context,
           Error{ErrorCode::invalid_argument, "query_id",
                 "query_id: no finished query has this id (or it is past the retention bound)"},
@@ -643,7 +643,7 @@ struct ServiceCore {
     if (!authorised(context)) return unauthenticated(context);
     auto report = gateway->watch_report(request->watch_id());
     if (!report)
-      return detail::to_grpc_status(context, report.error(), grpc::StatusCode::NOT_FOUND);
+      return link::detail::to_grpc_status(context, report.error(), grpc::StatusCode::NOT_FOUND);
     *out = std::move(*report);
     return grpc::Status::OK;
   }

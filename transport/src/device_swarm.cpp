@@ -240,10 +240,10 @@ class SwarmStream {
   // public schedule, one alert each. Ticks run on this stream's queue thread, woken by an alarm.
   void start_watch(std::string_view body) {
     Member& member = *swarm_.members[index_];
-    detail::WatchAnswer answer;
+    link::detail::WatchAnswer answer;
     {
       std::lock_guard lock(member.device_mutex);
-      answer = detail::answer_start_watch(
+      answer = link::detail::answer_start_watch(
           member.device, {reinterpret_cast<const std::uint8_t*>(body.data()), body.size()},
           swarm_.options.watch_limits, watches_.size(), unix_now());
     }
@@ -313,7 +313,7 @@ class SwarmStream {
   grpc::CompletionQueue* completion_queue_ = nullptr;
   grpc::Alarm alarm_;
   bool alarm_set_ = false;
-  detail::WatchSchedule watches_;
+  link::detail::WatchSchedule watches_;
   grpc::ByteBuffer incoming_;
   std::deque<std::pair<grpc::ByteBuffer, bool>> queue_;  // message, is a reply
   grpc::Status status_;

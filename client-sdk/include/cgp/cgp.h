@@ -10,18 +10,20 @@
  * A status must be checked: the compiler warns when one is ignored (CGP_NODISCARD).
  *
  * THREAD SAFETY
- * A cgp_device is not thread-safe: one thread at a time may call functions on one device (an
- * app that answers from a worker thread and reads the budget from the UI thread serializes
- * them with its own lock). Different devices may be used from different threads at the same
- * time. Functions that take no device (cgp_device_open, cgp_device_open_cgp, cgp_status_name,
- * cgp_version_string, cgp_device_last_error(NULL)) may be called from any thread at any time;
- * open errors are kept per thread.
+ * A cgp_device may be called from several threads: every call on a device holds the device's
+ * lock, so calls on one device run one at a time (a cgp_device_handle that writes the ledger
+ * makes a concurrent cgp_device_remaining wait for it). The device link (cgp/cgp_link.h) takes
+ * the same lock while it answers a coordinator, so an app may set a new GPS fix while its link
+ * serves. Different devices never wait for each other. Functions that take no device
+ * (cgp_device_open, cgp_device_open_cgp, cgp_status_name, cgp_version_string) may be called
+ * from any thread at any time. Error messages are kept per thread (cgp_device_last_error).
  *
  * LIFETIME
- * A device lives from a successful (or fail-closed) open until cgp_device_close; every pointer
- * passed in is only read during the call (the device keeps copies). Strings returned are owned
- * by the library: cgp_status_name and cgp_version_string are static; cgp_device_last_error is
- * valid until the next call on that device (or, for NULL, the next open on that thread).
+ * A device lives from a successful (or fail-closed) open until cgp_device_close, which must
+ * not race with another call on it and must come after cgp_connection_free of every link
+ * serving it. Every pointer passed in is only read during the call (the device keeps copies).
+ * Strings returned are owned by the library: cgp_status_name and cgp_version_string are
+ * static; cgp_device_last_error is valid until this thread's next call into cgpkit.
  * A device must not be used in a child after fork(): there it refuses to charge. */
 #ifndef CGP_CGP_H
 #define CGP_CGP_H
@@ -193,8 +195,8 @@ CGP_API CGP_NODISCARD int cgp_device_tick_watch(cgp_device* device, const char* 
 /* The remaining budget, in ρ units (0 for a device that fails closed). */
 CGP_API CGP_NODISCARD int cgp_device_remaining(const cgp_device* device, double* out);
 
-/* The message of the last failed call on this device ("" if none); with NULL, of this thread's
- * last failed cgp_device_open. Valid until the next call on the device (or thread). */
+/* The message of this thread's last failed call if it was on this device ("" otherwise); with
+ * NULL, of this thread's last failed cgp_device_open. Valid until this thread's next call. */
 CGP_API const char* cgp_device_last_error(const cgp_device* device);
 
 /* The name of a status code, e.g. "ledger_failure"; "unknown_error" for others. */

@@ -5,7 +5,7 @@
 // swarm is a test harness, not a place for real users' data.
 #pragma once
 
-#include "cgp/transport/device_client.hpp"
+#include "cgp/link/device_client.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -33,7 +33,7 @@ struct SwarmOptions {
   std::uint64_t first_stream = 0;            // of this seed
   std::size_t streams_per_connection = 500;  // devices sharing one TCP connection
   std::size_t completion_queues = 4;         // a thread each
-  WatchLimits watch_limits{};                // what each device accepts of watches
+  link::WatchLimits watch_limits{};          // what each device accepts of watches
 };
 
 struct SwarmCounters {

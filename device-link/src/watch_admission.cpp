@@ -3,7 +3,7 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 
-namespace cgp::transport::detail {
+namespace cgp::link::detail {
 
 std::optional<std::string> refuse_watch(const client::Device& device, const v1::WatchSpec& spec,
                                         const WatchLimits& limits, std::size_t ticking,
@@ -52,4 +52,4 @@ WatchAnswer answer_start_watch(client::Device& device, std::span<const std::uint
   return answer;
 }
 
-}  // namespace cgp::transport::detail
+}  // namespace cgp::link::detail

@@ -1,4 +1,4 @@
-#include "cgp/transport/device_client.hpp"
+#include "cgp/link/device_client.hpp"
 #include "cgp/common/version.hpp"
 #include "status_codec.hpp"
 
@@ -20,7 +20,7 @@
 #include "watch_admission.hpp"
 #include "watch_schedule.hpp"
 
-namespace cgp::transport {
+namespace cgp::link {
 namespace {
 
 double unix_now() {
@@ -129,16 +129,17 @@ class WatchTicker {
 Status apply_frame(const v1::Welcome& welcome, const DeviceConnection& connection,
                    client::Device& device, std::mutex& device_mutex) {
   CGP_ASSIGN_OR_RETURN(auto frame, wire::frame_from_wire(welcome.frame()));
+  const auto lonlat = connection.lonlat_now ? connection.lonlat_now() : connection.lonlat;
   if (!frame) {
-    if (!connection.lonlat) return {};
+    if (!lonlat) return {};
     return make_error(ErrorCode::invalid_argument, "frame",
                       "frame: the coordinator announces no location frame, so lon/lat cannot be "
                       "projected; give the location in its metres instead");
   }
   std::lock_guard lock(device_mutex);
   CGP_RETURN_IF_ERROR(device.set_location_frame(*frame));
-  if (connection.lonlat) {
-    const auto [lon, lat] = *connection.lonlat;
+  if (lonlat) {
+    const auto [lon, lat] = *lonlat;
     CGP_RETURN_IF_ERROR(device.set_location_lonlat("location", lon, lat));
   }
   return {};
@@ -236,7 +237,8 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     return make_error(ErrorCode::unavailable, "coordinator",
                       "coordinator: cannot reach " + coordinator_address);
   // Writes come from this thread (replies) and the watch ticker (alerts): one at a time.
-  std::mutex device_mutex, write_mutex;
+  std::mutex own_device_mutex, write_mutex;
+  std::mutex& device_mutex = connection.device_mutex ? *connection.device_mutex : own_device_mutex;
   auto send = [&](v1::DeviceToCoordinator out) {
     std::lock_guard lock(write_mutex);
     return stream->Write(out);
@@ -302,4 +304,4 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   return {};
 }
 
-}  // namespace cgp::transport
+}  // namespace cgp::link

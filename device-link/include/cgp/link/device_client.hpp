@@ -5,6 +5,8 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -12,7 +14,7 @@
 #include "cgp/client/device.hpp"
 #include "cgp/common/expected.hpp"
 
-namespace cgp::transport {
+namespace cgp::link {
 
 // What a device serving a coordinator accepts of the watches it is sent (README "Watches"):
 // each tick is a durable ledger write, so a coordinator may not make a device tick faster than
@@ -37,18 +39,41 @@ struct DeviceConnection {
   // announces a frame, projected on the device into component "location" (metres in the
   // coordinator's frame). A Welcome with an invalid frame ends serving with an error naming it.
   std::optional<std::array<double, 2>> lonlat{};
+  // A position that moves (a phone's latest fix): if set, asked at every Welcome instead of
+  // `lonlat`; nullopt means no lon/lat. Called on the serving thread.
+  std::function<std::optional<std::array<double, 2>>()> lonlat_now{};
   // Check-in mode (phones that connect now and then): > 0 ends serving, without error, once
   // no request has come for this long after the Welcome — the device takes what was queued
   // for it, answers, and leaves. 0: serve until the stream ends.
   std::chrono::milliseconds check_in_idle{0};
+  // The lock every call into the device takes while serving (requests, watch ticks, the
+  // frame), shared with the app's own calls on the same device (the C ABI's device lock);
+  // nullptr: the device is the connection's alone, and it locks a mutex of its own.
+  std::mutex* device_mutex = nullptr;
+};
+
+// How serve_device_reconnecting dials again: after a session that lasted at least
+// `reset_after`, in `initial`; after a quick failure, twice the last wait, at most `max`.
+struct ReconnectPolicy {
+  std::chrono::milliseconds initial{100};
+  std::chrono::milliseconds max{5000};
+  std::chrono::seconds reset_after{5};
 };
 
 // Blocks until the coordinator closes the stream, the connection fails, or connection.stop is
 // requested; a refused connection (wrong credential) is an error naming it, and so is a
 // coordinator that sends no Welcome within 10 s.
 Status serve_device(const DeviceConnection& connection, client::Device& device);
+// serve_device again and again until connection.stop is requested (then it returns ok), with
+// backoff between sessions: for a device that keeps a link open (cgp-device --reconnect, the
+// C ABI's cgp_connection_start). Returns early only on an error redialling cannot mend: a
+// refused credential (parameter "credential"), a Welcome whose frame this device cannot take
+// ("frame"). `on_session_end` (may be empty) sees every session's status, e.g. for a log.
+Status serve_device_reconnecting(const DeviceConnection& connection, client::Device& device,
+                                 const ReconnectPolicy& policy = {},
+                                 const std::function<void(const Status&)>& on_session_end = {});
 // Plaintext, no credential.
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device);
 
-}  // namespace cgp::transport
+}  // namespace cgp::link

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <string>
 
-namespace cgp::transport::detail {
+namespace cgp::link::detail {
 
 grpc::StatusCode grpc_code_of(ErrorCode code) noexcept {
   switch (code) {
@@ -81,4 +81,4 @@ Error from_grpc_status(const grpc::Status& status,
   }
 }
 
-}  // namespace cgp::transport::detail
+}  // namespace cgp::link::detail

@@ -1,0 +1,47 @@
+// A device that keeps its link open: one serve_device session after another, with backoff, until
+// the caller stops it.
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
+
+#include "cgp/link/device_client.hpp"
+
+namespace cgp::link {
+namespace {
+
+// Errors that dialling again cannot mend: the coordinator refused this device's credential, or
+// announced a frame this device cannot take (the same coordinator will announce it again).
+bool final_error(const Error& error) {
+  return error.parameter == "credential" || error.parameter.starts_with("frame");
+}
+
+// Sleeps `wait`, or less if a stop is requested; true if stopped.
+bool sleep_unless_stopped(std::stop_token stop, std::chrono::milliseconds wait) {
+  std::mutex mutex;
+  std::condition_variable_any woken;
+  std::unique_lock lock(mutex);
+  woken.wait_for(lock, stop, wait, [] { return false; });
+  return stop.stop_requested();
+}
+
+}  // namespace
+
+Status serve_device_reconnecting(const DeviceConnection& connection, client::Device& device,
+                                 const ReconnectPolicy& policy,
+                                 const std::function<void(const Status&)>& on_session_end) {
+  std::chrono::milliseconds backoff = policy.initial;
+  while (!connection.stop.stop_requested()) {
+    const auto began = std::chrono::steady_clock::now();
+    Status served = serve_device(connection, device);
+    if (on_session_end) on_session_end(served);
+    if (!served && final_error(served.error())) return served;
+    // A session that lasted starts the backoff over; quick failures double it, up to max.
+    if (std::chrono::steady_clock::now() - began >= policy.reset_after) backoff = policy.initial;
+    if (sleep_unless_stopped(connection.stop, backoff)) break;
+    backoff = std::min(2 * backoff, policy.max);
+  }
+  return {};
+}
+
+}  // namespace cgp::link
