@@ -63,4 +63,24 @@ run(${WORK_DIR}/c_abi_test)
 if(NOT last_output MATCHES " 0 failed")
   message(FATAL_ERROR "installed C ABI test: ${last_output}")
 endif()
+
+# The device link, where installed (cgpkit-link.pc): the C check-in example compiled as a C app
+# would, `cc app.c $(pkg-config --cflags --libs cgpkit-link)`, then run against an address where
+# nothing listens: it must dial (gRPC linked and working) and report unavailable by name.
+file(GLOB link_pc ${pc_dir}/cgpkit-link.pc)
+if(link_pc AND DEFINED LINK_EXAMPLE)
+  run(${PKG_CONFIG} --validate cgpkit-link)
+  run(${PKG_CONFIG} --cflags --libs cgpkit-link)
+  string(STRIP "${last_output}" link_flags)
+  separate_arguments(link_flags UNIX_COMMAND "${link_flags}")
+  run(${C_COMPILER} ${c_flags} ${LINK_EXAMPLE} -o ${WORK_DIR}/check_in_device ${link_flags})
+  file(WRITE ${WORK_DIR}/credential "secret\n")
+  file(WRITE ${WORK_DIR}/root.pem "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n")
+  execute_process(COMMAND ${WORK_DIR}/check_in_device 127.0.0.1:1 phone-0 ${WORK_DIR}/credential
+                          ${WORK_DIR}/root.pem ${WORK_DIR}/ledger.db -73.97 40.75
+                  RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+  if(NOT rc EQUAL 1 OR NOT err MATCHES "unavailable")
+    message(FATAL_ERROR "installed check-in example: exit ${rc}\n${out}\n${err}")
+  endif()
+endif()
 message(STATUS "install_and_consume: ok")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <stop_token>
 
 #include "cgp/link/device_client.hpp"
@@ -25,6 +26,15 @@ bool sleep_unless_stopped(std::stop_token stop, std::chrono::milliseconds wait) 
   return stop.stop_requested();
 }
 
+// ±20% jitter, so that a fleet that lost its coordinator at one moment does not redial in lockstep
+// when it comes back.
+std::chrono::milliseconds jittered(std::chrono::milliseconds wait) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  std::uniform_real_distribution<double> factor(0.8, 1.2);
+  return std::chrono::milliseconds(
+      static_cast<std::chrono::milliseconds::rep>(static_cast<double>(wait.count()) * factor(rng)));
+}
+
 }  // namespace
 
 Status serve_device_reconnecting(const DeviceConnection& connection, client::Device& device,
@@ -38,7 +48,7 @@ Status serve_device_reconnecting(const DeviceConnection& connection, client::Dev
     if (!served && final_error(served.error())) return served;
     // A session that lasted starts the backoff over; quick failures double it, up to max.
     if (std::chrono::steady_clock::now() - began >= policy.reset_after) backoff = policy.initial;
-    if (sleep_unless_stopped(connection.stop, backoff)) break;
+    if (sleep_unless_stopped(connection.stop, jittered(backoff))) break;
     backoff = std::min(2 * backoff, policy.max);
   }
   return {};

@@ -1,3 +1,4 @@
+#include <cgp/cgp_link.h>
 #include <cgp/client/statistic.hpp>
 #include <cgp/common/privacy/conversions.hpp>
 #include <cgp/common/wire/codec.hpp>
@@ -32,6 +33,15 @@ int main() {
       *fleet, mirror, *box, cgp::coordinator::UserCharges::everyone(cgp::coordinator::Charge{0.5}),
       options);
   if (!count || std::lround(count->estimate) != 2) return 1;
+  // The device link dials: nothing listens on port 1, so the session is unavailable.
+  cgp_device* device = nullptr;
+  cgp_connection* link = nullptr;
+  if (cgp_device_open_cgp(nullptr, 1.0, 0, &device) != CGP_OK ||
+      cgp_device_connect(device, "127.0.0.1:1", "consumer", &link) != CGP_OK ||
+      cgp_connection_run_once(link) != CGP_UNAVAILABLE)
+    return 1;
+  cgp_connection_free(link);
+  cgp_device_close(device);
   std::printf("cgpkit consumer ok: eps=%.4f, request %zu bytes, radius %.1f, count %.0f\n",
               epsilon->epsilon, bytes.size(), *radius, count->estimate);
   return 0;

@@ -53,7 +53,8 @@ struct DeviceConnection {
 };
 
 // How serve_device_reconnecting dials again: after a session that lasted at least
-// `reset_after`, in `initial`; after a quick failure, twice the last wait, at most `max`.
+// `reset_after`, in `initial`; after a quick failure, twice the last wait, at most `max`; each
+// wait with ±20% jitter.
 struct ReconnectPolicy {
   std::chrono::milliseconds initial{100};
   std::chrono::milliseconds max{5000};
