@@ -2,7 +2,8 @@
 # The device SDK on its own (issue 17): builds the client-only configuration (CGP_CLIENT_ONLY:
 # common + client-sdk, protobuf, libsodium, SQLite, Boost headers) with warnings as errors, runs
 # its tests, and prints the stripped sizes of the static libraries and of a minimal C app.
-#   scripts/client_build.sh          this machine, in build-client/ (installs and consumes it too)
+#   scripts/client_build.sh          this machine, in build-client/, with the device link
+#                                    (CGP_DEVICE_LINK: gRPC); installs and consumes it too
 #   scripts/client_build.sh arm64    cross-built for 64-bit ARM, tests under qemu-aarch64
 #   scripts/client_build.sh armhf    cross-built for 32-bit ARMv7 (no __int128), under qemu-arm
 set -euo pipefail
@@ -13,6 +14,7 @@ strip=strip
 case "$target" in
   native)
     build="$root/build-client"
+    flags+=(-DCGP_DEVICE_LINK=ON)
     "$root/scripts/setup.sh" ;;
   arm64|armhf)
     triple=$([ "$target" = arm64 ] && echo aarch64-linux-gnu || echo arm-linux-gnueabihf)
@@ -47,3 +49,10 @@ app=$(stripped_size "$build/examples/c/cgp-minimal-device")
 echo "client_build: $target sizes (stripped): libcgpkit_client.a $(kib "$client")," \
      "libcgpkit_common.a $(kib "$common"), minimal C app (examples/c, cgpkit linked" \
      "statically, protobuf/libsodium/SQLite shared) $(kib "$app")"
+if [ -f "$build/device-link/libcgpkit_link.a" ]; then
+  link=$(stripped_size "$build/device-link/libcgpkit_link.a")
+  check_in=$(stripped_size "$build/examples/c/cgp-check-in-device")
+  echo "client_build: $target device link (stripped): libcgpkit_link.a $(kib "$link")," \
+       "check-in C app (examples/c, cgpkit linked statically, gRPC and the rest shared)" \
+       "$(kib "$check_in")"
+fi

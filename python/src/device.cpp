@@ -61,6 +61,21 @@ class PyDevice {
     ok_or_raise(device_->set_component(id, rows_of(values).first));
   }
 
+  void set_location_frame(const std::string& frame) {
+    const auto parsed = value_or_raise(geometry::LocationFrame::parse(frame));
+    std::lock_guard lock(mutex_);
+    ok_or_raise(device_->set_location_frame(parsed));
+  }
+  std::optional<std::string> location_frame() const {
+    std::lock_guard lock(mutex_);
+    const auto& frame = device_->location_frame();
+    return frame ? std::optional<std::string>(frame->to_string()) : std::nullopt;
+  }
+  void set_location_lonlat(const std::string& id, double lon, double lat) {
+    std::lock_guard lock(mutex_);
+    ok_or_raise(device_->set_location_lonlat(id, lon, lat));
+  }
+
   py::dict location(const std::string& query_id, std::uint32_t round, double rho,
                     const std::string& component) {
     return answer(DeviceRequest::location({query_id, round}, component, rho));
@@ -156,6 +171,16 @@ void bind_device(py::module_& m) {
            "Declare a component (e.g. 'location', 2, 'm'): rho refers to distances in `unit`.")
       .def("set_component", &PyDevice::set_component, py::arg("id"), py::arg("values"),
            "Set a component's current value (the user's data; never leaves the device).")
+      .def("set_location_frame", &PyDevice::set_location_frame, py::arg("frame"),
+           "Keep the coordinator's location frame, as cgp-coordinator --frame writes it "
+           "('local:LON,LAT' or 'mercator:LON'), to project GPS positions on the device.")
+      .def_property_readonly("location_frame", &PyDevice::location_frame,
+                             "The frame kept by set_location_frame (its text), or None.")
+      .def("set_location_lonlat", &PyDevice::set_location_lonlat, py::arg("id"), py::arg("lon"),
+           py::arg("lat"),
+           "Set a 2-D component (unit m) to a GPS position in degrees, projected on the device in "
+           "the kept frame. Errors name 'frame' (none kept, or one that stretches distances by "
+           "more than 1% here), 'lon' or 'lat'.")
       .def("location", &PyDevice::location, py::arg("query_id"), py::arg("round"), py::arg("rho"),
            py::arg("component") = "location",
            "Release the component itself plus Gaussian noise at rho. Returns status "

@@ -41,6 +41,7 @@ py::dict report_of(const coordinator::QueryReport& r) {
   out["refused"] = r.refused;
   out["rejected"] = r.rejected;
   out["unanswered"] = r.unanswered;
+  out["not_reached"] = r.not_reached;
   return out;
 }
 

@@ -25,6 +25,7 @@ class Fleet(unittest.TestCase):
         self.assertEqual(len(fleet), 3000)
         self.assertEqual(fleet.dimension, 2)
         result = fleet.range_count(cgpkit.box([0, 0], [1000, 1000]), rho=1e-3)
+        self.assertEqual(list(result["not_reached"]), [])  # an in-process fleet reaches everyone
         self.assertGreater(result["estimate"], 0)
         self.assertLessEqual(result["charged"].max(), cgpkit.device_charge(1e-3))
         self.assertTrue(np.all(fleet.spent() <= 1e-2))
@@ -121,6 +122,29 @@ class Devices(unittest.TestCase):
         with self.assertRaises(cgpkit.Error) as caught:
             cgpkit.Device(budget=1.0, delta=1e-6)
         self.assertEqual(caught.exception.parameter, "lam")
+
+    def test_gps_positions_are_projected_in_the_kept_frame(self):
+        device = cgpkit.Device(budget=1e4, seed=SEED)
+        self.assertIsNone(device.location_frame)
+        with self.assertRaises(cgpkit.Error) as caught:
+            device.set_location_lonlat("location", -73.968, 40.751)  # no frame yet
+        self.assertEqual(caught.exception.parameter, "frame")
+        with self.assertRaises(cgpkit.Error) as caught:
+            device.set_location_frame("local:-73.97")
+        self.assertEqual(caught.exception.parameter, "frame")
+        device.set_location_frame("local:-73.97,40.75")
+        self.assertEqual(device.location_frame, "local:-73.97,40.75")
+        device.set_location_lonlat("location", -73.968, 40.751)
+        # About 170 m east and 110 m north of the origin; sigma = 0.07 m at rho = 100.
+        values = device.location("q", 1, 100.0)["values"]
+        self.assertAlmostEqual(values[0], 168.6, delta=2)
+        self.assertAlmostEqual(values[1], 111.1, delta=2)
+        with self.assertRaises(cgpkit.Error) as caught:
+            device.set_location_lonlat("location", -73.968, 95.0)
+        self.assertEqual(caught.exception.parameter, "lat")
+        with self.assertRaises(cgpkit.Error) as caught:  # ~1,800 km from the origin: stretched
+            device.set_location_lonlat("location", -95.0, 40.75)
+        self.assertEqual(caught.exception.parameter, "frame")
 
     def test_ledger_file_survives_and_is_held_by_one_handle(self):
         with tempfile.TemporaryDirectory() as scratch:
