@@ -118,6 +118,8 @@ TEST_CASE("check-in: phones that connect for a few seconds at random times answe
     }
   }
   CHECK(gateway->counters().connects == phones);
+  // Every phone got the request once, pushed at once or delivered at its check-in.
+  CHECK(gateway->counters().requests == phones);
 }
 
 TEST_CASE("check-in: cgp-device --check-in processes answer an analyst's query over TLS",

@@ -97,3 +97,32 @@ TEST_CASE("round table: a round with nothing to wait for returns at once", "[tra
   refused.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30));
   CHECK_FALSE(refused.take(a, answer("q", 1, 1)));  // never opened: nothing is taken
 }
+
+TEST_CASE("round table: a check-in whose push failed leaves the request waiting, not unanswered",
+          "[transport][gateway][check-in]") {
+  RoundTable table;
+  coordinator::RoundReplies replies;
+  replies.resize(2, 1);
+  const std::string a = "device-a", b = "device-b";
+  int first = 0, second = 0, b_stream = 0;  // stand-ins for the sessions' addresses
+  auto round = std::make_shared<PendingRound>(replies, 2);
+  REQUIRE(round->expect_queued(a, 0));
+  REQUIRE(round->expect_queued(b, 1));
+  const RoundTable::Key key{"q", 1};
+  REQUIRE(table.open(key, round));
+  REQUIRE(round->deliver_queued(a, &first));
+  CHECK_FALSE(round->deliver_queued(a, &second));  // already on its way on `first`
+  CHECK_FALSE(round->requeue(a, &second));         // not the stream it went to
+  REQUIRE(round->requeue(a, &first));              // the push on `first` failed
+  table.device_gone(a, &first);                    // that stream's end settles nothing
+  REQUIRE(round->deliver_queued(a, &second));      // the next check-in gets it
+  CHECK(table.deliver(a, answer("q", 1, 3)));
+  CHECK_FALSE(round->requeue(a, &second));  // settled: nothing to wait for again
+  // b's push fails too and b never checks in again: not delivered, not unanswered.
+  REQUIRE(round->deliver_queued(b, &b_stream));
+  REQUIRE(round->requeue(b, &b_stream));
+  table.close(key, *round);
+  CHECK(replies.kind[0] == ReplyKind::answered);
+  CHECK(replies.kind[1] == ReplyKind::not_delivered);
+  CHECK_FALSE(round->requeue(b, &b_stream));  // closed
+}

@@ -82,13 +82,21 @@ bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
   std::size_t delivered = 0;
   for (auto& letter : mailbox.collect(session->id())) {
     auto round = letter.round.lock();
-    if (round && round->deliver_queued(session->id(), session.get())) {
-      if (session->push(std::move(letter.message))) ++delivered;
+    if (!round || !round->deliver_queued(session->id(), session.get())) continue;
+    v1::CoordinatorToDevice message = letter.message;  // kept: the push may fail
+    if (session->push(std::move(message))) {
+      ++delivered;
+    } else if (round->requeue(session->id(), session.get())) {
+      // The stream closed under the push: nothing was sent, so the request waits for the
+      // device's next check-in instead of counting as unanswered (and charged in the mirror).
+      mailbox.post(session->id(), round, std::move(letter.message));
     }
   }
-  if (delivered > 0)
+  if (delivered > 0) {
+    counters.update([&](GatewayCounters& c) { c.requests += delivered; });
     log("event=check-in device=" + log_value(session->id()) +
         " requests=" + std::to_string(delivered));
+  }
   return true;
 }
 

@@ -33,6 +33,18 @@ bool PendingRound::deliver_queued(std::string_view id, const void* session) {
   return true;
 }
 
+bool PendingRound::requeue(std::string_view id, const void* session) {
+  std::lock_guard lock(mutex_);
+  if (!open_) return false;
+  auto slot = slot_of_device_.find(id);
+  if (slot == slot_of_device_.end() || slot->second.session != session ||
+      settled_slot_[slot->second.k])
+    return false;
+  slot->second.queued = true;
+  slot->second.session = nullptr;
+  return true;
+}
+
 void PendingRound::settle(std::size_t k) {
   if (settled_slot_[k]) return;
   settled_slot_[k] = true;

@@ -34,6 +34,9 @@ class PendingRound {
   // Device `id` checked in on stream `session`: true when its queued request should be sent
   // now (the round is open and still waits for it); the slot then waits on that stream.
   bool deliver_queued(std::string_view id, const void* session);
+  // The push after deliver_queued failed (the stream was closing): the request waits again
+  // for the next check-in, unless the slot has settled meanwhile. True if it waits again.
+  bool requeue(std::string_view id, const void* session);
   // Nothing will come for slot k (its request could not be sent).
   void give_up(std::size_t k);
   // Nothing will come at all (the round could not open): waiting returns at once.
