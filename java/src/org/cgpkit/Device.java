@@ -9,10 +9,13 @@ import java.nio.charset.StandardCharsets;
  * charging the filter before the reply exists. A replayed request gets identical bytes and no
  * new charge.
  *
- * <p>Thread safety: every method is synchronized on the device (the C device is used by one
- * thread at a time); different devices run in parallel. Lifetime: {@link #close} releases the
- * native device (its ledger file stays); a closed device throws IllegalStateException. Loads
- * the native library "cgpkit_jni" (libcgpkit_jni.so) once.
+ * <p>Thread safety: every method is synchronized on the device (so that close cannot race a
+ * call, and each call's error message stays with it); different devices run in parallel.
+ * Lifetime: {@link #close} releases the native device (its ledger file stays); a closed device
+ * throws IllegalStateException. Close it (try-with-resources): there is deliberately no
+ * Cleaner (java.lang.ref.Cleaner needs Android API 33), and a device left open holds its
+ * ledger file until the process ends. Loads the native library "cgpkit_jni"
+ * (libcgpkit_jni.so) once.
  */
 public final class Device implements AutoCloseable {
   static {
