@@ -26,12 +26,7 @@ case "$target" in
   *) echo "usage: scripts/client_build.sh [arm64|armhf]" >&2; exit 2 ;;
 esac
 cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" >/dev/null
-echo "client_build: building $target in ${build#$root/}/ (log: ${build#$root/}/build.log)" >&2
-cmake --build "$build" > "$build/build.log" 2>&1 || {
-  tail -40 "$build/build.log" >&2
-  echo "client_build: the build failed; the whole log is in $build/build.log" >&2
-  exit 1
-}
+"$root/scripts/build_logged.sh" "client_build ($target)" "$build"
 (cd "$build" && ctest --output-on-failure --parallel "$(nproc)" --timeout 900)
 
 stripped_size() {

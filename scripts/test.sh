@@ -15,12 +15,7 @@ case "${1:-}" in
 esac
 "$root/scripts/setup.sh"
 cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" >/dev/null
-echo "test: building in ${build#$root/}/ (log: ${build#$root/}/build.log)" >&2
-cmake --build "$build" > "$build/build.log" 2>&1 || {
-  tail -40 "$build/build.log" >&2
-  echo "test: the build failed; the whole log is in $build/build.log" >&2
-  exit 1
-}
+"$root/scripts/build_logged.sh" test "$build"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp:print_suppressions=0}"
