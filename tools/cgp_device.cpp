@@ -10,8 +10,8 @@
 // --check-in IDLE_MS: a phone's background task: connect once, answer what the coordinator
 // queued for this device, leave after IDLE_MS without a request (exit 0); run it again later.
 // --reconnect: when the coordinator goes away (a restart, a network cut), dial again with
-// backoff from 100 ms to 5 s, until the process is stopped; a refused credential or a frame
-// this device cannot take still exits.
+// backoff from 100 ms to 5 s, until the process is stopped; a refused credential or Hello, or a
+// frame this device cannot take, still exits.
 // --lonlat: the device's GPS position, projected on the device into 'location' with the frame
 // the coordinator announces in its Welcome (a coordinator without --frame is an error).
 // --components FILE: one component per line, "name,v1,v2,...". Exit 0 when the coordinator

@@ -1,6 +1,8 @@
 // The C ABI of cgp/cgp.h: flat functions over the C++ Device. Every entry point catches
 // everything: no exception crosses into C. Every call on a device holds the device's lock, the
 // one the device link (cgp/cgp_link.h) holds while it answers a coordinator.
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -14,6 +16,7 @@
 
 struct cgp_device {
   cgp::client::Device device;
+  std::uint64_t serial;  // names this device in the threads' error slots
   mutable std::mutex mutex{};
 };
 
@@ -31,14 +34,17 @@ std::mutex& mutex_of(cgp_device& handle) noexcept {
 namespace {
 
 // Errors are kept per thread, so that one thread's message is never overwritten by another's
-// call on the same device: this thread's last failed open, and its last failed device call.
+// call on the same device: this thread's last failed open, and its last failed device call with
+// the device's serial (not its address: a device closed on another thread must not lend its
+// message to a new one at the same address).
+std::atomic<std::uint64_t> next_serial{1};
 thread_local std::string open_error;
-thread_local const cgp_device* error_device = nullptr;
+thread_local std::uint64_t error_serial = 0;
 thread_local std::string device_error;
 
 void remember(const cgp_device* device, std::string message) {
   if (device) {
-    error_device = device;
+    error_serial = device->serial;
     device_error = std::move(message);
   } else {
     open_error = std::move(message);
@@ -79,7 +85,7 @@ int guarded(const cgp_device* device, Body&& body) noexcept {
 int open_device(const cgp::DeviceConfig& config, const char* ledger_path, cgp_device** out) {
   auto device = cgp::client::Device::open_secure(config, ledger_path);
   if (!device) return fail(nullptr, device.error());
-  *out = new cgp_device{std::move(*device)};
+  *out = new cgp_device{std::move(*device), next_serial++};
   const auto& status = (*out)->device.ledger_status();
   if (!status.ok()) return fail(*out, status.error());
   return CGP_OK;
@@ -233,7 +239,7 @@ int cgp_device_remaining(const cgp_device* device, double* out) {
 
 const char* cgp_device_last_error(const cgp_device* device) {
   if (!device) return open_error.c_str();
-  return error_device == device ? device_error.c_str() : "";
+  return error_serial == device->serial ? device_error.c_str() : "";
 }
 
 const char* cgp_status_name(int status) {
@@ -255,8 +261,8 @@ const char* cgp_version_string(void) {
 }
 
 void cgp_device_close(cgp_device* device) {
-  if (device && error_device == device) {  // a later device at this address starts clean
-    error_device = nullptr;
+  if (device && error_serial == device->serial) {
+    error_serial = 0;
     device_error.clear();
   }
   delete device;

@@ -3,6 +3,7 @@
 // Device behind a cgp_device, holding that handle's lock around every call into the device.
 // Every entry point catches everything: no exception crosses into C.
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -22,15 +23,21 @@
 
 struct cgp_connection {
   cgp_device* device;
+  std::uint64_t serial;  // names this connection in the threads' error slots
   // Guards everything below; taken before the device's lock, never after it.
   mutable std::mutex mutex{};
   std::condition_variable run_ended{};
   cgp::link::DeviceConnection settings{};  // copied into each run
   std::optional<std::array<double, 2>> lonlat{};
   bool running = false;
-  std::stop_source stop{};  // the run in progress's
-  std::thread background{};
-  cgp::Status background_status{};  // what ended the last started run on its own
+  std::uint64_t run = 0;     // counts runs: a stop waits for the end of the one it stopped
+  std::stop_source stop{};   // the run in progress's
+  std::thread background{};  // a started run's thread (joinable until someone joins it)
+  // What ended the last session, and what ended a started run on its own (kept for stop).
+  int session_code = CGP_OK;
+  std::string session_message{};
+  int ended_code = CGP_OK;
+  std::string ended_message{};
 };
 
 namespace {
@@ -39,21 +46,26 @@ constexpr std::size_t kMaxAddressBytes = 1024;
 constexpr std::size_t kMaxRootCertificateBytes = 1 << 20;
 constexpr std::uint32_t kMaxCheckInIdleMs = 3600u * 1000u;
 
-thread_local const cgp_connection* error_connection = nullptr;
+std::atomic<std::uint64_t> next_serial{1};
+
+// Each thread's last error, and the connection it was on (0: cgp_device_connect or NULL): a
+// serial rather than an address, so that a connection freed on another thread cannot lend its
+// message to a new one at the same address.
+thread_local std::uint64_t error_serial = 0;
 thread_local std::string connection_error;
 
+std::uint64_t serial_of(const cgp_connection* connection) {
+  return connection ? connection->serial : 0;
+}
+
 int fail(const cgp_connection* connection, int status, std::string message) {
-  error_connection = connection;
+  error_serial = serial_of(connection);
   connection_error = std::move(message);
   return status;
 }
 
 int fail(const cgp_connection* connection, const cgp::Error& error) {
   return fail(connection, static_cast<int>(error.code), error.to_string());
-}
-
-int status_code(const cgp_connection* connection, const cgp::Status& status) {
-  return status ? CGP_OK : fail(connection, status.error());
 }
 
 template <class Body>
@@ -73,24 +85,25 @@ int guarded(const cgp_connection* connection, Body&& body) noexcept {
   }
 }
 
-bool printable(std::string_view text) {
-  for (unsigned char c : text)
-    if (c <= ' ' || c == 0x7f) return false;
-  return true;
-}
-
-// A text argument: present, 1..max bytes, and (for addresses) without spaces or controls.
-int check_text(const char* text, const char* name, std::size_t max_bytes, bool visible) {
+// A text argument: present, 1..max bytes, and each byte allowed.
+template <class Allowed>
+int check_text(const char* text, const char* name, std::size_t max_bytes, Allowed allowed,
+               const char* rule) {
   if (!text) return fail(nullptr, CGP_INVALID_ARGUMENT, std::string(name) + " must not be NULL");
   const std::size_t length = ::strnlen(text, max_bytes + 1);
   if (length == 0) return fail(nullptr, CGP_INVALID_ARGUMENT, std::string(name) + " is empty");
   if (length > max_bytes)
     return fail(nullptr, CGP_INVALID_ARGUMENT,
                 std::string(name) + " is longer than " + std::to_string(max_bytes) + " bytes");
-  if (visible && !printable({text, length}))
-    return fail(nullptr, CGP_INVALID_ARGUMENT,
-                std::string(name) + " must not contain spaces or control characters");
+  for (std::size_t i = 0; i < length; ++i)
+    if (!allowed(static_cast<unsigned char>(text[i])))
+      return fail(nullptr, CGP_INVALID_ARGUMENT,
+                  std::string(name) + " " + rule + " (byte " + std::to_string(i) + ")");
   return CGP_OK;
+}
+
+bool address_char(unsigned char c) {
+  return c > ' ' && c != 0x7f;
 }
 
 // The settings of the next run; refused while one is in progress (it would not see them).
@@ -104,24 +117,75 @@ int change_settings(cgp_connection* connection, Change&& change) {
   return change(connection->settings);
 }
 
-// Claims the connection for a run and returns its settings, or fails (one run at a time).
-std::optional<cgp::link::DeviceConnection> begin_run(cgp_connection* connection) {
-  std::lock_guard lock(connection->mutex);
-  if (connection->running) return std::nullopt;
-  connection->running = true;
+// With connection->mutex held: claims the connection for a run and returns its settings, or
+// fails (one run at a time; a credential never crosses the network in plaintext).
+int begin_run(cgp_connection* connection, cgp::link::DeviceConnection& settings) {
+  if (connection->running)
+    return fail(connection, CGP_INVALID_ARGUMENT, "connection: a run is already in progress");
+  if (!connection->settings.credential.empty() && connection->settings.tls_root_certificate.empty())
+    return fail(connection, CGP_INVALID_ARGUMENT,
+                "tls_root: a credential is only sent over TLS; set the coordinator's root "
+                "certificate (cgp_connection_set_tls_root)");
+  settings = connection->settings;
   connection->stop = std::stop_source();
-  auto settings = connection->settings;
   settings.stop = connection->stop.get_token();
   settings.device_mutex = &cgp::client::mutex_of(*connection->device);
   settings.lonlat_now = [connection] {
     std::lock_guard position_lock(connection->mutex);
     return connection->lonlat;
   };
-  return settings;
+  connection->running = true;
+  ++connection->run;
+  return CGP_OK;
 }
 
-void end_run(cgp_connection* connection) {
+// Records what ended a session (never throws: a message that cannot be copied is dropped).
+void record_session(cgp_connection* connection, const cgp::Status& status) noexcept {
   std::lock_guard lock(connection->mutex);
+  connection->session_code = status ? CGP_OK : static_cast<int>(status.error().code);
+  try {
+    connection->session_message = status ? std::string() : status.error().to_string();
+  } catch (...) {
+    connection->session_message.clear();
+  }
+}
+
+void end_run(cgp_connection* connection) noexcept {
+  std::lock_guard lock(connection->mutex);
+  connection->running = false;
+  connection->run_ended.notify_all();
+}
+
+void join_quietly(std::thread& thread) noexcept {
+  if (!thread.joinable()) return;
+  try {
+    thread.join();
+  } catch (...) {
+    thread.detach();  // join can fail only on a broken thread; never terminate the app
+  }
+}
+
+// The body of a started run's thread: everything is caught, and the run always ends.
+void serve_in_background(cgp_connection* connection,
+                         const cgp::link::DeviceConnection& settings) noexcept {
+  int code = CGP_OK;
+  std::string message;
+  try {
+    const cgp::Status served = cgp::link::serve_device_reconnecting(
+        settings, cgp::client::device_of(*connection->device), {},
+        [connection](const cgp::Status& session) { record_session(connection, session); });
+    if (!served) {
+      code = static_cast<int>(served.error().code);
+      message = served.error().to_string();
+    }
+  } catch (const std::bad_alloc&) {
+    code = CGP_OUT_OF_MEMORY;
+  } catch (...) {
+    code = CGP_INTERNAL;
+  }
+  std::lock_guard lock(connection->mutex);
+  connection->ended_code = code;
+  connection->ended_message.swap(message);
   connection->running = false;
   connection->run_ended.notify_all();
 }
@@ -136,9 +200,15 @@ int cgp_device_connect(cgp_device* device, const char* address, const char* devi
     if (!out) return fail(nullptr, CGP_INVALID_ARGUMENT, "out must not be NULL");
     *out = nullptr;
     if (!device) return fail(nullptr, CGP_INVALID_ARGUMENT, "device must not be NULL");
-    if (int s = check_text(address, "address", kMaxAddressBytes, true)) return s;
-    if (int s = check_text(device_id, "device_id", cgp::wire::kMaxIdBytes, false)) return s;
-    auto* connection = new cgp_connection{device};
+    if (int s = check_text(address, "address", kMaxAddressBytes, address_char,
+                           "must not contain spaces or control characters"))
+      return s;
+    // The coordinator's rule for ids (a Hello with other bytes is refused): refused here, by
+    // name, rather than by a link that would dial and fail.
+    if (int s = check_text(device_id, "device_id", cgp::wire::kMaxIdBytes, cgp::wire::is_id_char,
+                           "may hold only A-Z a-z 0-9 . _ - : @ / +"))
+      return s;
+    auto* connection = new cgp_connection{device, next_serial++};
     connection->settings.coordinator_address = address;
     connection->settings.device_id = device_id;
     *out = connection;
@@ -236,56 +306,48 @@ int cgp_connection_set_lonlat(cgp_connection* connection, double lon, double lat
 int cgp_connection_run_once(cgp_connection* connection) {
   return guarded(connection, [&]() -> int {
     if (!connection) return fail(nullptr, CGP_INVALID_ARGUMENT, "connection must not be NULL");
-    auto settings = begin_run(connection);
-    if (!settings)
-      return fail(connection, CGP_INVALID_ARGUMENT, "connection: a run is already in progress");
+    cgp::link::DeviceConnection settings;
+    {
+      std::lock_guard lock(connection->mutex);
+      if (int s = begin_run(connection, settings)) return s;
+    }
     cgp::Status served;
     try {
-      served = cgp::link::serve_device(*settings, cgp::client::device_of(*connection->device));
+      served = cgp::link::serve_device(settings, cgp::client::device_of(*connection->device));
     } catch (...) {
       end_run(connection);
       throw;
     }
+    record_session(connection, served);
     end_run(connection);
-    return status_code(connection, served);
+    return served ? CGP_OK : fail(connection, served.error());
   });
 }
 
 int cgp_connection_start(cgp_connection* connection) {
   return guarded(connection, [&]() -> int {
     if (!connection) return fail(nullptr, CGP_INVALID_ARGUMENT, "connection must not be NULL");
-    std::thread finished;  // the thread of an earlier start that ended on its own
+    std::thread finished;  // an earlier started run's thread, ended on its own
     {
       std::lock_guard lock(connection->mutex);
-      if (!connection->running) finished = std::move(connection->background);
-    }
-    if (finished.joinable()) finished.join();
-    auto settings = begin_run(connection);
-    if (!settings)
-      return fail(connection, CGP_INVALID_ARGUMENT, "connection: a run is already in progress");
-    try {
-      std::lock_guard lock(connection->mutex);
-      connection->background_status = {};
-      connection->background = std::thread([connection, settings = std::move(*settings)] {
-        cgp::Status served;
-        try {
-          served = cgp::link::serve_device_reconnecting(
-              settings, cgp::client::device_of(*connection->device));
-        } catch (const std::exception& e) {
-          served = cgp::make_error(cgp::ErrorCode::internal_error, "connection", e.what());
-        } catch (...) {
-          served = cgp::make_error(cgp::ErrorCode::internal_error, "connection",
-                                   "connection: unexpected failure");
-        }
-        std::lock_guard end_lock(connection->mutex);
-        connection->background_status = std::move(served);
+      cgp::link::DeviceConnection settings;
+      if (int s = begin_run(connection, settings)) return s;
+      // Not running, so that thread (if any) has ended or is ending: joined below, unlocked.
+      finished = std::move(connection->background);
+      connection->ended_code = CGP_OK;  // a new run: what ended the last one is forgotten
+      connection->ended_message.clear();
+      try {
+        connection->background = std::thread([connection, settings = std::move(settings)] {
+          serve_in_background(connection, settings);
+        });
+      } catch (...) {
         connection->running = false;
         connection->run_ended.notify_all();
-      });
-    } catch (...) {
-      end_run(connection);
-      throw;
+        join_quietly(finished);
+        throw;
+      }
     }
+    join_quietly(finished);
     return CGP_OK;
   });
 }
@@ -304,21 +366,42 @@ int cgp_connection_stop(cgp_connection* connection) {
   return guarded(connection, [&]() -> int {
     if (!connection) return fail(nullptr, CGP_INVALID_ARGUMENT, "connection must not be NULL");
     std::thread background;
-    cgp::Status ended;
+    int code = CGP_OK;
+    std::string message;
     {
       std::unique_lock lock(connection->mutex);
-      if (connection->running) connection->stop.request_stop();
-      connection->run_ended.wait(lock, [&] { return !connection->running; });
-      background = std::move(connection->background);
-      ended = std::exchange(connection->background_status, {});
+      if (connection->running) {
+        // Waits for the end of this run only: a run started meanwhile is not this stop's.
+        const std::uint64_t stopped = connection->run;
+        connection->stop.request_stop();
+        connection->run_ended.wait(
+            lock, [&] { return !connection->running || connection->run != stopped; });
+      }
+      if (!connection->running) {
+        background = std::move(connection->background);
+        code = std::exchange(connection->ended_code, CGP_OK);
+        message.swap(connection->ended_message);
+      }
     }
-    if (background.joinable()) background.join();
-    return status_code(connection, ended);
+    join_quietly(background);
+    return code == CGP_OK ? CGP_OK : fail(connection, code, std::move(message));
+  });
+}
+
+int cgp_connection_last_session(const cgp_connection* connection) {
+  return guarded(connection, [&]() -> int {
+    if (!connection) return fail(nullptr, CGP_INVALID_ARGUMENT, "connection must not be NULL");
+    std::unique_lock lock(connection->mutex);
+    if (connection->session_code == CGP_OK) return CGP_OK;
+    std::string message = connection->session_message;
+    const int code = connection->session_code;
+    lock.unlock();
+    return fail(connection, code, std::move(message));
   });
 }
 
 const char* cgp_connection_last_error(const cgp_connection* connection) {
-  return error_connection == connection ? connection_error.c_str() : "";
+  return error_serial == serial_of(connection) ? connection_error.c_str() : "";
 }
 
 void cgp_connection_free(cgp_connection* connection) {
@@ -327,10 +410,11 @@ void cgp_connection_free(cgp_connection* connection) {
     // What ended a started link on its own is the app's to ask for before freeing; here the
     // connection goes either way.
   }
-  if (error_connection == connection) {  // a later connection at this address starts clean
-    error_connection = nullptr;
+  if (error_serial == connection->serial) {
+    error_serial = 0;
     connection_error.clear();
   }
+  join_quietly(connection->background);  // a stop that failed (out of memory) left it
   delete connection;
 }
 

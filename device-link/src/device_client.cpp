@@ -129,20 +129,31 @@ class WatchTicker {
 Status apply_frame(const v1::Welcome& welcome, const DeviceConnection& connection,
                    client::Device& device, std::mutex& device_mutex) {
   CGP_ASSIGN_OR_RETURN(auto frame, wire::frame_from_wire(welcome.frame()));
-  const auto lonlat = connection.lonlat_now ? connection.lonlat_now() : connection.lonlat;
+  const auto current_lonlat = [&] {
+    return connection.lonlat_now ? connection.lonlat_now() : connection.lonlat;
+  };
+  auto lonlat = current_lonlat();
   if (!frame) {
     if (!lonlat) return {};
     return make_error(ErrorCode::invalid_argument, "frame",
                       "frame: the coordinator announces no location frame, so lon/lat cannot be "
                       "projected; give the location in its metres instead");
   }
-  std::lock_guard lock(device_mutex);
-  CGP_RETURN_IF_ERROR(device.set_location_frame(*frame));
-  if (lonlat) {
-    const auto [lon, lat] = *lonlat;
-    CGP_RETURN_IF_ERROR(device.set_location_lonlat("location", lon, lat));
+  for (;;) {
+    {
+      std::lock_guard lock(device_mutex);
+      CGP_RETURN_IF_ERROR(device.set_location_frame(*frame));
+      if (lonlat) {
+        const auto [lon, lat] = *lonlat;
+        CGP_RETURN_IF_ERROR(device.set_location_lonlat("location", lon, lat));
+      }
+    }
+    // A fix given meanwhile, while the device had no frame yet, was kept but not projected by
+    // its giver: project it now, so that an older fix never stands in for it.
+    auto latest = current_lonlat();
+    if (latest == lonlat) return {};
+    lonlat = std::move(latest);
   }
-  return {};
 }
 
 }  // namespace
@@ -189,9 +200,10 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   std::condition_variable_any watch_changed;
   bool welcomed = false, gave_up = false;
   // Check-in mode: when the stream last carried a request or reply, and whether one is being
-  // answered now (the device never leaves in the middle of an answer).
+  // answered now: the watchdog never cancels in the middle of an answer (its charge and its
+  // reply stay together), and once it has cancelled no new answer begins.
   auto last_activity = std::chrono::steady_clock::now();
-  bool answering = false;
+  bool answering = false, cancelled = false;
   std::stop_callback wake_on_stop(connection.stop, [&] {
     std::lock_guard lock(watch_mutex);
     watch_changed.notify_all();
@@ -199,11 +211,15 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   std::jthread watchdog([&](std::stop_token done) {
     std::unique_lock lock(watch_mutex);
     const auto stopped = [&] { return connection.stop.stop_requested(); };
+    const auto cancel = [&] {  // with watch_mutex held
+      cancelled = true;
+      context.TryCancel();
+    };
     if (!watch_changed.wait_for(lock, done, std::chrono::seconds(10),
                                 [&] { return welcomed || stopped(); })) {
       if (done.stop_requested()) return;
       gave_up = true;
-      context.TryCancel();
+      cancel();
       return;
     }
     if (connection.check_in_idle.count() > 0) {
@@ -220,13 +236,16 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
                      last_activity + connection.check_in_idle > quiet_until;
             })) {
           if (done.stop_requested()) return;
-          context.TryCancel();
+          cancel();
           return;
         }
       }
     }
     if (!stopped()) watch_changed.wait(lock, done, stopped);
-    if (stopped()) context.TryCancel();
+    if (!stopped()) return;
+    // Asked to stop: an answer in progress is finished and sent first.
+    watch_changed.wait(lock, done, [&] { return !answering; });
+    if (!done.stop_requested()) cancel();
   });
   v1::DeviceToCoordinator hello;
   hello.mutable_hello()->set_device_id(device_id);
@@ -246,10 +265,29 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   Status frame_error;  // a Welcome whose frame this device cannot take
   std::optional<WatchTicker> ticker;
   ticker.emplace(device, device_mutex, connection.watch_limits, send);
+  // Marks an answer in progress; false once the watchdog has cancelled the stream (the device
+  // is then not asked at all, so nothing is charged that could not be sent).
+  const auto begin_answer = [&] {
+    std::lock_guard lock(watch_mutex);
+    if (cancelled) return false;
+    answering = true;
+    last_activity = std::chrono::steady_clock::now();
+    watch_changed.notify_all();
+    return true;
+  };
+  const auto end_answer = [&] {
+    std::lock_guard lock(watch_mutex);
+    answering = false;
+    last_activity = std::chrono::steady_clock::now();
+    watch_changed.notify_all();
+  };
   v1::CoordinatorToDevice message;
   while (stream->Read(&message)) {
     if (message.has_start_watch()) {
-      if (!ticker->start(message.start_watch())) break;
+      if (!begin_answer()) break;
+      const bool started = ticker->start(message.start_watch());
+      end_answer();
+      if (!started) break;
       continue;
     }
     if (!message.has_request()) {
@@ -267,13 +305,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     }
     // The device sees exactly the bytes a coordinator sent: the same path as the C ABI.
     const std::string request = wire::serialize(message.request());
-    const auto activity = [&](bool now_answering) {
-      std::lock_guard lock(watch_mutex);
-      answering = now_answering;
-      last_activity = std::chrono::steady_clock::now();
-      watch_changed.notify_all();
-    };
-    activity(true);
+    if (!begin_answer()) break;
     std::string reply;
     {
       std::lock_guard lock(device_mutex);
@@ -283,7 +315,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     if (connection.reply_delay.count() > 0) std::this_thread::sleep_for(connection.reply_delay);
     v1::DeviceToCoordinator out;
     const bool sent = out.mutable_reply()->ParseFromString(reply) && send(std::move(out));
-    activity(false);
+    end_answer();
     if (!sent) break;
   }
   ticker.reset();  // no alert is written once the stream is closing

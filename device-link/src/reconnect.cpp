@@ -11,10 +11,12 @@
 namespace cgp::link {
 namespace {
 
-// Errors that dialling again cannot mend: the coordinator refused this device's credential, or
-// announced a frame this device cannot take (the same coordinator will announce it again).
+// Errors that dialling again cannot mend: the coordinator refused this device's credential or
+// its Hello (device_id, protocol_version: invalid_argument), or announced a frame this device
+// cannot take (the same coordinator will announce it again).
 bool final_error(const Error& error) {
-  return error.parameter == "credential" || error.parameter.starts_with("frame");
+  return error.code == ErrorCode::unauthenticated || error.code == ErrorCode::invalid_argument ||
+         error.parameter == "credential" || error.parameter.starts_with("frame");
 }
 
 // Sleeps `wait`, or less if a stop is requested; true if stopped.

@@ -19,6 +19,7 @@
 
 #include "cgp/cgp_link.h"
 #include "cgp/coordinator/queries.hpp"
+#include "cgp/link/device_client.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "network_fixtures.hpp"
 #include "support/seed.hpp"
@@ -202,7 +203,10 @@ TEST_CASE("device link (C): a started link redials a coordinator that comes back
 
 TEST_CASE("device link (C): a refused credential ends a started link, named, charging nothing",
           "[transport][network][link]") {
+  test::ThrowawayCertificate tls;
   transport::GatewayOptions options;
+  options.tls_certificate_chain = tls.certificate;
+  options.tls_private_key = tls.key;
   options.device_credentials["device-0"] = "right";
   auto gateway = *transport::DeviceGateway::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
@@ -210,12 +214,21 @@ TEST_CASE("device link (C): a refused credential ends a started link, named, cha
   device.place(500, 500);
   Link link(device, address, "device-0");
   link.credential("wrong");
+  // A credential never crosses the network in plaintext: refused by name before dialling.
+  CHECK(cgp_connection_run_once(link.connection) == CGP_INVALID_ARGUMENT);
+  CHECK(std::string(cgp_connection_last_error(link.connection)).find("tls_root") !=
+        std::string::npos);
+  CHECK(cgp_connection_start(link.connection) == CGP_INVALID_ARGUMENT);
+  CHECK(gateway->counters().connects == 0);
+  REQUIRE(cgp_connection_set_tls_root(link.connection, tls.certificate.c_str()) == CGP_OK);
   REQUIRE(cgp_connection_start(link.connection) == CGP_OK);
   // No redial mends a refused credential: the link's thread ends by itself.
   CHECK(test::eventually([&] { return cgp_connection_running(link.connection) == 0; }));
   CHECK(cgp_connection_stop(link.connection) == CGP_UNAUTHENTICATED);
   CHECK(std::string(cgp_connection_last_error(link.connection)).find("credential") !=
         std::string::npos);
+  CHECK(cgp_connection_stop(link.connection) == CGP_OK);  // reported once
+  CHECK(cgp_connection_last_session(link.connection) == CGP_UNAUTHENTICATED);
   CHECK(device.remaining() == 1e4);
   // The same through run_once.
   CHECK(cgp_connection_run_once(link.connection) == CGP_UNAUTHENTICATED);
@@ -269,6 +282,10 @@ TEST_CASE("device link (C): bad arguments are named, and nothing is dialled or c
   CHECK(std::string(cgp_connection_last_error(nullptr)).find("address") != std::string::npos);
   CHECK(cgp_device_connect(device.device, "host name:1", "d", &connection) == CGP_INVALID_ARGUMENT);
   CHECK(cgp_device_connect(device.device, "127.0.0.1:1", "", &connection) == CGP_INVALID_ARGUMENT);
+  CHECK(cgp_device_connect(device.device, "127.0.0.1:1", "phone 7", &connection) ==
+        CGP_INVALID_ARGUMENT);  // the coordinator would refuse the Hello: refused here
+  CHECK(std::string(cgp_connection_last_error(nullptr)).find("device_id may hold only") !=
+        std::string::npos);
   CHECK(std::string(cgp_connection_last_error(nullptr)).find("device_id") != std::string::npos);
   const std::string long_id(129, 'x');
   CHECK(cgp_device_connect(device.device, "127.0.0.1:1", long_id.c_str(), &connection) ==
@@ -306,8 +323,44 @@ TEST_CASE("device link (C): bad arguments are named, and nothing is dialled or c
   CHECK(cgp_connection_running(nullptr) == 0);
   cgp_connection_free(nullptr);
   // Nobody listens: unavailable, named, nothing charged.
+  CHECK(cgp_connection_last_session(c) == CGP_OK);  // no session yet
   CHECK(cgp_connection_run_once(c) == CGP_UNAVAILABLE);
   CHECK(std::string(cgp_connection_last_error(c)).find("coordinator") != std::string::npos);
+  CHECK(cgp_connection_last_session(c) == CGP_UNAVAILABLE);
+  CHECK(device.remaining() == 1.0);
+}
+
+TEST_CASE("device link (C): start and stop racing from two threads never hang or abort",
+          "[transport][link]") {
+  DeviceHandle device(1.0);
+  Link link(device, "127.0.0.1:1", "device-0");  // nothing listens: sessions fail fast
+  std::atomic<bool> racing{true};
+  std::atomic<long> starts{0}, stops{0}, failed_stops{0};
+  std::jthread starter([&] {
+    while (racing) starts += cgp_connection_start(link.connection) == CGP_OK;
+  });
+  std::jthread stopper([&] {
+    while (racing) {
+      failed_stops += cgp_connection_stop(link.connection) != CGP_OK;
+      ++stops;
+    }
+  });
+  std::this_thread::sleep_for(1500ms);
+  racing = false;
+  starter.join();
+  stopper.join();
+  INFO(starts << " starts, " << stops << " stops");
+  CHECK(starts > 0);
+  CHECK(stops > 0);
+  CHECK(failed_stops == 0);
+  // A started link that cannot reach its coordinator says why, and keeps trying.
+  if (!cgp_connection_running(link.connection))
+    REQUIRE(cgp_connection_start(link.connection) == CGP_OK);
+  CHECK(test::eventually(
+      [&] { return cgp_connection_last_session(link.connection) == CGP_UNAVAILABLE; }));
+  CHECK(cgp_connection_running(link.connection) == 1);
+  CHECK(cgp_connection_stop(link.connection) == CGP_OK);
+  CHECK(cgp_connection_running(link.connection) == 0);
   CHECK(device.remaining() == 1.0);
 }
 
@@ -358,3 +411,38 @@ TEST_CASE("device link (C): a C program checks in over TLS and answers a query",
   std::filesystem::remove_all(dir);
 }
 #endif
+
+TEST_CASE("device link: a stop while the device answers sends the reply before it closes",
+          "[transport][network][link]") {
+  auto gateway = *transport::DeviceGateway::start(transport::GatewayOptions{});
+  const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
+  auto device = client::Device::open_for_simulation(*DeviceConfig::cgp(1e4), 5, 0);
+  double here[2] = {500, 500};
+  REQUIRE(device.register_component("location", 2, "m").ok());
+  REQUIRE(device.set_component("location", here).ok());
+  Status served;
+  std::jthread serving([&](std::stop_token stop) {
+    link::DeviceConnection connection;
+    connection.coordinator_address = address;
+    connection.device_id = "device-0";
+    connection.stop = stop;
+    connection.reply_delay = 800ms;  // a slow device: charged, its reply not yet out
+    served = link::serve_device(connection, device);
+  });
+  REQUIRE(gateway->wait_for_devices(1, 20s));
+  transport::NetworkFleet fleet(*gateway, test::device_ids(1), 2, 1e4, 20s);
+  BudgetMirror mirror(1, fleet.initial_budget());
+  std::optional<Expected<CountResult>> count;
+  std::jthread query([&] { count = count_box(fleet, mirror, "stop-while-answering"); });
+  // The device has charged; the stop comes while its reply waits.
+  REQUIRE(test::eventually([&] { return device.spent() > 0; }));
+  serving.request_stop();
+  query.join();
+  serving.join();
+  CHECK(served.ok());
+  REQUIRE(count.has_value());
+  REQUIRE(count->has_value());
+  CHECK((*count)->report.unanswered.empty());  // the charge came with its reply
+  CHECK(std::lround((*count)->estimate) == 1);
+  CHECK((*count)->report.charged[0] == Approx(device.spent()).epsilon(1e-12));
+}

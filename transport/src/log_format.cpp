@@ -40,15 +40,6 @@ void route_grpc_logs(std::function<void(const std::string&)> sink) {
   gpr_set_log_function(routed ? forward_grpc_log : nullptr);
 }
 
-namespace {
-
-bool is_id_char(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-' || c == ':' || c == '@' || c == '/' || c == '+';
-}
-
-}  // namespace
-
 Status require_id(std::string_view parameter, std::string_view id) {
   if (id.empty() || id.size() > wire::kMaxIdBytes) {
     return make_error(id.empty() ? ErrorCode::invalid_argument : ErrorCode::too_large, parameter,
@@ -57,7 +48,7 @@ Status require_id(std::string_view parameter, std::string_view id) {
                           std::to_string(id.size()));
   }
   for (std::size_t i = 0; i < id.size(); ++i) {
-    if (!is_id_char(static_cast<unsigned char>(id[i]))) {
+    if (!wire::is_id_char(static_cast<unsigned char>(id[i]))) {
       return make_error(ErrorCode::invalid_argument, parameter,
                         std::string(parameter) + " may hold only A-Z a-z 0-9 . _ - : @ / +, got " +
                             log_value(id) + " (byte " + std::to_string(i) + ")");
@@ -69,7 +60,7 @@ Status require_id(std::string_view parameter, std::string_view id) {
 std::string log_value(std::string_view value) {
   if (value.size() > 256) value = value.substr(0, 256);
   bool plain = !value.empty();
-  for (unsigned char c : value) plain = plain && is_id_char(c);
+  for (unsigned char c : value) plain = plain && wire::is_id_char(c);
   if (plain) return std::string(value);
   std::string out = "\"";
   for (unsigned char c : value) {

@@ -16,13 +16,18 @@
  *     cgp_connection_set_check_in, call run_once from the task, return when it does.
  *   - cgp_connection_start: NON-BLOCKING. The link gets its own thread, which serves session
  *     after session, dialling again with backoff (100 ms doubling to 5 s; back to 100 ms after a
- *     session of 5 s or more) until cgp_connection_stop — or until the coordinator refuses the
- *     credential or announces a frame this device cannot take, which no redial mends.
+ *     session of 5 s or more; each wait ±20%) until cgp_connection_stop — or until the
+ *     coordinator refuses the credential or the Hello (device_id, protocol version), or
+ *     announces a frame this device cannot take, which no redial mends.
  *
  * Every function returns an int status, 0 on success (the codes of cgp.h): CGP_INVALID_ARGUMENT
  * for a NULL pointer or a call in the wrong state, CGP_UNAVAILABLE (the coordinator cannot be
  * reached), CGP_UNAUTHENTICATED (the credential was refused), CGP_DEADLINE_EXCEEDED (no Welcome
- * in 10 s), a named value error for bad settings. Nothing is ever charged by a failed call.
+ * in 10 s), a named value error for bad settings. Nothing is ever charged by a failed call, and
+ * a request the device has begun to answer is finished and its reply sent before any stop or
+ * check-in end closes the stream (charge and reply stay together). A credential is only ever
+ * sent over TLS: a run with a credential and no TLS root is refused (CGP_INVALID_ARGUMENT
+ * naming tls_root).
  *
  * THREAD SAFETY
  * Every function may be called from any thread. Calls on the device (cgp.h) from the app's
@@ -33,8 +38,9 @@
  * Error messages are kept per thread (cgp_connection_last_error).
  *
  * LIFETIME
- * A connection lives from cgp_device_connect until cgp_connection_free, which stops it first;
- * its device must stay open until then (close the device after freeing its connections).
+ * A connection lives from cgp_device_connect until cgp_connection_free, which stops it first
+ * and must not race another call on the same connection; its device must stay open until
+ * then (close the device after freeing its connections).
  * Strings passed in are copied. cgp_connection_last_error's string is valid until this
  * thread's next call into cgpkit. */
 #ifndef CGP_CGP_LINK_H
@@ -49,10 +55,11 @@ extern "C" {
 typedef struct cgp_connection cgp_connection;
 
 /* A link for `device` to the coordinator at `address` ("host:port", or a gRPC target such as
- * "dns:///coordinator.example.org:7000") as `device_id` (1..128 bytes, the id the coordinator
- * knows the device by). No network I/O happens here: run_once or start dials. On success *out
- * is a new connection, in plaintext with no credential until set otherwise. Errors:
- * CGP_INVALID_ARGUMENT for NULL arguments or an empty or over-long address or id (named). */
+ * "dns:///coordinator.example.org:7000") as `device_id` (1..128 bytes of A-Z a-z 0-9 . _ - : @
+ * / +, the id the coordinator knows the device by). No network I/O happens here: run_once or
+ * start dials. On success *out is a new connection, in plaintext with no credential until set
+ * otherwise. Errors: CGP_INVALID_ARGUMENT for NULL arguments, an empty or over-long address or
+ * id, spaces or controls in the address, other bytes in the id (each named). */
 CGP_API CGP_NODISCARD int cgp_device_connect(cgp_device* device, const char* address,
                                              const char* device_id, cgp_connection** out);
 
@@ -62,7 +69,9 @@ CGP_API CGP_NODISCARD int cgp_connection_set_credential(cgp_connection* connecti
                                                         const uint8_t* credential, size_t len);
 
 /* TLS: the PEM root certificate that signed the coordinator's certificate (NUL-terminated, at
- * most 1 MiB, with a "-----BEGIN CERTIFICATE-----" block); NULL or "" goes back to plaintext. */
+ * most 1 MiB, with a "-----BEGIN CERTIFICATE-----" block); NULL or "" goes back to plaintext
+ * (then a credential is refused at the next run). A certificate gRPC cannot use shows as
+ * CGP_UNAVAILABLE sessions (cgp_connection_last_session). */
 CGP_API CGP_NODISCARD int cgp_connection_set_tls_root(cgp_connection* connection, const char* pem);
 
 /* Check-in mode: a session ends, with CGP_OK, once no request has come for idle_ms (1 ms to
@@ -90,7 +99,9 @@ CGP_API CGP_NODISCARD int cgp_connection_set_watch_limits(cgp_connection* connec
  * it, check-in mode ended it, or cgp_connection_stop did; otherwise the error that ended it. */
 CGP_API CGP_NODISCARD int cgp_connection_run_once(cgp_connection* connection);
 
-/* NON-BLOCKING: serves on the link's own thread, redialling with backoff, until stopped. */
+/* NON-BLOCKING: serves on the link's own thread, redialling with backoff, until stopped. What
+ * ended an earlier started run on its own and was not collected by cgp_connection_stop is
+ * forgotten. */
 CGP_API CGP_NODISCARD int cgp_connection_start(cgp_connection* connection);
 
 /* 1 while a run (run_once or start) is in progress, 0 otherwise: a started link that the
@@ -100,8 +111,14 @@ CGP_API int cgp_connection_running(const cgp_connection* connection);
 /* Ends the run in progress, if any, and waits for it (a request being answered is finished
  * first, so its charge and reply stay together). Returns what ended the run: CGP_OK for a stop
  * or a normal end, or the error that ended a started link on its own (e.g.
- * CGP_UNAUTHENTICATED); CGP_OK when nothing ran. */
+ * CGP_UNAUTHENTICATED), once; CGP_OK when nothing ran. A stop when nothing runs does nothing:
+ * it does not cancel a run that begins later. */
 CGP_API CGP_NODISCARD int cgp_connection_stop(cgp_connection* connection);
+
+/* What ended the connection's last session (CGP_OK if none has ended, or it ended normally),
+ * e.g. CGP_UNAVAILABLE while a started link cannot reach its coordinator; the message is then
+ * this thread's cgp_connection_last_error. Any thread, any time. */
+CGP_API int cgp_connection_last_session(const cgp_connection* connection);
 
 /* The message of this thread's last failed call if it was on this connection ("" otherwise);
  * with NULL, of this thread's last failed cgp_device_connect (or call with a NULL connection). */

@@ -68,8 +68,9 @@ Status serve_device(const DeviceConnection& connection, client::Device& device);
 // serve_device again and again until connection.stop is requested (then it returns ok), with
 // backoff between sessions: for a device that keeps a link open (cgp-device --reconnect, the
 // C ABI's cgp_connection_start). Returns early only on an error redialling cannot mend: a
-// refused credential (parameter "credential"), a Welcome whose frame this device cannot take
-// ("frame"). `on_session_end` (may be empty) sees every session's status, e.g. for a log.
+// refused credential (unauthenticated), a refused Hello (invalid_argument: device_id,
+// protocol_version), a Welcome whose frame this device cannot take ("frame").
+// `on_session_end` (may be empty) sees every session's status, e.g. for a log.
 Status serve_device_reconnecting(const DeviceConnection& connection, client::Device& device,
                                  const ReconnectPolicy& policy = {},
                                  const std::function<void(const Status&)>& on_session_end = {});
