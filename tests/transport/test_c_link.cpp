@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -421,8 +422,10 @@ TEST_CASE("device link: a stop while the device answers sends the reply before i
   REQUIRE(device.register_component("location", 2, "m").ok());
   REQUIRE(device.set_component("location", here).ok());
   Status served;
+  std::mutex device_mutex;  // the test reads the device while the link serves it
   std::jthread serving([&](std::stop_token stop) {
     link::DeviceConnection connection;
+    connection.device_mutex = &device_mutex;
     connection.coordinator_address = address;
     connection.device_id = "device-0";
     connection.stop = stop;
@@ -435,7 +438,10 @@ TEST_CASE("device link: a stop while the device answers sends the reply before i
   std::optional<Expected<CountResult>> count;
   std::jthread query([&] { count = count_box(fleet, mirror, "stop-while-answering"); });
   // The device has charged; the stop comes while its reply waits.
-  REQUIRE(test::eventually([&] { return device.spent() > 0; }));
+  REQUIRE(test::eventually([&] {
+    std::lock_guard lock(device_mutex);
+    return device.spent() > 0;
+  }));
   serving.request_stop();
   query.join();
   serving.join();
