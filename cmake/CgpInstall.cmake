@@ -3,34 +3,26 @@
 # pkg-config files cgpkit-client.pc and cgpkit-link.pc for C users of the device ABI.
 include(CMakePackageConfigHelpers)
 
-# Two export sets, so that a client-only install (CGP_CLIENT_ONLY) is a complete package:
+# Installs the targets after `set` as that export set (cgpkit::<EXPORT_NAME> in the package).
+function(cgp_install_export_set set)
+  install(TARGETS ${ARGN}
+          EXPORT ${set}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(EXPORT ${set} NAMESPACE cgpkit:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+endfunction()
+
+# Export sets, so that a client-only install (CGP_CLIENT_ONLY) is a complete package:
 # find_package(cgpkit COMPONENTS client) finds cgpkit::common and cgpkit::client in either.
-install(TARGETS cgp_common cgp_client
-        EXPORT cgpkitClientTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(EXPORT cgpkitClientTargets NAMESPACE cgpkit::
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+cgp_install_export_set(cgpkitClientTargets cgp_common cgp_client)
 # The device link (cgpkit::link, cgp/cgp_link.h) in a set of its own: it adds gRPC, which a
 # client-only app that speaks the protocol itself does not need.
 if(CGP_DEVICE_LINK)
-  install(TARGETS cgp_device_link
-          EXPORT cgpkitLinkTargets
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  install(EXPORT cgpkitLinkTargets NAMESPACE cgpkit::
-          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+  cgp_install_export_set(cgpkitLinkTargets cgp_device_link)
 endif()
 if(NOT CGP_CLIENT_ONLY)
-  install(TARGETS cgp_coordinator cgp_simulation
-          EXPORT cgpkitTargets
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  install(EXPORT cgpkitTargets NAMESPACE cgpkit::
-          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/cgpkit)
+  cgp_install_export_set(cgpkitTargets cgp_coordinator cgp_simulation)
 endif()
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cgpkitConfig.cmake.in

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cgp/client/device.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/version.hpp"
 #include "cgp/link/device_client.hpp"
 #include "cgp/transport/files.hpp"
@@ -90,10 +91,11 @@ int run(int argc, char** argv) {
   cgp::link::WatchLimits watch_limits;
   app.add_option("--min-tick-seconds", watch_limits.min_tick_seconds,
                  "refuse watches that would tick more often than this")
-      ->check(CLI::Range(0.001, 1e7))
+      ->check(CLI::Range(cgp::link::WatchLimits::kTickSecondsFloor,
+                         cgp::link::WatchLimits::kTickSecondsCeiling))
       ->capture_default_str();
   app.add_option("--max-watches", watch_limits.max_watches, "watches ticking at once, at most")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->check(CLI::Range(std::size_t{1}, cgp::link::WatchLimits::kMaxWatchesCeiling))
       ->capture_default_str();
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-device")) return *done;
   auto config = cgp::DeviceConfig::cgp(budget, sticky);
@@ -131,8 +133,8 @@ int run(int argc, char** argv) {
   connection.check_in_idle = std::chrono::milliseconds(check_in_ms);
   if (!lonlat.empty()) {
     if (lonlat.size() != 2) return fail(2, "--lonlat must be LON,LAT");
-    if (!(lonlat[0] >= -180 && lonlat[0] <= 180) || !(lonlat[1] > -90 && lonlat[1] < 90))
-      return fail(2, "--lonlat must be LON in [-180, 180] and LAT in (-90, 90) degrees");
+    if (auto valid = cgp::geometry::require_lonlat(lonlat[0], lonlat[1]); !valid)
+      return fail(2, "--lonlat: " + valid.error().message);
     connection.lonlat = std::array<double, 2>{lonlat[0], lonlat[1]};
   }
   if (auto unreadable = cgp::tools::read_client_files(

@@ -17,6 +17,7 @@
 
 #include "cgp/cgp_link.h"
 #include "cgp/client/c_handle.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/link/device_client.hpp"
@@ -266,11 +267,13 @@ int cgp_connection_set_check_in(cgp_connection* connection, uint32_t idle_ms) {
 int cgp_connection_set_watch_limits(cgp_connection* connection, double min_tick_seconds,
                                     size_t max_watches) {
   return guarded(connection, [&]() -> int {
+    using Limits = cgp::link::WatchLimits;
     if (!std::isfinite(min_tick_seconds))
       return fail(connection, CGP_NOT_FINITE, "min_tick_seconds must be finite");
-    if (!(min_tick_seconds >= 0.001 && min_tick_seconds <= 1e7))
+    if (!(min_tick_seconds >= Limits::kTickSecondsFloor &&
+          min_tick_seconds <= Limits::kTickSecondsCeiling))
       return fail(connection, CGP_OUT_OF_RANGE, "min_tick_seconds must be in [0.001, 1e7]");
-    if (max_watches < 1 || max_watches > 100000)
+    if (max_watches < 1 || max_watches > Limits::kMaxWatchesCeiling)
       return fail(connection, CGP_OUT_OF_RANGE, "max_watches must be in [1, 100000]");
     return change_settings(connection, [&](cgp::link::DeviceConnection& settings) {
       settings.watch_limits = {min_tick_seconds, max_watches};
@@ -282,12 +285,8 @@ int cgp_connection_set_watch_limits(cgp_connection* connection, double min_tick_
 int cgp_connection_set_lonlat(cgp_connection* connection, double lon, double lat) {
   return guarded(connection, [&]() -> int {
     if (!connection) return fail(nullptr, CGP_INVALID_ARGUMENT, "connection must not be NULL");
-    if (!std::isfinite(lon)) return fail(connection, CGP_NOT_FINITE, "lon must be finite");
-    if (!std::isfinite(lat)) return fail(connection, CGP_NOT_FINITE, "lat must be finite");
-    if (!(lon >= -180 && lon <= 180))
-      return fail(connection, CGP_OUT_OF_RANGE, "lon must be in [-180, 180] degrees");
-    if (!(lat > -90 && lat < 90))
-      return fail(connection, CGP_OUT_OF_RANGE, "lat must be in (-90, 90) degrees");
+    if (auto valid = cgp::geometry::require_lonlat(lon, lat); !valid)
+      return fail(connection, valid.error());
     std::lock_guard lock(connection->mutex);
     {
       // A frame already announced: the fix is projected now, so the session in progress

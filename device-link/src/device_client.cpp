@@ -17,6 +17,7 @@
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "device_channel.hpp"
 #include "watch_admission.hpp"
 #include "watch_schedule.hpp"
 
@@ -169,27 +170,9 @@ Status serve_device(const std::string& coordinator_address, const std::string& d
 Status serve_device(const DeviceConnection& connection, client::Device& device) {
   const std::string& coordinator_address = connection.coordinator_address;
   const std::string& device_id = connection.device_id;
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
-  // The caller paces reconnects (cgp-device --reconnect: 100 ms to 5 s); gRPC's own backoff,
-  // kept by the process-wide subchannel across calls, must not be slower (its default grows
-  // to 2 minutes).
-  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  // Keepalive pings every minute on a quiet stream: NATs and load balancers drop idle TCP
-  // flows silently, and a coordinator that vanished is noticed (ConnectionLimits).
-  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
-  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
-  arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
-  if (connection.tls_root_certificate.empty()) {
-    credentials = grpc::InsecureChannelCredentials();
-  } else {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = connection.tls_root_certificate;
-    credentials = grpc::SslCredentials(ssl);
-  }
-  auto channel = grpc::CreateCustomChannel(coordinator_address, credentials, arguments);
+  auto channel = grpc::CreateCustomChannel(
+      coordinator_address, detail::device_channel_credentials(connection.tls_root_certificate),
+      detail::device_channel_arguments());
   auto stub = v1::DeviceGateway::NewStub(channel);
   grpc::ClientContext context;
   auto stream = stub->Connect(&context);

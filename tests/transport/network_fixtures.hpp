@@ -66,6 +66,18 @@ inline std::vector<std::string> device_ids(std::size_t n) {
   return out;
 }
 
+// A gateway serving TLS with `tls`, whose devices device-0 .. device-(n-1) hold the credentials
+// key-0 .. key-(n-1), as phones would connect.
+inline transport::GatewayOptions tls_gateway_options(const ThrowawayCertificate& tls,
+                                                     std::size_t n) {
+  transport::GatewayOptions options;
+  options.tls_certificate_chain = tls.certificate;
+  options.tls_private_key = tls.key;
+  for (std::size_t i = 0; i < n; ++i)
+    options.device_credentials["device-" + std::to_string(i)] = "key-" + std::to_string(i);
+  return options;
+}
+
 // Swarm members device-0 .. device-(n-1) at the first n 2-D points.
 inline std::vector<transport::SwarmMember> swarm_members(const std::vector<double>& points,
                                                          std::size_t n) {

@@ -76,12 +76,7 @@ TEST_CASE("device link (C): phones checking in with cgp_connection_run_once answ
           "[transport][network][link][check-in]") {
   test::ThrowawayCertificate tls;
   const std::size_t phones = 3, n = phones + 1;  // the last one never checks in
-  transport::GatewayOptions options;
-  options.tls_certificate_chain = tls.certificate;
-  options.tls_private_key = tls.key;
-  for (std::size_t i = 0; i < n; ++i)
-    options.device_credentials["device-" + std::to_string(i)] = "key-" + std::to_string(i);
-  auto gateway = *transport::DeviceGateway::start(options);
+  auto gateway = *transport::DeviceGateway::start(test::tls_gateway_options(tls, n));
   const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
 
   std::vector<std::unique_ptr<DeviceHandle>> devices;
@@ -205,9 +200,7 @@ TEST_CASE("device link (C): a started link redials a coordinator that comes back
 TEST_CASE("device link (C): a refused credential ends a started link, named, charging nothing",
           "[transport][network][link]") {
   test::ThrowawayCertificate tls;
-  transport::GatewayOptions options;
-  options.tls_certificate_chain = tls.certificate;
-  options.tls_private_key = tls.key;
+  auto options = test::tls_gateway_options(tls, 0);
   options.device_credentials["device-0"] = "right";
   auto gateway = *transport::DeviceGateway::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
@@ -373,9 +366,7 @@ TEST_CASE("device link (C): a C program checks in over TLS and answers a query",
       std::filesystem::temp_directory_path() / ("cgp-c-link-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  transport::GatewayOptions options;
-  options.tls_certificate_chain = tls.certificate;
-  options.tls_private_key = tls.key;
+  auto options = test::tls_gateway_options(tls, 0);
   options.device_credentials["phone-0"] = "secret-0";
   options.frame =
       *geometry::LocationFrame::create(geometry::ProjectionKind::local_equidistant, -73.97, 40.75);

@@ -35,12 +35,7 @@ TEST_CASE("check-in: phones that connect for a few seconds at random times answe
   std::mt19937_64 rng(seed);
   test::ThrowawayCertificate tls;
   const std::size_t phones = 12, never = 4, n = phones + never;
-  transport::GatewayOptions options;
-  options.tls_certificate_chain = tls.certificate;
-  options.tls_private_key = tls.key;
-  for (std::size_t i = 0; i < n; ++i)
-    options.device_credentials["device-" + std::to_string(i)] = "key-" + std::to_string(i);
-  auto gateway = *transport::DeviceGateway::start(options);
+  auto gateway = *transport::DeviceGateway::start(test::tls_gateway_options(tls, n));
   const std::string address = "127.0.0.1:" + std::to_string(gateway->port());
 
   // Every third device inside the box [0, 1000]², the others 500 m or more outside: with

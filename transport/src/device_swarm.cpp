@@ -20,6 +20,7 @@
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "device_channel.hpp"
 #include "watch_admission.hpp"
 #include "watch_schedule.hpp"
 
@@ -429,15 +430,11 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     impl->members.push_back(std::unique_ptr<Member>(
         new Member{std::move(members[i]), std::move(device), {}, nullptr, true}));
   }
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.tls_root_certificate.empty()
-          ? grpc::InsecureChannelCredentials()
-          : grpc::SslCredentials({options.tls_root_certificate, "", ""});
+  const auto credentials = link::detail::device_channel_credentials(options.tls_root_certificate);
   const std::size_t connections =
       (impl->members.size() + options.streams_per_connection - 1) / options.streams_per_connection;
   for (std::size_t c = 0; c < connections; ++c) {
-    grpc::ChannelArguments arguments;
-    arguments.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
+    grpc::ChannelArguments arguments = link::detail::device_channel_arguments();
     // gRPC's minimal filter stack: the swarm is a test harness talking to our own coordinator,
     // and the filters it drops (deadlines, message size, compression) cost ~20% of its CPU per
     // reply (bench/network_load.sh: 28 -> 23 µs). The coordinator keeps the full stack: it
@@ -445,14 +442,6 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     arguments.SetInt(GRPC_ARG_MINIMAL_STACK, 1);
     // Its own TCP connection per channel: otherwise equal channels share one.
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    // The swarm paces its redials (100 ms to 5 s); gRPC's own backoff must not be slower.
-    arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-    // Keepalive pings every minute on a quiet stream: NATs and load balancers drop idle TCP
-    // flows silently, and a coordinator that vanished is noticed (ConnectionLimits).
-    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
-    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
-    arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     impl->channels.push_back(
         grpc::CreateCustomChannel(options.coordinator_address, credentials, arguments));
     impl->stubs.push_back(std::make_unique<grpc::GenericStub>(impl->channels.back()));

@@ -28,17 +28,25 @@ std::string shortest(double value) {
 
 }  // namespace
 
+Status require_lonlat(double lon, double lat, std::string_view lon_name,
+                      std::string_view lat_name) {
+  CGP_RETURN_IF_ERROR(require_finite(lon_name, lon));
+  CGP_RETURN_IF_ERROR(require_finite(lat_name, lat));
+  if (lon < -180 || lon > 180)
+    return make_error(
+        ErrorCode::out_of_range, lon_name,
+        std::string(lon_name) + " must be in [-180, 180] degrees, got " + shortest(lon));
+  if (!(lat > -90 && lat < 90))
+    return make_error(
+        ErrorCode::out_of_range, lat_name,
+        std::string(lat_name) + " must be in (-90, 90) degrees, got " + shortest(lat));
+  return {};
+}
+
 Expected<LocationFrame> LocationFrame::create(ProjectionKind projection, double origin_lon,
                                               double origin_lat) {
-  CGP_RETURN_IF_ERROR(require_finite("frame.origin_lon", origin_lon));
-  CGP_RETURN_IF_ERROR(require_finite("frame.origin_lat", origin_lat));
-  if (origin_lon < -180 || origin_lon > 180)
-    return make_error(
-        ErrorCode::out_of_range, "frame.origin_lon",
-        "frame.origin_lon must be in [-180, 180] degrees, got " + shortest(origin_lon));
-  if (!(origin_lat > -90 && origin_lat < 90))
-    return make_error(ErrorCode::out_of_range, "frame.origin_lat",
-                      "frame.origin_lat must be in (-90, 90) degrees, got " + shortest(origin_lat));
+  CGP_RETURN_IF_ERROR(
+      require_lonlat(origin_lon, origin_lat, "frame.origin_lon", "frame.origin_lat"));
   if (projection == ProjectionKind::spherical_mercator && origin_lat != 0)
     return make_error(ErrorCode::out_of_range, "frame.origin_lat",
                       "a mercator frame has only a central meridian: frame.origin_lat must be 0, "

@@ -23,6 +23,9 @@ namespace cgp::link {
 struct WatchLimits {
   double min_tick_seconds = 1;
   std::size_t max_watches = 64;  // armed and still ticking, at once
+  // The settings a device may choose (cgp-device flags, the C ABI).
+  static constexpr double kTickSecondsFloor = 0.001, kTickSecondsCeiling = 1e7;
+  static constexpr std::size_t kMaxWatchesCeiling = 100000;
 };
 
 struct DeviceConnection {

@@ -11,6 +11,11 @@
 
 namespace cgp::geometry {
 
+// A GPS position or frame origin in degrees: lon ∈ [−180, 180], lat ∈ (−90, 90) (the poles have
+// no local frame), both finite; errors name `lon_name` / `lat_name`.
+Status require_lonlat(double lon, double lat, std::string_view lon_name = "lon",
+                      std::string_view lat_name = "lat");
+
 class LocationFrame {
  public:
   // origin: lon ∈ [−180, 180], lat ∈ (−90, 90) degrees (Mercator: lon is the central
