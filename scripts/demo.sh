@@ -8,12 +8,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 # The same configuration as scripts/test.sh: the two commands share one build in build/.
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCGP_WERROR=ON \
   >/dev/null
-echo "demo: building cgp-sim and cgp-demo in build/ (log: build/build.log)" >&2
-cmake --build "$root/build" --target cgp-sim cgp-demo > "$root/build/build.log" 2>&1 || {
-  tail -40 "$root/build/build.log" >&2
-  echo "demo: the build failed; the whole log is in build/build.log" >&2
-  exit 1
-}
+"$root/scripts/build_logged.sh" demo "$root/build" cgp-sim cgp-demo
 echo
 echo "== cgp-sim range --rho 1e-5,1e-4,1e-3 --w 1000,2000 --reps 10 --c 16 (built-in synthetic city)"
 "$root/build/bin/cgp-sim" range --rho 1e-5,1e-4,1e-3 --w 1000,2000 --reps 10 --c 16
