@@ -160,6 +160,9 @@ Device::~Device() = default;
 Device Device::open(const DeviceConfig& config, std::unique_ptr<Ledger> ledger,
                     std::unique_ptr<RandomSource> random) {
   auto state = std::make_unique<State>(config, std::move(ledger), std::move(random));
+  // A device with secure randomness serves real users: paced unless its owner says otherwise
+  // (set_pacing), so that no release's timing depends on where the user is.
+  if (state->random && state->random->is_secure()) state->pacing = ReplyPacing::device_default();
   if (!state->ledger || !state->random) {
     state->ledger_status = make_error(ErrorCode::ledger_failure, "ledger",
                                       "ledger: a device needs a ledger and a random source");
@@ -186,9 +189,7 @@ Expected<Device> Device::open_secure(const DeviceConfig& config, const char* led
     ledger = std::make_unique<SqliteLedger>(ledger_path);
   else
     ledger = std::make_unique<MemoryLedger>();
-  Device device = open(config, std::move(ledger), std::move(*random));
-  device.set_pacing(ReplyPacing::device_default());
-  return device;
+  return open(config, std::move(ledger), std::move(*random));  // paced: secure randomness
 }
 
 Device Device::open_for_simulation(const DeviceConfig& config, std::uint64_t seed,
@@ -236,6 +237,7 @@ Status Device::set_component(std::string_view id, std::span<const double> values
   CGP_RETURN_IF_ERROR(require_all_finite("values", values));
   it->second.value.assign(values.begin(), values.end());
   it->second.frame.reset();  // metres as given: no frame claimed
+  it->second.lonlat.reset();
   return {};
 }
 

@@ -4,6 +4,7 @@
 
 #include <sodium.h>
 
+#include <array>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "cgp/client/device.hpp"
 #include "cgp/client/privatizer.hpp"
+#include "cgp/common/geometry/frame_projection.hpp"
 #include "cgp/common/geometry/location_frame.hpp"
 
 namespace cgp::client {
@@ -21,7 +23,9 @@ struct Component {
   std::size_t dimension = 0;
   std::string unit;
   std::vector<double> value;  // empty until set
-  // Set when the value came from lon/lat (set_location_lonlat): the frame it was projected in.
+  // Set when the value came from lon/lat (set_location_lonlat): the fix as given and the frame
+  // it is projected in now (a new frame re-projects it: the latest fix is always the one used).
+  std::optional<std::array<double, 2>> lonlat;
   std::optional<geometry::LocationFrame> frame;
 };
 
@@ -46,9 +50,9 @@ struct Device::State {
   std::uint64_t pacing_overruns = 0;
   double expost_spent = 0;            // the ex-post budget's realised ε (gaussian_expost watches)
   std::vector<double> watch_scratch;  // a tick's clamped component
-  // The coordinator's location frame (set_location_frame) and its projection, made once.
+  // The coordinator's location frame (set_location_frame) and the device's projection into it.
   std::optional<geometry::LocationFrame> frame;
-  std::optional<geometry::LonLatProjection> projector;
+  std::optional<geometry::FrameProjection> projection;
 
   State(const DeviceConfig& c, std::unique_ptr<Ledger> l, std::unique_ptr<RandomSource> r)
       : config(c), ledger(std::move(l)), random(std::move(r)), filter(c) {}

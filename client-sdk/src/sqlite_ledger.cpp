@@ -145,6 +145,29 @@ Status create_ledger_file(const std::string& path, const std::string& config_byt
   return {};
 }
 
+// A format-1 ledger was kept in WAL mode: its last commits may live only in "<path>-wal"
+// until a checkpoint copies them into the file. Opened without that side file, SQLite would
+// read the older checkpointed total as if nothing had happened since (a budget that goes
+// back). The file cannot tell a clean close (which removes the side file) from a lost one, so
+// a WAL-mode ledger without its side file fails closed; an operator who knows the device was
+// closed cleanly creates an empty side file to open it.
+Status require_wal_side_file(int fd, const std::string& path) {
+  unsigned char header[20] = {};
+  if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header))
+    return {};  // too short to be a database: SQLite's own checks name it
+  // Bytes 18 and 19 of an SQLite file: the write and read versions, 2 in WAL mode.
+  if (header[18] != 2 && header[19] != 2) return {};
+  struct stat side {};
+  if (::stat((path + "-wal").c_str(), &side) == 0) return {};
+  return make_error(ErrorCode::ledger_failure, "ledger",
+                    "ledger: " + path +
+                        " is a write-ahead-log (format-1) ledger without its side file " + path +
+                        "-wal: charges after its last checkpoint may be lost with it, so it is "
+                        "not opened (restore the -wal from the same backup; if the device that "
+                        "wrote it was closed cleanly, create an empty " +
+                        path + "-wal)");
+}
+
 }  // namespace
 
 struct SqliteLedger::Impl {
@@ -250,6 +273,7 @@ Expected<LedgerState> SqliteLedger::load(const DeviceConfig& config) {
     return ledger_error("cannot lock " + path_ + ": " + std::strerror(error));
   }
   s.owner = ::getpid();
+  CGP_RETURN_IF_ERROR(require_wal_side_file(s.lock_fd, path_));
   if (open_connection(path_, &s.db) != SQLITE_OK) return s.failure("cannot open " + path_);
   // SQLite's own locking stays NORMAL: every transaction then checks the file for changes, so
   // the total a charge re-reads is the one on disk, not a cached page.

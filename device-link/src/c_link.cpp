@@ -290,7 +290,7 @@ int cgp_connection_set_lonlat(cgp_connection* connection, double lon, double lat
     std::lock_guard lock(connection->mutex);
     {
       // A frame already announced: the fix is projected now, so the session in progress
-      // answers with it; a fix the device refuses changes nothing.
+      // answers with it (a valid fix is always placed: FrameProjection).
       std::lock_guard device_lock(cgp::client::mutex_of(*connection->device));
       auto& device = cgp::client::device_of(*connection->device);
       if (device.location_frame())

@@ -125,8 +125,11 @@ class WatchTicker {
 };
 
 // The coordinator's frame, from its Welcome: kept by the device, and the device's lon/lat (if
-// it has one) projected with it into "location". A device with lon/lat only cannot serve a
-// coordinator that announces no frame (it has no metres to answer with).
+// it has one) projected with it into "location". Every outcome here depends on public data
+// only — the frame and whether the app gives lon/lat — never on the fix (FrameProjection
+// places every valid fix). A device with lon/lat cannot serve a coordinator that announces no
+// frame, or a frame a device does not take (Mercator); a device answering in the metres its
+// app gives needs no frame and ignores one it cannot take.
 Status apply_frame(const v1::Welcome& welcome, const DeviceConnection& connection,
                    client::Device& device, std::mutex& device_mutex) {
   CGP_ASSIGN_OR_RETURN(auto frame, wire::frame_from_wire(welcome.frame()));
@@ -143,8 +146,9 @@ Status apply_frame(const v1::Welcome& welcome, const DeviceConnection& connectio
   for (;;) {
     {
       std::lock_guard lock(device_mutex);
-      CGP_RETURN_IF_ERROR(device.set_location_frame(*frame));
-      if (lonlat) {
+      const Status taken = device.set_location_frame(*frame);
+      if (!taken && lonlat) return taken;
+      if (taken && lonlat) {
         const auto [lon, lat] = *lonlat;
         CGP_RETURN_IF_ERROR(device.set_location_lonlat("location", lon, lat));
       }
@@ -170,6 +174,12 @@ Status serve_device(const std::string& coordinator_address, const std::string& d
 Status serve_device(const DeviceConnection& connection, client::Device& device) {
   const std::string& coordinator_address = connection.coordinator_address;
   const std::string& device_id = connection.device_id;
+  if (!device.secure_randomness() && !connection.allow_simulation_randomness)
+    return make_error(ErrorCode::invalid_argument, "randomness",
+                      "randomness: device " + device_id +
+                          " draws its noise from a simulation generator, which a coordinator "
+                          "could predict; serve it only in a test "
+                          "(DeviceConnection::allow_simulation_randomness)");
   auto channel = grpc::CreateCustomChannel(
       coordinator_address, detail::device_channel_credentials(connection.tls_root_certificate),
       detail::device_channel_arguments());
@@ -245,7 +255,8 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     std::lock_guard lock(write_mutex);
     return stream->Write(out);
   };
-  Status frame_error;  // a Welcome whose frame this device cannot take
+  Status frame_error;  // a Welcome whose frame this device cannot take, or a second Welcome
+  bool welcome_seen = false;
   std::optional<WatchTicker> ticker;
   ticker.emplace(device, device_mutex, connection.watch_limits, send);
   // Marks an answer in progress; false once the watchdog has cancelled the stream (the device
@@ -276,6 +287,16 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     if (!message.has_request()) {
       if (message.has_goodbye()) break;
       if (message.has_welcome()) {
+        // One Welcome per session: a frame change takes a new session, so a coordinator cannot
+        // re-frame a connected device again and again (and every device ends the same way).
+        if (welcome_seen) {
+          frame_error = make_error(ErrorCode::invalid_argument, "welcome",
+                                   "welcome: " + coordinator_address +
+                                       " sent a second Welcome in one session; the session "
+                                       "is ended (a new frame takes a new session)");
+          break;
+        }
+        welcome_seen = true;
         if (auto s = apply_frame(message.welcome(), connection, device, device_mutex); !s) {
           frame_error = s;
           break;

@@ -13,8 +13,10 @@ namespace {
 
 // Errors that dialling again cannot mend: the coordinator refused this device's credential or
 // its Hello (device_id, protocol_version: invalid_argument), or announced a frame this device
-// cannot take (the same coordinator will announce it again).
+// cannot take (the same coordinator will announce it again). A second Welcome in one session
+// ends that session only: the next one may be well-formed.
 bool final_error(const Error& error) {
+  if (error.parameter == "welcome") return false;
   return error.code == ErrorCode::unauthenticated || error.code == ErrorCode::invalid_argument ||
          error.parameter == "credential" || error.parameter.starts_with("frame");
 }

@@ -158,7 +158,9 @@ void bind_device(py::module_& m) {
       "(epsilon, delta, Lambda)-GP with `delta` and `lam`). It releases phi(x) + noise, charged "
       "before release; a replayed request (same query id and round) is charged once.\n\n"
       "Without `seed`: secure randomness (libsodium) and a ledger in memory, or in the SQLite "
-      "file `ledger` (a second Device on that file is refused while this one is open). With "
+      "file `ledger` (a second Device on that file is refused while this one is open). A ledger "
+      "in memory dies with this object: a new Device starts with the whole budget again, so "
+      "for a real user give `ledger` (the budget then survives restarts and crashes). With "
       "`seed`: seeded simulation randomness and an in-memory ledger (as SimulatedFleet's "
       "devices; never for real users). Calls from several Python threads are serialized.")
       .def(py::init<double, bool, std::optional<double>, std::optional<double>,
@@ -173,14 +175,17 @@ void bind_device(py::module_& m) {
            "Set a component's current value (the user's data; never leaves the device).")
       .def("set_location_frame", &PyDevice::set_location_frame, py::arg("frame"),
            "Keep the coordinator's location frame, as cgp-coordinator --frame writes it "
-           "('local:LON,LAT' or 'mercator:LON'), to project GPS positions on the device.")
+           "('local:LON,LAT'), to project GPS positions on the device; positions already set "
+           "from lon/lat are projected again in it. A 'mercator:LON' frame is refused (error "
+           "naming 'frame.projection'): devices answer only in local frames.")
       .def_property_readonly("location_frame", &PyDevice::location_frame,
                              "The frame kept by set_location_frame (its text), or None.")
       .def("set_location_lonlat", &PyDevice::set_location_lonlat, py::arg("id"), py::arg("lon"),
            py::arg("lat"),
            "Set a 2-D component (unit m) to a GPS position in degrees, projected on the device in "
-           "the kept frame. Errors name 'frame' (none kept, or one that stretches distances by "
-           "more than 1% here), 'lon' or 'lat'.")
+           "the kept frame: exactly within 1,500 km of its origin, clamped towards the origin "
+           "beyond (never refused: what is released is Lipschitz in ground metres with constant "
+           "<= 1.0094). Errors name 'frame' (no frame kept yet), 'lon' or 'lat'.")
       .def("location", &PyDevice::location, py::arg("query_id"), py::arg("round"), py::arg("rho"),
            py::arg("component") = "location",
            "Release the component itself plus Gaussian noise at rho. Returns status "

@@ -402,14 +402,16 @@ TEST_CASE("item 4: a ledger deleted or replaced while open takes no more charges
   CHECK(device.remaining() <= remaining);
 }
 
-TEST_CASE("item 4: a format-1 ledger (WAL) is migrated with its total and its replies",
-          "[client][hardening][ledger]") {
-  ScratchLedger ledger("format1");
-  auto config = *DeviceConfig::cgp(1.0);
-  const std::string config_bytes = wire::serialize(wire::config_to_wire(config));
+namespace {
+
+// A ledger as format 1 wrote it: WAL mode, `spent` in state, one answer. Returns the open
+// connection (the caller closes it: with `persist_wal` the -wal side file stays, as after a
+// crash; without, a clean close checkpoints and removes it).
+sqlite3* write_format1_ledger(const ScratchLedger& ledger, const std::string& config_bytes,
+                              double spent) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(ledger.c_str(), &db) == SQLITE_OK);
-  const char* schema = R"sql(
+  const std::string schema = R"sql(
 PRAGMA journal_mode=WAL;
 CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE state (id INTEGER PRIMARY KEY CHECK (id = 0), spent REAL NOT NULL CHECK (spent >= 0),
@@ -417,10 +419,11 @@ CREATE TABLE state (id INTEGER PRIMARY KEY CHECK (id = 0), spent REAL NOT NULL C
 CREATE TABLE answers (query_id TEXT NOT NULL, round INTEGER NOT NULL,
   digest BLOB NOT NULL CHECK (length(digest) = 32), charge REAL NOT NULL CHECK (charge > 0),
   reply BLOB NOT NULL, PRIMARY KEY (query_id, round));
-INSERT INTO state VALUES (0, 0.375, 0);
-INSERT INTO answers VALUES ('old', 1, zeroblob(32), 0.375, X'0a');
+INSERT INTO answers VALUES ('old', 1, zeroblob(32), 0.125, X'0a');
+INSERT INTO state VALUES (0, )sql" +
+                             std::to_string(spent) + R"sql(, 0);
 )sql";
-  REQUIRE(sqlite3_exec(db, schema, nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_stmt* put = nullptr;
   REQUIRE(
       sqlite3_prepare_v2(
@@ -431,7 +434,25 @@ INSERT INTO answers VALUES ('old', 1, zeroblob(32), 0.375, X'0a');
                     SQLITE_TRANSIENT);
   REQUIRE(sqlite3_step(put) == SQLITE_DONE);
   sqlite3_finalize(put);
+  return db;
+}
+
+void keep_wal_on_close(sqlite3* db) {
+  int persist = 1;
+  REQUIRE(sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist) == SQLITE_OK);
+}
+
+}  // namespace
+
+TEST_CASE("item 4: a format-1 ledger (WAL) is migrated with its total and its replies",
+          "[client][hardening][ledger]") {
+  ScratchLedger ledger("format1");
+  auto config = *DeviceConfig::cgp(1.0);
+  const std::string config_bytes = wire::serialize(wire::config_to_wire(config));
+  sqlite3* db = write_format1_ledger(ledger, config_bytes, 0.375);
+  keep_wal_on_close(db);  // its side file beside it, as format 1 left it after a crash
   sqlite3_close(db);
+  REQUIRE(std::filesystem::exists(ledger.path.string() + "-wal"));
   auto device = open_located(config, ledger.c_str());
   INFO((device.ledger_status().ok() ? "" : device.ledger_status().error().message));
   REQUIRE(device.ledger_status().ok());
@@ -447,6 +468,56 @@ INSERT INTO answers VALUES ('old', 1, zeroblob(32), 0.375, X'0a');
   REQUIRE(old_answer.has_value());
   REQUIRE(old_answer->has_value());
   CHECK_FALSE((*old_answer)->pruned());
+}
+
+TEST_CASE("issue 27: a format-1 ledger without its -wal fails closed by name",
+          "[client][hardening][ledger]") {
+  auto config = *DeviceConfig::cgp(1.0);
+  const std::string config_bytes = wire::serialize(wire::config_to_wire(config));
+  SECTION("the -wal lost after a checkpoint: the checkpointed total is lower than the truth") {
+    ScratchLedger ledger("format1-lost-wal");
+    ScratchLedger copy("format1-lost-wal-copy");
+    sqlite3* db = write_format1_ledger(ledger, config_bytes, 0.2);
+    REQUIRE(sqlite3_exec(db, "PRAGMA wal_autocheckpoint=0; PRAGMA wal_checkpoint(TRUNCATE);",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    // Spent 0.9 now, committed in the -wal only; the main file still says 0.2.
+    REQUIRE(sqlite3_exec(db, "UPDATE state SET spent = 0.9 WHERE id = 0;", nullptr, nullptr,
+                         nullptr) == SQLITE_OK);
+    std::filesystem::copy_file(ledger.path, copy.path);  // a backup of the file alone
+    keep_wal_on_close(db);
+    sqlite3_close(db);
+    auto device = Device::open_secure(config, copy.c_str());
+    REQUIRE(device.has_value());
+    REQUIRE_FALSE(device->ledger_status().ok());
+    CHECK(device->ledger_status().error().code == ErrorCode::ledger_failure);
+    CHECK(device->ledger_status().error().parameter == "ledger");
+    CHECK(device->ledger_status().error().message.find("-wal") != std::string::npos);
+    // Every request is refused, nothing is charged.
+    auto reply = parse_reply(device->handle(bytes_of(location_request_bytes("q", 1, 0.01))));
+    CHECK(reply.status() == v1::REJECTED_INVALID);
+    CHECK(reply.error() == v1::LEDGER_FAILURE);
+    // With its side file the same ledger opens at its true total.
+    auto whole = Device::open_secure(config, ledger.c_str());
+    REQUIRE(whole.has_value());
+    REQUIRE(whole->ledger_status().ok());
+    CHECK(whole->spent() == 0.9);
+  }
+  SECTION("closed cleanly: refused too (the file cannot tell), opened once the operator says so") {
+    ScratchLedger ledger("format1-clean");
+    sqlite3_close(write_format1_ledger(ledger, config_bytes, 0.5));
+    REQUIRE_FALSE(std::filesystem::exists(ledger.path.string() + "-wal"));
+    {
+      auto device = Device::open_secure(config, ledger.c_str());
+      REQUIRE(device.has_value());
+      REQUIRE_FALSE(device->ledger_status().ok());
+      CHECK(device->ledger_status().error().code == ErrorCode::ledger_failure);
+    }
+    std::ofstream(ledger.path.string() + "-wal").close();  // the documented operator step
+    auto device = Device::open_secure(config, ledger.c_str());
+    REQUIRE(device.has_value());
+    REQUIRE(device->ledger_status().ok());
+    CHECK(device->spent() == 0.5);
+  }
 }
 
 // ---- item 5: rounding slack does not add up over releases --------------------------------------

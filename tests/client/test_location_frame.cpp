@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cgp/client/device.hpp"
+#include "cgp/common/geometry/frame_projection.hpp"
 #include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "device_fixtures.hpp"
@@ -109,23 +110,24 @@ TEST_CASE("location frame: lon/lat projected on the device, other frames refused
   REQUIRE(device.set_component("location", metres).ok());
   CHECK(parse_reply(device.handle(bytes_of(framed_location_request("e", 1e6, kManhattan))))
             .status() == v1::ANSWERED);
-  // A frame chosen to stretch distances (centred far away, or Mercator at 40° N) is refused:
-  // the coordinator cannot weaken ρ by announcing it.
+  // A frame centred far away places the fix too (clamped at the service area's edge), and a
+  // Mercator frame is refused whatever the position: no outcome depends on where the user is.
   const auto far = LocationFrame::create(ProjectionKind::local_equidistant, 100, -40).value();
   REQUIRE(device.set_location_frame(far).ok());
-  const auto stretched = device.set_location_lonlat("location", -73.96, 40.76);
-  REQUIRE_FALSE(stretched.ok());
-  CHECK(stretched.error().parameter == "frame");
-  CHECK(stretched.error().code == ErrorCode::out_of_range);
+  REQUIRE(device.set_location_lonlat("location", -73.96, 40.76).ok());
+  const auto clamped = parse_reply(device.handle(bytes_of(framed_location_request("f", 1e6, far))));
+  REQUIRE(clamped.status() == v1::ANSWERED);
+  CHECK(std::hypot(clamped.values(0), clamped.values(1)) <
+        geometry::FrameProjection::kServiceRadius);  // ~500 km from the antipode: folded
   const auto mercator = LocationFrame::create(ProjectionKind::spherical_mercator, -74, 0).value();
-  REQUIRE(device.set_location_frame(mercator).ok());
-  CHECK(device.set_location_lonlat("location", -73.96, 40.76).error().parameter == "frame");
-  CHECK(device.set_location_lonlat("location", -73.96, 0.5).ok());  // near the equator: fine
-  // Within ~1,500 km of a local frame's origin the stretch is under 1%.
+  const auto refused = device.set_location_frame(mercator);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().parameter == "frame.projection");
+  CHECK(device.location_frame() == far);  // kept as it was
   REQUIRE(device.set_location_frame(kManhattan).ok());
-  CHECK(device.set_location_lonlat("location", -77.04, 38.90).ok());  // Washington, 330 km
-  CHECK(device.set_location_lonlat("location", -87.63, 41.88).ok());  // Chicago, 1,150 km
-  CHECK(device.set_location_lonlat("location", -118.24, 34.05).error().parameter == "frame");
+  CHECK(device.set_location_lonlat("location", -77.04, 38.90).ok());   // Washington, 330 km
+  CHECK(device.set_location_lonlat("location", -87.63, 41.88).ok());   // Chicago, 1,150 km
+  CHECK(device.set_location_lonlat("location", -118.24, 34.05).ok());  // Los Angeles: clamped
   // A component registered through the C ABI (no unit) takes lon/lat too.
   REQUIRE(device.register_component("plain", 2).ok());
   CHECK(device.set_location_lonlat("plain", -73.96, 40.76).ok());

@@ -1,5 +1,6 @@
 """cgpkit from Python (issue 16): the C++ engine itself — identical rows to cgp-sim for the same
 seed, named errors, vectorized geometry, the accountants' reference values."""
+import math
 import json
 import os
 import subprocess
@@ -142,9 +143,19 @@ class Devices(unittest.TestCase):
         with self.assertRaises(cgpkit.Error) as caught:
             device.set_location_lonlat("location", -73.968, 95.0)
         self.assertEqual(caught.exception.parameter, "lat")
-        with self.assertRaises(cgpkit.Error) as caught:  # ~1,800 km from the origin: stretched
-            device.set_location_lonlat("location", -95.0, 40.75)
-        self.assertEqual(caught.exception.parameter, "frame")
+        # ~1,780 km from the origin: placed, clamped to the 1,500 km edge of the service area
+        # (never refused: a refusal would depend on where the user is).
+        # (A device of budget 1 releases at sigma = 1 m within a box that holds the area.)
+        traveller = cgpkit.Device(budget=1.0, seed=SEED)
+        traveller.set_location_frame("local:-73.97,40.75")
+        traveller.set_location_lonlat("location", -95.0, 40.75)
+        values = traveller.location("q", 1, 0.5)["values"]
+        self.assertAlmostEqual(math.hypot(values[0], values[1]), 1.5e6, delta=10)
+        self.assertLess(values[0], -1.4e6)  # west
+        with self.assertRaises(cgpkit.Error) as caught:  # devices take local frames only
+            device.set_location_frame("mercator:-74")
+        self.assertEqual(caught.exception.parameter, "frame.projection")
+        self.assertEqual(device.location_frame, "local:-73.97,40.75")
 
     def test_ledger_file_survives_and_is_held_by_one_handle(self):
         with tempfile.TemporaryDirectory() as scratch:

@@ -60,6 +60,13 @@ struct ThrowawayCertificate {
 };
 
 // "device-0" .. "device-(n-1)": user i is device-i.
+// serve_device for a device opened with simulation randomness (tests only: the link refuses
+// such a device unless told it is a test).
+inline Status serve_simulated_device(link::DeviceConnection connection, client::Device& device) {
+  connection.allow_simulation_randomness = true;
+  return link::serve_device(connection, device);
+}
+
 inline std::vector<std::string> device_ids(std::size_t n) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < n; ++i) out.push_back("device-" + std::to_string(i));
@@ -110,7 +117,7 @@ struct ThreadedDevices {
       threads.emplace_back([this, k, address, reply_delay](std::stop_token stop) {
         link::DeviceConnection connection{
             address, "device-" + std::to_string(first + k), "", "", reply_delay, stop};
-        (void)link::serve_device(connection, devices[k]);
+        (void)serve_simulated_device(connection, devices[k]);
       });
   }
   double spent(std::size_t row) const { return devices[row - first].spent(); }

@@ -74,7 +74,7 @@ TEST_CASE("check-in: phones that connect for a few seconds at random times answe
         connection.tls_root_certificate = tls.certificate;
         connection.stop = stop;
         connection.check_in_idle = 1000ms;
-        served[i] = link::serve_device(connection, devices[i]);
+        served[i] = test::serve_simulated_device(connection, devices[i]);
       });
     }
     double lo[2] = {0, 0}, hi[2] = {1000, 1000};

@@ -43,7 +43,7 @@ TEST_CASE("network: devices given lon/lat are counted in the coordinator's frame
         connection.device_id = "device-" + std::to_string(k);
         connection.stop = stop;
         connection.lonlat = phones[k];
-        served[k] = link::serve_device(connection, devices[k]);
+        served[k] = test::serve_simulated_device(connection, devices[k]);
       });
     }
     REQUIRE(gateway->wait_for_devices(phones.size(), 20s));
@@ -74,7 +74,7 @@ TEST_CASE("network: a device with lon/lat refuses a coordinator that announces n
   connection.coordinator_address = "127.0.0.1:" + std::to_string(gateway->port());
   connection.device_id = "device-0";
   connection.lonlat = std::array<double, 2>{-73.97, 40.75};
-  const Status served = link::serve_device(connection, device);
+  const Status served = test::serve_simulated_device(connection, device);
   REQUIRE_FALSE(served.ok());
   CHECK(served.error().parameter == "frame");
   CHECK(device.spent() == 0);

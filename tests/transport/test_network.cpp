@@ -152,28 +152,31 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
     std::vector<std::jthread> threads;
     for (std::size_t i = 0; i < n; ++i)
       threads.emplace_back([&, i] {
-        outcomes[i] = link::serve_device({address, "device-" + std::to_string(i),
+        outcomes[i] =
+            test::serve_simulated_device({address, "device-" + std::to_string(i),
                                           "secret-" + std::to_string(i * 7919), tls.certificate},
                                          devices[i]);
       });
     // A wrong credential, another device's id with its own credential, plaintext to a TLS
     // server, no credential: all refused.
     threads.emplace_back([&] {
-      outcomes[n] = link::serve_device({address, "device-0", "guess", tls.certificate}, devices[n]);
+      outcomes[n] =
+          test::serve_simulated_device({address, "device-0", "guess", tls.certificate}, devices[n]);
     });
     threads.emplace_back([&] {
-      outcomes[n + 1] = link::serve_device(
+      outcomes[n + 1] = test::serve_simulated_device(
           {address, "device-1", "secret-" + std::to_string(2 * 7919), tls.certificate},
           devices[n + 1]);
     });
     threads.emplace_back([&] {
-      outcomes[n + 2] = link::serve_device({"127.0.0.1:" + std::to_string(gateway->port()),
-                                            "device-2", "secret-" + std::to_string(2 * 7919), ""},
-                                           devices[n + 2]);
+      outcomes[n + 2] =
+          test::serve_simulated_device({"127.0.0.1:" + std::to_string(gateway->port()), "device-2",
+                                        "secret-" + std::to_string(2 * 7919), ""},
+                                       devices[n + 2]);
     });
     threads.emplace_back([&] {  // no credential at all
-      outcomes[n + 3] =
-          link::serve_device({address, "device-3", "", tls.certificate, {}}, devices[n + 3]);
+      outcomes[n + 3] = test::serve_simulated_device({address, "device-3", "", tls.certificate, {}},
+                                                     devices[n + 3]);
     });
     REQUIRE(gateway->wait_for_devices(n, 20s));
     transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1e4, 10s);

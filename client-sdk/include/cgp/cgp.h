@@ -126,24 +126,29 @@ CGP_API CGP_NODISCARD int cgp_device_set_component(cgp_device* device, const cha
 
 enum cgp_projection {
   CGP_PROJECTION_LOCAL_EQUIDISTANT = 1, /* azimuthal equidistant (WGS 84) around the origin */
-  CGP_PROJECTION_SPHERICAL_MERCATOR = 2 /* R = 6378137 m; origin_lat must be 0 */
+  CGP_PROJECTION_SPHERICAL_MERCATOR = 2 /* a coordinator's frame only: refused on devices */
 };
 
 /* Keeps the coordinator's location frame, as its Welcome announces it (Welcome.frame:
- * projection, origin_lon, origin_lat in degrees). Errors: CGP_INVALID_ARGUMENT for an unknown
- * projection, CGP_OUT_OF_RANGE / CGP_NOT_FINITE for the origin (named in the message). */
+ * projection, origin_lon, origin_lat in degrees), and re-projects into it every component set
+ * from lon/lat. Only local frames are taken: a Mercator frame is CGP_INVALID_ARGUMENT naming
+ * "frame.projection" (it stretches distances by 1/cos(lat) and has a seam), wherever the user
+ * is. Errors: CGP_INVALID_ARGUMENT for an unknown projection, CGP_OUT_OF_RANGE /
+ * CGP_NOT_FINITE for the origin (named in the message). */
 CGP_API CGP_NODISCARD int cgp_device_set_location_frame(cgp_device* device, int projection,
                                                         double origin_lon, double origin_lat);
 
 /* Sets a 2-D component (registered on first use, unit metres) to the device's GPS position
  * projected in the frame of cgp_device_set_location_frame: the phone never needs the
- * coordinator's metres. A request stamped with another frame is then rejected (its error names
- * "frame"), charged nothing, until lon/lat is set again in the new frame. Errors:
- * CGP_INVALID_ARGUMENT "frame" before a frame is set; CGP_OUT_OF_RANGE / CGP_NOT_FINITE for
- * lon or lat; CGP_OUT_OF_RANGE "frame" where the frame stretches distances by more than 1%
- * (a local frame centred over ~1,550 km away, a Mercator frame off the equator: a coordinator
- * cannot weaken ρ by its choice of frame); CGP_DIMENSION_MISMATCH if the component exists
- * with another dimension. */
+ * coordinator's metres. Within 1,500 km (geodesic) of the frame's origin the position is the
+ * frame's own projection; beyond, it is clamped towards the origin by a public rule, so that
+ * every valid position is placed and the map is Lipschitz in ground metres with constant
+ * <= 1.0094 (common/src/geometry/frame_projection.md): no frame a coordinator announces, and
+ * no position, weakens rho by more than that factor squared, and no outcome depends on where
+ * the user is. A request stamped with another frame is rejected (its error names "frame"),
+ * charged nothing. Errors: CGP_INVALID_ARGUMENT "frame" before a frame is set;
+ * CGP_OUT_OF_RANGE / CGP_NOT_FINITE for lon or lat; CGP_DIMENSION_MISMATCH if the component
+ * exists with another dimension. */
 CGP_API CGP_NODISCARD int cgp_device_set_location_lonlat(cgp_device* device,
                                                          const char* component_id, double lon,
                                                          double lat);

@@ -54,7 +54,8 @@ struct WatchArming {
 
 class Device {
  public:
-  // A device with this filter, ledger and randomness. If the ledger cannot be loaded the
+  // A device with this filter, ledger and randomness; with secure randomness it is paced
+  // (ReplyPacing::device_default()) from the start. If the ledger cannot be loaded the
   // device still opens but fails closed: every request is rejected with ledger_failure and
   // ledger_status() says why; the budget is never reset.
   static Device open(const DeviceConfig& config, std::unique_ptr<Ledger> ledger,
@@ -78,14 +79,18 @@ class Device {
 
   // Location frames (docs/protocol.md): the coordinator announces how its metres come from
   // GPS lon/lat (Welcome.frame); set_location_frame keeps it, and set_location_lonlat projects
-  // a lon/lat on the device with it into a 2-D component in metres (registered with unit "m"
-  // on first use). A request stamped with another frame than the one a component was projected
-  // in is rejected (invalid_argument naming "frame"), charged nothing; set_component (metres as
-  // given) claims no frame. Errors: the frame's; set_location_lonlat without a frame is
-  // invalid_argument "frame"; lon/lat out of range name "lon"/"lat"; a frame that stretches
-  // distances by more than 1% at this position (a local frame centred over ~1,550 km away, a
-  // Mercator frame off the equator) is out_of_range "frame": its metres are not ground metres,
-  // and a device does not let a coordinator weaken ρ by choosing the frame.
+  // a fix on the device into a 2-D component in metres (registered with unit "m" on first
+  // use) with geometry::FrameProjection: the frame's own projection within
+  // FrameProjection::kServiceRadius (1,500 km) of its origin, a public clamp beyond, so that
+  // what is released is Lipschitz in ground metres with constant ≤ 1.0094 for every accepted
+  // frame and every pair of fixes (common/src/geometry/frame_projection.md). No outcome
+  // depends on the fix: a valid fix is always placed (the latest one is the one answered
+  // from), and a new frame re-projects it. Only local frames are accepted; a Mercator frame is
+  // refused by set_location_frame (invalid_argument "frame.projection") wherever the user is.
+  // A request stamped with another frame than the one a component was projected in is
+  // rejected (invalid_argument naming "frame"), charged nothing; set_component (metres as
+  // given) claims no frame. Errors: the frame's; lon/lat out of range name "lon"/"lat";
+  // set_location_lonlat before any frame is invalid_argument "frame".
   Status set_location_frame(const geometry::LocationFrame& frame);
   const std::optional<geometry::LocationFrame>& location_frame() const noexcept;
   Status set_location_lonlat(std::string_view id, double lon, double lat);
@@ -138,7 +143,8 @@ class Device {
   Expected<std::size_t> max_reply_size(std::span<const std::uint8_t> request_bytes) const;
 
   // Timing (privatizer.md, "Timing"): with pacing enabled, the work that touches the user's
-  // data and the noise is padded to a window computed from public data. open_secure enables
+  // data and the noise is padded to a window computed from public data. A device opened with
+  // secure randomness (open_secure, or open with a secure RandomSource) starts with
   // ReplyPacing::device_default(); simulations run unpaced. `clock` replaces the steady clock
   // (tests); nullptr keeps the current one.
   void set_pacing(const ReplyPacing& pacing, std::shared_ptr<PacingClock> clock = nullptr);

@@ -53,6 +53,10 @@ struct DeviceConnection {
   // frame), shared with the app's own calls on the same device (the C ABI's device lock);
   // nullptr: the device is the connection's alone, and it locks a mutex of its own.
   std::mutex* device_mutex = nullptr;
+  // Tests and simulations only: serve a device whose randomness is not secure
+  // (Device::open_for_simulation). Otherwise such a device is refused before dialling
+  // (invalid_argument naming "randomness"): its noise would be predictable.
+  bool allow_simulation_randomness = false;
 };
 
 // How serve_device_reconnecting dials again: after a session that lasted at least
@@ -66,18 +70,21 @@ struct ReconnectPolicy {
 
 // Blocks until the coordinator closes the stream, the connection fails, or connection.stop is
 // requested; a refused connection (wrong credential) is an error naming it, and so is a
-// coordinator that sends no Welcome within 10 s.
+// coordinator that sends no Welcome within 10 s, or a second Welcome in one session
+// ("welcome"). A device without secure randomness is refused ("randomness") unless
+// connection.allow_simulation_randomness.
 Status serve_device(const DeviceConnection& connection, client::Device& device);
 // serve_device again and again until connection.stop is requested (then it returns ok), with
 // backoff between sessions: for a device that keeps a link open (cgp-device --reconnect, the
 // C ABI's cgp_connection_start). Returns early only on an error redialling cannot mend: a
 // refused credential (unauthenticated), a refused Hello (invalid_argument: device_id,
-// protocol_version), a Welcome whose frame this device cannot take ("frame").
+// protocol_version), a Welcome whose frame this device cannot take ("frame"), a device
+// without secure randomness ("randomness").
 // `on_session_end` (may be empty) sees every session's status, e.g. for a log.
 Status serve_device_reconnecting(const DeviceConnection& connection, client::Device& device,
                                  const ReconnectPolicy& policy = {},
                                  const std::function<void(const Status&)>& on_session_end = {});
-// Plaintext, no credential.
+// Plaintext, no credential (a device with secure randomness only).
 Status serve_device(const std::string& coordinator_address, const std::string& device_id,
                     client::Device& device);
 

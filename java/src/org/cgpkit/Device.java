@@ -52,7 +52,9 @@ public final class Device implements AutoCloseable {
 
   /**
    * Keeps the coordinator's location frame, as its Welcome announces it (Welcome.frame), so
-   * that {@link #setLocationLonLat} can project GPS positions on the device.
+   * that {@link #setLocationLonLat} can project GPS positions on the device. Only local frames
+   * are taken: a Mercator frame is refused (error naming "frame.projection") wherever the user
+   * is.
    */
   public synchronized void setLocationFrame(int projection, double originLon, double originLat)
       throws CgpException {
@@ -61,7 +63,9 @@ public final class Device implements AutoCloseable {
 
   /**
    * Sets a 2-D component to the GPS position (degrees) projected in the frame of
-   * {@link #setLocationFrame}; a request stamped with another frame is then rejected by name.
+   * {@link #setLocationFrame}: exactly within 1,500 km of its origin, clamped towards it beyond
+   * (never refused; Lipschitz in ground metres with constant at most 1.0094). A request stamped
+   * with another frame is rejected by name.
    */
   public synchronized void setLocationLonLat(String id, double lon, double lat)
       throws CgpException {
