@@ -3,8 +3,10 @@
 // Google Benchmark; prints tables, asserts nothing (useful before and after replies are paced).
 //
 //   cgp_bench_timing [samples [device_requests [seed]]]
-//     samples          sampler draws for table 1                  (default 2,000,000)
-//     device_requests  Device::handle calls for tables 2 and 3 each (default 100,000)
+//     samples          sampler draws for table 1, signed_distance calls per shape for table 4
+//                      (default 2,000,000)
+//     device_requests  Device::handle calls for tables 2 and 3 each, and per shape for table 5
+//                      (default 100,000)
 //     seed             SimulationRandom seed                       (default: random, printed)
 //
 // Table 1: DiscreteGaussian::sample(RandomBits&) at σ² of plan_noise(K = 1, ρ = 1e-4), each draw
@@ -14,6 +16,15 @@
 //          |reply − true location|/σ, σ of the device's plan for the request's ρ.
 // Table 3: the same for the signed distance to a 100-vertex polygon, the user inside or outside
 //          (at the same distance from the boundary), alternating.
+// Table 4: geometry::signed_distance(polygon, point) alone (the per-edge loop), each call timed
+//          on its own, the user's positions in a random order: a polygon with a hole (user in
+//          the polygon, outside it, in the hole) and a comb (user in a tooth, between two teeth,
+//          beside the comb), every position 20–300 m from the boundary. Median with its 95%
+//          confidence interval, the mean of the times ≤ the pooled p95 ± 2 SE (finer than the
+//          clock's ~10 ns tick), and both as differences from the shape's first position.
+// Table 5: Device::handle(bytes) for the same shapes and positions (device_requests per shape),
+//          unpaced. Tables 4 and 5 show whether the time depends on where the user is when the
+//          device runs without pacing (signed_distance.md "Timing").
 // Tables 2 and 3 run on open_for_simulation devices, which are unpaced; when Device::set_pacing
 // exists they are repeated (as 2p and 3p, with device_requests/5 requests, since each paced
 // reply takes its whole window) on devices paced with ReplyPacing::device_default().
@@ -34,6 +45,8 @@
 #include "cgp/client/device.hpp"
 #include "cgp/client/privatizer.hpp"
 #include "cgp/client/random.hpp"
+#include "cgp/common/geometry/region.hpp"
+#include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "discrete_gaussian.hpp"
 
@@ -411,6 +424,233 @@ void polygon_table(const DeviceConfig& config, std::uint64_t seed, double rho, s
   print_table("  time per request by position:", kNames, times);
 }
 
+// ---- Tables 4 and 5: where the user is, in polygons with a hole and with teeth ---------------
+
+// A polygon and the positions of the user to compare, in the device's coordinates (metres).
+struct Shape {
+  const char* title;
+  geometry::Ring outer;
+  std::vector<geometry::Ring> holes;
+  std::vector<const char*> names;
+  std::vector<std::array<double, 2>> positions;
+};
+
+geometry::Ring regular_ring(int vertices, double radius, bool clockwise) {
+  const double pi = std::acos(-1.0);
+  geometry::Ring ring;
+  for (int v = 0; v < vertices; ++v) {
+    const double a = (clockwise ? -2 : 2) * pi * v / vertices;
+    ring.push_back({radius * std::cos(a), radius * std::sin(a)});
+  }
+  return ring;
+}
+
+// A regular 100-gon (R = 1 km) with a regular 50-gon hole (r = 400 m), both around the origin:
+// 150 edges. The user 300 m from the nearest ring, on the ray through the middle of edge 0.
+Shape holed_shape() {
+  const double pi = std::acos(-1.0);
+  const double c = std::cos(pi / 100), s = std::sin(pi / 100);
+  auto at = [&](double r) { return std::array<double, 2>{r * c, r * s}; };
+  return {"a 100-gon (R = 1 km) with a 50-gon hole (r = 400 m), 150 edges",
+          regular_ring(100, 1000, false),
+          {regular_ring(50, 400, true)},
+          {"in the polygon", "outside", "in the hole"},
+          {at(700), at(1300), at(100)}};
+}
+
+// A comb: a base [0, 1960] × [0, 200] m with 25 teeth 40 m wide and 1,800 m long, 40 m apart
+// (100 edges). The user half-way up, 20 m from the nearest edge: in the middle of tooth 12,
+// in the gap between teeth 12 and 13, and 20 m right of the last tooth.
+Shape comb_shape() {
+  constexpr int kTeeth = 25;
+  constexpr double kWidth = 40, kPitch = 80, kBase = 200, kTop = 2000;
+  geometry::Ring ring = {{0, 0}, {kPitch * (kTeeth - 1) + kWidth, 0}};
+  for (int k = kTeeth - 1; k >= 0; --k) {  // counter-clockwise: up the right side of each tooth
+    const double x0 = kPitch * k, x1 = x0 + kWidth;
+    ring.push_back({x1, kTop});
+    ring.push_back({x0, kTop});
+    if (k > 0) {
+      ring.push_back({x0, kBase});
+      ring.push_back({x0 - (kPitch - kWidth), kBase});
+    }
+  }
+  const double y = (kBase + kTop) / 2;
+  return {"a comb of 25 teeth (40 m wide, 40 m apart), 100 edges",
+          std::move(ring),
+          {},
+          {"in a tooth", "between two teeth", "beside the comb"},
+          {{{kPitch * 12 + kWidth / 2, y},
+            {kPitch * 12 + kWidth + (kPitch - kWidth) / 2, y},
+            {kPitch * (kTeeth - 1) + kWidth + 20, y}}}};
+}
+
+geometry::Polygon polygon_of(const Shape& shape) {
+  auto polygon = geometry::Polygon::create(shape.outer, shape.holes);
+  if (!polygon) {
+    std::printf("Polygon::create failed for %s: %s\n", shape.title,
+                polygon.error().message.c_str());
+    std::exit(1);
+  }
+  return *std::move(polygon);
+}
+
+// Median, its 95% confidence interval (order statistics n/2 ± 0.98·√n, distribution-free),
+// p90 and p99 per position, and each median's difference from the first position's. The clock
+// ticks in steps of ~10 ns here, too coarse for a loop of a few hundred ns, so also the mean of
+// the times at or below the pooled p95 (one cutoff for all positions: interrupts and page
+// faults cut off alike) ± twice its standard error, and its difference from the first's.
+void print_positions(std::span<const char* const> names,
+                     std::vector<std::vector<std::uint64_t>>& times) {
+  std::vector<std::uint64_t> pooled;
+  for (const auto& t : times) pooled.insert(pooled.end(), t.begin(), t.end());
+  const std::uint64_t cutoff = percentile(pooled, 0.95);
+  std::printf("  %-18s %8s %9s %16s %7s %7s %9s %20s %9s\n", "position", "count", "median ns",
+              "95% CI of median", "p90 ns", "p99 ns", "Δ median", "mean ≤ p95 ± 2 SE", "Δ mean");
+  double first_median = 0, first_mean = 0;
+  for (std::size_t p = 0; p < names.size(); ++p) {
+    auto& t = times[p];
+    if (t.empty()) {
+      std::printf("  %-*s %8zu %10s\n", padded_width(names[p], 18), names[p], t.size(), "-");
+      continue;
+    }
+    std::sort(t.begin(), t.end());
+    const double n = static_cast<double>(t.size());
+    const double half_width = 0.98 * std::sqrt(n);
+    const auto lo = static_cast<std::size_t>(std::max(0.0, std::floor(n / 2 - half_width)));
+    const auto hi = std::min(t.size() - 1, static_cast<std::size_t>(std::ceil(n / 2 + half_width)));
+    const std::uint64_t median = percentile(t, 0.50);
+    if (p == 0) first_median = static_cast<double>(median);
+    double sum = 0, sum2 = 0, kept = 0;
+    for (const std::uint64_t x : t) {
+      if (x > cutoff) continue;
+      const auto v = static_cast<double>(x);
+      sum += v;
+      sum2 += v * v;
+      kept += 1;
+    }
+    const double mean = kept > 0 ? sum / kept : 0;
+    const double se = kept > 1 ? std::sqrt((sum2 / kept - mean * mean) / (kept - 1)) : 0;
+    if (p == 0) first_mean = mean;
+    char ci[40], mean_text[40];
+    std::snprintf(ci, sizeof ci, "[%llu, %llu]", static_cast<unsigned long long>(t[lo]),
+                  static_cast<unsigned long long>(t[hi]));
+    std::snprintf(mean_text, sizeof mean_text, "%.2f ± %.2f", mean, 2 * se);
+    std::printf("  %-*s %8zu %9llu %16s %7llu %7llu %+8.2f%% %20s %+8.2f%%\n",
+                padded_width(names[p], 18), names[p], t.size(),
+                static_cast<unsigned long long>(median), ci,
+                static_cast<unsigned long long>(percentile(t, 0.90)),
+                static_cast<unsigned long long>(percentile(t, 0.99)),
+                100.0 * (static_cast<double>(median) / first_median - 1), mean_text,
+                100.0 * (mean / first_mean - 1));
+  }
+}
+
+// Every position once per round, in a fresh random order each round.
+template <class F>
+void in_random_order(std::size_t positions, std::size_t rounds, std::uint64_t seed, F&& visit) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::size_t> order(positions);
+  for (std::size_t r = 0; r < rounds; ++r) {
+    for (std::size_t p = 0; p < positions; ++p) order[p] = p;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (const std::size_t p : order) visit(p);
+  }
+}
+
+void distance_table(std::uint64_t seed, std::size_t calls) {
+  std::printf(
+      "\nTable 4: geometry::signed_distance(polygon, point) alone, each call timed, positions in "
+      "random order\n");
+  for (const Shape& shape : {holed_shape(), comb_shape()}) {
+    const geometry::Polygon polygon = polygon_of(shape);
+    const std::size_t n = shape.positions.size();
+    std::vector<std::vector<std::uint64_t>> times(n);
+    std::vector<double> distance(n);
+    for (auto& t : times) t.reserve(calls / n + 1);
+    in_random_order(n, 20000 / n, seed, [&](std::size_t p) {  // warm up
+      keep(geometry::signed_distance(polygon, shape.positions[p]));
+    });
+    in_random_order(n, calls / n, seed + 1, [&](std::size_t p) {
+      const auto t0 = Clock::now();
+      const double d = geometry::signed_distance(polygon, shape.positions[p]);
+      keep(d);
+      const auto t1 = Clock::now();
+      distance[p] = d;
+      times[p].push_back(elapsed_ns(t0, t1));
+    });
+    std::printf("\n  %s; signed distance:", shape.title);
+    for (std::size_t p = 0; p < n; ++p)
+      std::printf("%s %s %.1f m", p ? "," : "", shape.names[p], distance[p]);
+    std::printf("\n");
+    print_positions(shape.names, times);
+  }
+}
+
+void shape_device_table(const DeviceConfig& config, std::uint64_t seed, double rho,
+                        std::size_t requests) {
+  std::printf(
+      "\nTable 5: Device::handle(bytes), signed distance to a polygon, unpaced, ρ = %g, "
+      "positions in random order\n",
+      rho);
+  std::uint64_t shape_seed = seed;
+  for (const Shape& shape : {holed_shape(), comb_shape()}) {
+    ++shape_seed;
+    auto make_request = [&](const std::string& query) {
+      v1::DeviceRequest request;
+      request.mutable_id()->set_query_id(query);
+      request.mutable_id()->set_round(1);
+      request.set_component_id("location");
+      auto* polygon =
+          request.mutable_signed_distance_to_region()->mutable_region()->mutable_polygon();
+      for (const auto& v : shape.outer) {
+        polygon->mutable_outer()->add_xy(v[0]);
+        polygon->mutable_outer()->add_xy(v[1]);
+      }
+      for (const auto& hole : shape.holes) {
+        auto* ring = polygon->add_holes();
+        for (const auto& v : hole) {
+          ring->add_xy(v[0]);
+          ring->add_xy(v[1]);
+        }
+      }
+      request.set_rho(rho);
+      return wire::serialize(request);
+    };
+    const std::size_t n = shape.positions.size();
+    auto device = located_device(config, shape_seed, shape.positions[0].data());
+    auto move_to = [&](std::size_t p) {
+      if (!device.set_component("location", std::span<const double>(shape.positions[p])).ok()) {
+        std::printf("set_component failed\n");
+        std::exit(1);
+      }
+    };
+    std::size_t warm = 0;
+    in_random_order(n, 1000 / n, shape_seed, [&](std::size_t p) {
+      move_to(p);
+      keep(device.handle(bytes_of(make_request(query_id("warm", warm++)))));
+    });
+    std::vector<std::vector<std::uint64_t>> times(n);
+    Outcomes outcomes;
+    std::size_t i = 0;
+    const auto start = Clock::now();
+    in_random_order(n, requests / n, shape_seed + 1, [&](std::size_t p) {
+      if (outcomes.refused) return;  // the budget is spent
+      move_to(p);
+      const std::string request = make_request(query_id("shape", i++));
+      const auto t0 = Clock::now();
+      std::string reply_bytes = device.handle(bytes_of(request));
+      keep(reply_bytes);
+      const auto t1 = Clock::now();
+      if (outcomes.note(wire::parse_device_reply(bytes_of(reply_bytes))))
+        times[p].push_back(elapsed_ns(t0, t1));
+    });
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    std::printf("\n  %s, %.2f s\n", shape.title, seconds);
+    outcomes.print();
+    print_positions(shape.names, times);
+  }
+}
+
 std::uint64_t clock_overhead_ns() {
   std::vector<std::uint64_t> v(100000);
   for (auto& x : v) {
@@ -463,6 +703,8 @@ int main(int argc, char** argv) {
   const double rho = device_rho(*config);
   location_table(*config, seed, rho, requests, false);
   polygon_table(*config, seed + 1, rho, requests, false);
+  distance_table(seed + 4, samples);
+  shape_device_table(*config, seed + 5, rho, requests);
 
   auto probe = client::Device::open_for_simulation(*config, seed, 0);
   if (!enable_pacing(probe)) {

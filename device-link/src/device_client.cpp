@@ -276,7 +276,12 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     watch_changed.notify_all();
   };
   v1::CoordinatorToDevice message;
-  while (stream->Read(&message)) {
+  bool stream_ended = false;  // by the coordinator or the connection, not by this device
+  for (;;) {
+    if (!stream->Read(&message)) {
+      stream_ended = true;
+      break;
+    }
     if (message.has_start_watch()) {
       if (!begin_answer()) break;
       const bool started = ticker->start(message.start_watch());
@@ -323,6 +328,9 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     if (!sent) break;
   }
   ticker.reset();  // no alert is written once the stream is closing
+  // Leaving on its own (a frame it cannot take, a second Welcome, a failed write), the device
+  // does not wait for the coordinator to end the call: a hostile one never would.
+  if (!stream_ended) context.TryCancel();
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
   watchdog.request_stop();
