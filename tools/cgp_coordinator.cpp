@@ -3,7 +3,7 @@
 //   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
-//                         [--frame local:LON,LAT | mercator:LON] [--check-in]
+//                         [--frame local:LON,LAT] [--check-in]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
@@ -30,6 +30,7 @@
 #include <set>
 #include <string>
 
+#include "cgp/common/geometry/frame_projection.hpp"
 #include "cgp/common/version.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/files.hpp"
@@ -195,8 +196,8 @@ void serve_flags(CLI::App& sub, Arguments& a) {
   serve->add_option("--tls-cert", a.tls_cert, "PEM certificate chain (TLS)");
   serve->add_option("--tls-key", a.tls_key, "PEM private key (TLS)");
   serve->add_option("--frame", a.frame,
-                    "how the locations' metres come from lon/lat (local:LON,LAT or "
-                    "mercator:LON): announced to devices, stamped on requests");
+                    "how the locations' metres come from lon/lat (local:LON,LAT: azimuthal "
+                    "equidistant around LON,LAT): announced to devices, stamped on requests");
   serve->add_option("--budget", a.budget, "each device's total rho (its CGP filter; rho per m^2)")
       ->capture_default_str();
   serve->add_option("--dimension", a.dimension, "dimension of the queried component")
@@ -327,6 +328,10 @@ int run_serve(const Arguments& a) {
   if (!a.frame.empty()) {
     auto frame = cgp::geometry::LocationFrame::parse(a.frame);
     if (!frame) return fail(2, "--frame: " + frame.error().message);
+    // Devices take local frames only (frame_projection.md): announcing another would make every
+    // device given lon/lat leave, so it is refused here, by name, before anything starts.
+    if (auto usable = cgp::geometry::FrameProjection::create(*frame); !usable)
+      return fail(2, "--frame: " + usable.error().message);
     options.gateway.frame = *frame;
   }
   if (a.tls_cert.empty() != a.tls_key.empty())

@@ -152,6 +152,7 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       // Location frames (issue 17): named, and before anything starts.
       {serve(analyst_file, any, {"--frame", "utm:1,2"}), 2, "projection"},
       {serve(analyst_file, any, {"--frame", "local:-73.97,95"}), 2, "frame.origin_lat"},
+      {serve(analyst_file, any, {"--frame", "mercator:-74"}), 2, "frame.projection"},
       {{device, "--coordinator", "127.0.0.1:1", "--id", "d0", "--ledger", s / "ledger.db",
         "--budget", "1", "--lonlat", "200,1"},
        2,

@@ -67,7 +67,7 @@ Expected<std::array<double, 2>> FrameProjection::project(double lon, double lat)
       kMinRadiusOfCurvature * central_angle(frame_.origin_lon(), frame_.origin_lat(), lon, lat);
   if (lower_bound >= kFoldEnd) return std::array<double, 2>{0.0, 0.0};
   auto xy = projector_.forward(lon, lat);
-  // Not seen in 10^6 fixes (tests); if it ever fails, the fix goes where the fold sends every
+  // Not seen in the tests' 4×10^5 fixes; if it ever fails, the fix goes where the fold sends every
   // fix it cannot place, so that a failure is never an outcome of its own.
   if (!xy) return std::array<double, 2>{0.0, 0.0};
   const double s = std::hypot((*xy)[0], (*xy)[1]);

@@ -131,7 +131,10 @@ class MemoryLedger final : public Ledger {
 // new ledger appears atomically (built beside the path, then linked in), so an existing file
 // that is empty or has no ledger tables is a ledger_failure, never a fresh budget. The file is
 // bound to the device configuration it was created with. Every write first checks that the
-// path still names the file this handle opened (deleted or replaced: ledger_failure).
+// path still names the file this handle opened (deleted or replaced: ledger_failure). A ledger
+// of format 1 (kept in WAL mode) is migrated only with its "-wal" side file beside it: without
+// it, charges after its last checkpoint may be gone, so it fails closed (ledger_failure naming
+// "ledger"; an operator who knows it was closed cleanly creates an empty side file).
 class SqliteLedger final : public Ledger {
  public:
   explicit SqliteLedger(std::string path, LedgerRetention retention = {});
