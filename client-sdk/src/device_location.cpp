@@ -4,6 +4,7 @@
 // geometry::FrameProjection, which places every valid fix and is Lipschitz in ground metres
 // (common/src/geometry/frame_projection.md).
 #include <array>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,11 +14,46 @@
 #include "device_state.hpp"
 
 namespace cgp::client {
+namespace {
+
+// Projecting a fix takes a time that depends on it (Vincenty's iterations; the antipode's gate
+// skips them): ~0.5 µs median on the reference machine, so a paced device pads each projection
+// to this public window. A coordinator could otherwise time a Welcome's handling (or an app's
+// new fix holding the device lock) against the fix.
+constexpr std::chrono::microseconds kProjectionWindow{50};
+
+// Pads the work in its scope to `fixes` projection windows when the device is paced. (A
+// template only so that it can hold the Device's private State without naming it.)
+template <typename State>
+class PacedProjection {
+ public:
+  PacedProjection(State& state, std::size_t fixes)
+      : state_(state), paced_(state.pacing.enabled && fixes > 0) {
+    if (paced_) until_ = state_.clock->now() + kProjectionWindow * fixes;
+  }
+  ~PacedProjection() {
+    if (!paced_) return;
+    if (state_.clock->now() > until_) ++state_.pacing_overruns;
+    state_.clock->sleep_until(until_);
+  }
+  PacedProjection(const PacedProjection&) = delete;
+  PacedProjection& operator=(const PacedProjection&) = delete;
+
+ private:
+  State& state_;
+  bool paced_;
+  PacingClock::Time until_{};
+};
+
+}  // namespace
 
 Status Device::set_location_frame(const geometry::LocationFrame& frame) {
   State& s = *state_;
   if (s.frame && *s.frame == frame) return {};
   CGP_ASSIGN_OR_RETURN(auto projection, geometry::FrameProjection::create(frame));
+  std::size_t fixes = 0;  // public: how many components the app gives as lon/lat
+  for (const auto& [id, component] : s.components) fixes += component.lonlat.has_value();
+  PacedProjection paced(s, fixes);
   // Every fix given as lon/lat follows the frame: projecting a valid fix cannot fail, so no
   // component is left in an older frame (or at an older fix) depending on where the user is.
   std::vector<std::pair<Component*, std::array<double, 2>>> moved;
@@ -47,6 +83,7 @@ Status Device::set_location_lonlat(std::string_view id, double lon, double lat) 
     return make_error(ErrorCode::invalid_argument, "frame",
                       "no location frame: the coordinator announces it in Welcome "
                       "(set_location_frame); until then lon/lat cannot be projected");
+  PacedProjection paced(s, 1);
   CGP_ASSIGN_OR_RETURN(auto xy, s.projection->project(lon, lat));
   // A component registered before (e.g. through the C ABI, without a unit) keeps its unit.
   auto existing = s.components.find(std::string(id));

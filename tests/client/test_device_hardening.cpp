@@ -13,6 +13,7 @@
 
 #include "cgp/client/device.hpp"
 #include "cgp/client/privatizer.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "device_fixtures.hpp"
@@ -574,6 +575,29 @@ class RecordingClock final : public PacingClock {
   }
 };
 }  // namespace
+
+TEST_CASE("issue 27: projecting a GPS fix is paced to a public window wherever the fix is",
+          "[client][hardening][timing][frame]") {
+  const auto frame = *geometry::LocationFrame::parse("local:-73.97,40.75");
+  std::vector<std::chrono::nanoseconds> windows;
+  // In the area, clamped at its edge, folded near the antipode, beyond the fold's gate.
+  for (const auto& [lon, lat] : std::vector<std::pair<double, double>>{
+           {-73.96, 40.76}, {-3.7, 40.4}, {100.0, -35.0}, {106.03, -40.75}}) {
+    auto clock = std::make_shared<RecordingClock>();
+    auto device = Device::open_for_simulation(*DeviceConfig::cgp(1.0), 1, 0);
+    device.set_pacing(ReplyPacing::device_default(), clock);
+    REQUIRE(device.set_location_frame(frame).ok());
+    REQUIRE(device.set_location_lonlat("location", lon, lat).ok());
+    REQUIRE(clock->sleeps.size() == 1);
+    windows.push_back(clock->sleeps[0] - clock->nows[0]);
+    // A new frame re-projects the fix inside one window per fix given as lon/lat.
+    REQUIRE(device.set_location_frame(*geometry::LocationFrame::parse("local:0,0")).ok());
+    REQUIRE(clock->sleeps.size() == 2);
+    windows.push_back(clock->sleeps[1] - clock->nows[2]);
+  }
+  for (std::size_t k = 0; k < windows.size(); ++k) CHECK(windows[k] == windows[0]);
+  CHECK(windows[0] >= std::chrono::microseconds(50));
+}
 
 TEST_CASE("item 6: releases are paced to a window computed from public data only",
           "[client][hardening][timing]") {
