@@ -290,7 +290,10 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
       continue;
     }
     if (!message.has_request()) {
-      if (message.has_goodbye()) break;
+      if (message.has_goodbye()) {  // the coordinator ends the call itself
+        stream_ended = true;
+        break;
+      }
       if (message.has_welcome()) {
         // One Welcome per session: a frame change takes a new session, so a coordinator cannot
         // re-frame a connected device again and again (and every device ends the same way).

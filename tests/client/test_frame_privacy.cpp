@@ -102,7 +102,11 @@ std::vector<LocationFrame> random_local_frames(std::mt19937_64& rng, int count) 
       *LocationFrame::create(ProjectionKind::local_equidistant, 180, 0),
       *LocationFrame::create(ProjectionKind::local_equidistant, -180, -1),
       *LocationFrame::create(ProjectionKind::local_equidistant, 10, 89.5),
-      *LocationFrame::create(ProjectionKind::local_equidistant, 120, -89.9)};
+      *LocationFrame::create(ProjectionKind::local_equidistant, 120, -89.9),
+      // Origins within 1e-4° of 0 (Boost's parser once read "9e-05" as 9° East).
+      *LocationFrame::create(ProjectionKind::local_equidistant, 0.00005, 40),
+      *LocationFrame::create(ProjectionKind::local_equidistant, -79.56860191439796, 9e-05),
+      *LocationFrame::create(ProjectionKind::local_equidistant, 1e-9, -1e-12)};
   std::uniform_real_distribution<double> lon(-180, 180), lat(-89.9, 89.9);
   while (static_cast<int>(frames.size()) < count)
     frames.push_back(*LocationFrame::create(ProjectionKind::local_equidistant, lon(rng), lat(rng)));
@@ -231,7 +235,10 @@ TEST_CASE("device: a frame's outcome never depends on the fix, releases within 1
   for (const auto& frame : frames) {
     INFO("frame " << frame.to_string());
     FixSampler sample(rng(), frame);
-    const auto other = random_local_frames(rng, 7).back();  // another coordinator's stamp
+    // Another coordinator's stamp: a random frame that is not this one.
+    const auto other = *LocationFrame::create(
+        ProjectionKind::local_equidistant, std::uniform_real_distribution<double>(-180, 180)(rng),
+        std::uniform_real_distribution<double>(-89, 89)(rng));
     for (int i = 0; i < 40; ++i) {
       const Fix p = sample.any_kind(), q = sample.partner(p);
       Outcome outcome[2];
@@ -308,4 +315,39 @@ TEST_CASE("device: a fix far outside the frame's area is clamped, not stale",
   const auto there = parse_reply(device.handle(bytes_of(framed_location_request("c", 1, madrid))));
   REQUIRE(there.status() == v1::ANSWERED);
   CHECK(std::hypot(there.values(0), there.values(1)) < 5000);
+}
+
+TEST_CASE("frame projection: no jump at the antipode's gate, whatever the origin's digits",
+          "[common][frame][privacy]") {
+  // The review's attack: an origin whose latitude prints as 9e-05 put the gate's edge through
+  // Singapore while the projection was centred elsewhere: 1 cm apart, 704 km apart in metres.
+  const auto frame = *LocationFrame::parse("local:-79.56860191439796,9e-05");
+  const auto projection = *FrameProjection::create(frame);
+  const auto origin = *projection.project(frame.origin_lon(), frame.origin_lat());
+  CHECK(std::hypot(origin[0], origin[1]) < 1e-3);
+  const double degree_per_cm = 1e-2 / 111320;
+  for (double lat : {1.3521, 1.3521 + 3e-7, 1.0, 2.0}) {
+    const Fix west{103.8198 - degree_per_cm, lat}, east{103.8198 + degree_per_cm, lat};
+    const auto a = *projection.project(west.lon, west.lat);
+    const auto b = *projection.project(east.lon, east.lat);
+    INFO("lat " << lat << ": " << a[0] << ", " << a[1] << " / " << b[0] << ", " << b[1]);
+    CHECK(std::hypot(a[0] - b[0], a[1] - b[1]) <= 1.01 * ground_distance(west, east) + 1e-3);
+  }
+  // Every projection is centred on the origin it was given, tiny digits or not.
+  for (double tiny : {1e-5, -3e-5, 9e-5, 1e-12}) {
+    for (const auto kind :
+         {ProjectionKind::local_equidistant, ProjectionKind::spherical_mercator}) {
+      const double lat = kind == ProjectionKind::local_equidistant ? tiny : 0;
+      auto projector = geometry::LonLatProjection::create(kind, tiny, lat);
+      REQUIRE(projector.has_value());
+      const auto centre = projector->forward(tiny, lat);
+      REQUIRE(centre.has_value());
+      CHECK(std::hypot((*centre)[0], (*centre)[1]) < 1e-3);
+      // 1° north of it is ~110.6 km north (Mercator: ~111.3 km), not 10° away.
+      const auto north = projector->forward(tiny, lat + 1);
+      REQUIRE(north.has_value());
+      CHECK(std::abs((*north)[0]) < 1);
+      CHECK(std::abs((*north)[1] - 1.1e5) < 2e3);
+    }
+  }
 }

@@ -143,9 +143,9 @@ CGP_API CGP_NODISCARD int cgp_device_set_location_frame(cgp_device* device, int 
  * coordinator's metres. Within 1,500 km (geodesic) of the frame's origin the position is the
  * frame's own projection; beyond, it is clamped towards the origin by a public rule, so that
  * every valid position is placed and the map is Lipschitz in ground metres with constant
- * <= 1.0094 (common/src/geometry/frame_projection.md): no frame a coordinator announces, and
- * no position, weakens rho by more than that factor squared, and no outcome depends on where
- * the user is. A request stamped with another frame is rejected (its error names "frame"),
+ * <= 1.0094, plus at most 1 cm (common/src/geometry/frame_projection.md): no frame a coordinator
+ * announces, and no position, weakens rho by more than that factor squared, and no outcome depends
+ * on where the user is. A request stamped with another frame is rejected (its error names "frame"),
  * charged nothing. Errors: CGP_INVALID_ARGUMENT "frame" before a frame is set;
  * CGP_OUT_OF_RANGE / CGP_NOT_FINITE for lon or lat; CGP_DIMENSION_MISMATCH if the component
  * exists with another dimension. */

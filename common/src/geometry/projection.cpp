@@ -42,6 +42,9 @@ Status require_lat(std::string_view parameter, double lat, double limit) {
 
 std::string proj4_string(ProjectionKind kind, double lon0, double lat0) {
   std::ostringstream out;
+  // Fixed notation: Boost's degree parser reads "1e-07" as 1° East (the 'e' is a hemisphere),
+  // which put the projection's centre up to 10° away from an origin within 1e-4° of 0.
+  out << std::fixed;
   out.precision(17);
   if (kind == ProjectionKind::local_equidistant)
     out << "+proj=aeqd +ellps=WGS84 +units=m +lat_0=" << lat0 << " +lon_0=" << lon0;
@@ -92,7 +95,16 @@ Expected<LonLatProjection> LonLatProjection::create(ProjectionKind kind, double 
   try {
     auto impl = std::make_unique<Impl>(
         Impl{bg::srs::projection<>(bg::srs::proj4(proj4_string(kind, origin_lon, origin_lat)))});
-    return LonLatProjection(kind, {origin_lon, origin_lat}, std::move(impl));
+    LonLatProjection projection(kind, {origin_lon, origin_lat}, std::move(impl));
+    // The origin must be where the projection is centred (aeqd: at (0, 0); Mercator: x = 0 on
+    // its central meridian): a parser that misread the parameters would move every location.
+    auto centre = projection.forward(origin_lon,
+                                     kind == ProjectionKind::local_equidistant ? origin_lat : 0.0);
+    if (!centre || std::hypot((*centre)[0], (*centre)[1]) > 1e-3)
+      return make_error(ErrorCode::internal_error, "projection",
+                        "projection: the projection around (" + format_number(origin_lon) + ", " +
+                            format_number(origin_lat) + ") is not centred on its origin");
+    return projection;
   } catch (const std::exception& e) {
     return make_error(ErrorCode::invalid_argument, "projection",
                       std::string("projection could not be set up: ") + e.what());

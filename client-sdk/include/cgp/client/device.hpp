@@ -82,8 +82,8 @@ class Device {
   // a fix on the device into a 2-D component in metres (registered with unit "m" on first
   // use) with geometry::FrameProjection: the frame's own projection within
   // FrameProjection::kServiceRadius (1,500 km) of its origin, a public clamp beyond, so that
-  // what is released is Lipschitz in ground metres with constant ≤ 1.0094 for every accepted
-  // frame and every pair of fixes (common/src/geometry/frame_projection.md). No outcome
+  // what is released is Lipschitz in ground metres with constant ≤ 1.0094 (plus ≤ 1 cm) for every
+  // accepted frame and every pair of fixes (common/src/geometry/frame_projection.md). No outcome
   // depends on the fix: a valid fix is always placed (the latest one is the one answered
   // from), and a new frame re-projects it. Only local frames are accepted; a Mercator frame is
   // refused by set_location_frame (invalid_argument "frame.projection") wherever the user is.
