@@ -124,20 +124,21 @@ struct Arguments {
 void add_accuracy_options(CLI::App& sub, Arguments& a) {
   sub.add_option("--target", a.target,
                  "accuracy-first: certify the answer within this share of it, in (0, 1)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(cgp::tools::finite_in(0.0, 1.0, true, true));
   sub.add_option("--absolute", a.absolute,
                  "accuracy-first: or within this much (users; density for kde)")
-      ->check(CLI::Range(0.0, 1e300));
+      ->check(cgp::tools::finite_in(0.0, 1e300, true));
   sub.add_option("--max-rounds", a.max_rounds, "accuracy-first: rounds at most")
       ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
       ->capture_default_str();
   sub.add_option("--growth", a.growth, "accuracy-first: each round asks g times the last, g > 1")
+      ->check(cgp::tools::finite_in(1.0, 1e6, true))
       ->capture_default_str();
 }
 
 void add_query_options(CLI::App& sub, Arguments& a) {
   sub.add_option("--rho,--max-rho", a.rho, "each user's charge (rho per m^2); 0 = adaptive")
-      ->check(CLI::Range(0.0, 1e300))
+      ->check(cgp::tools::finite_in(0.0, 1e300))
       ->capture_default_str();
   sub.add_option("--method", a.method, "BM0|BM1|PM0|PM1")->capture_default_str();
   sub.add_option("--c", a.rounds, "rounds of iterative elimination")
@@ -145,7 +146,7 @@ void add_query_options(CLI::App& sub, Arguments& a) {
       ->capture_default_str();
   sub.add_option("--split", a.split, "even|double")->capture_default_str();
   sub.add_option("--beta", a.beta, "failure probability, in (0, 1)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(cgp::tools::finite_in(0.0, 1.0, true, true))
       ->capture_default_str();
   sub.add_flag("--no-shift", a.no_shift, "BM1/PM1 ranges without the Appendix B shift");
   sub.add_option("--id", a.id, "query id (unique; default: the coordinator's)");
@@ -336,7 +337,7 @@ const Command kCommands[] = {
                       "first wait until this many devices are connected")
            ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 32));
        sub.add_option("--timeout", a.timeout, "seconds to wait at most (exit 1 after)")
-           ->check(CLI::Range(0.0, 86400.0 * 365))
+           ->check(cgp::tools::finite_in(0.0, 86400.0 * 365))
            ->capture_default_str();
      },
      run_status},
@@ -474,7 +475,7 @@ int run(int argc, char** argv) {
   app.add_option("--min-coverage", a.min_coverage,
                  "share of a query's users that must answer, 0..1 (default: the coordinator's, "
                  "0.9); below it the query fails and cgp-analyst exits 1")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(cgp::tools::finite_in(0.0, 1.0));
   const auto commands = cgp::tools::add_commands(app, std::span<const Command>(kCommands), a);
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-analyst")) return *done;
 

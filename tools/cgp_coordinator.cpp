@@ -221,7 +221,7 @@ void serve_flags(CLI::App& sub, Arguments& a) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}))
       ->capture_default_str();
   serve->add_option("--keep-results-days", a.keep_days, "finished results kept at most, days")
-      ->check(CLI::Range(0.001, 36500.0))
+      ->check(cgp::tools::finite_in(0.001, 36500.0))
       ->capture_default_str();
   serve->add_option("--metrics-listen", a.metrics_listen,
                     "HOST:PORT for Prometheus' GET /metrics (none by default)");

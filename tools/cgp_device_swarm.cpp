@@ -79,7 +79,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
       ->capture_default_str();
   app.add_option("--duration", duration, "seconds to run (0 = until SIGINT/SIGTERM)")
-      ->check(CLI::Range(0.0, 86400.0 * 365))
+      ->check(cgp::tools::finite_in(0.0, 86400.0 * 365))
       ->capture_default_str();
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-device-swarm")) return *done;
   auto config = cgp::DeviceConfig::cgp(budget);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <span>
@@ -14,6 +15,26 @@
 #include "cgp/transport/files.hpp"
 
 namespace cgp::tools {
+
+// A number flag's range, NaN and ±inf refused: CLI::Range lets NaN through (every comparison
+// with it is false), and a NaN ρ once ran as an adaptive query that charged every device.
+// `open_low` / `open_high` exclude the ends: (0, 1) is finite_in(0, 1, true, true).
+inline CLI::Validator finite_in(double low, double high, bool open_low = false,
+                                bool open_high = false) {
+  const std::string range = std::string(open_low ? "(" : "[") + CLI::detail::to_string(low) + ", " +
+                            CLI::detail::to_string(high) + (open_high ? ")" : "]");
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "not a number: " + text;
+        if (!std::isfinite(value)) return "must be a finite number in " + range + ", got " + text;
+        const bool below = open_low ? !(value > low) : !(value >= low);
+        const bool above = open_high ? !(value < high) : !(value <= high);
+        if (below || above) return "must be in " + range + ", got " + text;
+        return {};
+      },
+      "FINITE in " + range);
+}
 
 // A program's commands as a table: each row has a name, a description and flags(CLI::App&,
 // Arguments&). add_commands declares them all; parsed_command finds the one given.

@@ -178,6 +178,27 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "-1"},
        2,
        "--rho"},
+      // Issue 33 item 2: NaN passed CLI11's range checks (a NaN rho ran adaptive and charged
+      // every device); a target of 0 was ignored; beta 0 was taken. All named, nothing sent.
+      {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "nan"},
+       2,
+       "--rho"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "inf"},
+       2,
+       "--rho"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--target", "nan"},
+       2,
+       "--target"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--target", "0"},
+       2,
+       "--target"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "0.1",
+        "--beta", "0"},
+       2,
+       "--beta"},
+      {{analyst, "--coordinator", "127.0.0.1:1", "--min-coverage", "nan", "status"},
+       2,
+       "--min-coverage"},
       // Writes that fail are failures, and keys are never overwritten.
       // Issue 11 item 4: an unchecked value() made this "internal error", exit 1.
       {{CGP_SIM_PATH, "multi-range", "--m", "2000000", "--budget", "1", "--w", "1000"}, 2, "--m"},
