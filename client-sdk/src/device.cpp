@@ -122,15 +122,11 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
 
   // From admission on, the outcome depends on public data only: the release cannot fail for a
   // plan_release plan, and it runs in a paced window whose length is public (privatizer.md).
-  const auto paced_until =
-      pacing.enabled ? clock->now() + pacing.window(spec, output_dimension) : PacingClock::Time{};
+  const auto paced_until = pace_from_now(pacing.window(spec, output_dimension));
   RandomBits bits(*random);
   const Status released =
       release_statistic(spec, component->second.value, *plan, bits, scratch, noisy);
-  if (pacing.enabled) {
-    if (clock->now() > paced_until) ++pacing_overruns;
-    clock->sleep_until(paced_until);
-  }
+  pace_until(paced_until);
   if (!released) return finish(rejected(id, released.error()));
 
   Reply reply;

@@ -22,29 +22,6 @@ namespace {
 // new fix holding the device lock) against the fix.
 constexpr std::chrono::microseconds kProjectionWindow{50};
 
-// Pads the work in its scope to `fixes` projection windows when the device is paced. (A
-// template only so that it can hold the Device's private State without naming it.)
-template <typename State>
-class PacedProjection {
- public:
-  PacedProjection(State& state, std::size_t fixes)
-      : state_(state), paced_(state.pacing.enabled && fixes > 0) {
-    if (paced_) until_ = state_.clock->now() + kProjectionWindow * fixes;
-  }
-  ~PacedProjection() {
-    if (!paced_) return;
-    if (state_.clock->now() > until_) ++state_.pacing_overruns;
-    state_.clock->sleep_until(until_);
-  }
-  PacedProjection(const PacedProjection&) = delete;
-  PacedProjection& operator=(const PacedProjection&) = delete;
-
- private:
-  State& state_;
-  bool paced_;
-  PacingClock::Time until_{};
-};
-
 }  // namespace
 
 Status Device::set_location_frame(const geometry::LocationFrame& frame) {
@@ -53,7 +30,8 @@ Status Device::set_location_frame(const geometry::LocationFrame& frame) {
   CGP_ASSIGN_OR_RETURN(auto projection, geometry::FrameProjection::create(frame));
   std::size_t fixes = 0;  // public: how many components the app gives as lon/lat
   for (const auto& [id, component] : s.components) fixes += component.lonlat.has_value();
-  PacedProjection paced(s, fixes);
+  const auto paced_until =
+      fixes > 0 ? s.pace_from_now(kProjectionWindow * fixes) : PacingClock::Time{};
   // Every fix given as lon/lat follows the frame: projecting a valid fix cannot fail, so no
   // component is left in an older frame (or at an older fix) depending on where the user is.
   std::vector<std::pair<Component*, std::array<double, 2>>> moved;
@@ -67,6 +45,7 @@ Status Device::set_location_frame(const geometry::LocationFrame& frame) {
     component->value.assign(xy.begin(), xy.end());
     component->frame = frame;
   }
+  if (fixes > 0) s.pace_until(paced_until);
   s.projection.emplace(std::move(projection));
   s.frame = frame;
   return {};
@@ -83,13 +62,15 @@ Status Device::set_location_lonlat(std::string_view id, double lon, double lat) 
     return make_error(ErrorCode::invalid_argument, "frame",
                       "no location frame: the coordinator announces it in Welcome "
                       "(set_location_frame); until then lon/lat cannot be projected");
-  PacedProjection paced(s, 1);
-  CGP_ASSIGN_OR_RETURN(auto xy, s.projection->project(lon, lat));
+  const auto paced_until = s.pace_from_now(kProjectionWindow);
+  auto xy = s.projection->project(lon, lat);  // fails only for an invalid fix, checked above
+  s.pace_until(paced_until);
+  if (!xy) return xy.error();
   // A component registered before (e.g. through the C ABI, without a unit) keeps its unit.
   auto existing = s.components.find(std::string(id));
   CGP_RETURN_IF_ERROR(
       register_component(id, 2, existing != s.components.end() ? existing->second.unit : "m"));
-  CGP_RETURN_IF_ERROR(set_component(id, xy));
+  CGP_RETURN_IF_ERROR(set_component(id, *xy));
   Component& component = s.components.find(std::string(id))->second;
   component.frame = s.frame;
   component.lonlat = std::array<double, 2>{lon, lat};

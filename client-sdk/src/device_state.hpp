@@ -5,6 +5,7 @@
 #include <sodium.h>
 
 #include <array>
+#include <chrono>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -70,6 +71,18 @@ struct Device::State {
   // than `capacity`: then `bytes` is empty, `needed` says how long, and nothing was charged.
   Reply process(const DeviceRequest& request, const RequestDigest& digest, std::string& bytes,
                 std::size_t capacity, std::size_t& needed);
+
+  // Pacing (privatizer.md, "Timing"): work that touches the user's data or the noise runs
+  // between pace_from_now(window) and pace_until(deadline), which waits out the rest of the
+  // public window (and counts an overrun). Both do nothing on an unpaced device.
+  PacingClock::Time pace_from_now(std::chrono::nanoseconds window) const {
+    return pacing.enabled ? clock->now() + window : PacingClock::Time{};
+  }
+  void pace_until(PacingClock::Time deadline) {
+    if (!pacing.enabled) return;
+    if (clock->now() > deadline) ++pacing_overruns;
+    clock->sleep_until(deadline);
+  }
 
   // Any failure to write the ledger leaves this handle failing closed until it is reopened.
   Reply ledger_failed(const RequestId& id, Error error) {

@@ -118,15 +118,10 @@ Expected<WatchArming> Device::start_watch(const WatchSpec& spec) noexcept {
     // the commit loses both, one after it keeps both (never a second threshold). The draw runs
     // in a paced window like a tick's: its time grows with |ν|, the watch's one secret, and the
     // answer goes straight back to the coordinator.
-    const auto paced_until = s.pacing.enabled
-                                 ? s.clock->now() + s.pacing.window(watch_statistic(spec), 1)
-                                 : PacingClock::Time{};
+    const auto paced_until = s.pace_from_now(s.pacing.window(watch_statistic(spec), 1));
     RandomBits bits(*s.random);
     const auto [high, low] = split(draw_threshold_noise(plan, bits));
-    if (s.pacing.enabled) {
-      if (s.clock->now() > paced_until) ++s.pacing_overruns;
-      s.clock->sleep_until(paced_until);
-    }
+    s.pace_until(paced_until);
     WatchRecord record;
     record.spec = std::move(canonical);
     record.digest = digest;
@@ -179,17 +174,13 @@ Expected<WatchTickStatus> Device::tick_watch(std::string_view watch_id,
     // Evaluated in a paced window (privatizer.md, "Timing"): the time to decide says nothing
     // about the location or the noise.
     const StatisticSpec statistic = watch_statistic(*spec);
-    const auto paced_until =
-        s.pacing.enabled ? s.clock->now() + s.pacing.window(statistic, 1) : PacingClock::Time{};
+    const auto paced_until = s.pace_from_now(s.pacing.window(statistic, 1));
     RandomBits bits(*s.random);
     const std::int64_t score =
         watch_score_grid(*spec, plan.grid_exponent, component->value, s.watch_scratch);
     const bool fires = laplace_watch_fires(
         plan, score, join(watch.threshold_noise_high, watch.threshold_noise_low), bits);
-    if (s.pacing.enabled) {
-      if (s.clock->now() > paced_until) ++s.pacing_overruns;
-      s.clock->sleep_until(paced_until);
-    }
+    s.pace_until(paced_until);
     // Durable before the decision leaves this function.
     WatchTickRecord decision;
     decision.tick = tick;

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "cgp/client/device.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/wire/codec.hpp"
 
 namespace cgp::test {
@@ -24,6 +26,15 @@ inline std::string location_request_bytes(const std::string& query, std::uint32_
   request.set_component_id(component);
   request.mutable_location();
   request.set_rho(rho);
+  return wire::serialize(request);
+}
+
+// A location request at round 1, stamped with `frame` (none: unstamped).
+inline std::string framed_location_request(const std::string& query, double rho,
+                                           const std::optional<geometry::LocationFrame>& frame) {
+  v1::DeviceRequest request =
+      wire::parse_device_request(bytes_of(location_request_bytes(query, 1, rho))).value();
+  if (frame) *request.mutable_frame() = wire::frame_to_wire(frame);
   return wire::serialize(request);
 }
 

@@ -201,14 +201,6 @@ TEST_CASE("frame projection: every valid fix is placed, in the area in the frame
 
 namespace {
 
-std::string framed_location_request(const std::string& query, double rho,
-                                    const std::optional<LocationFrame>& frame) {
-  v1::DeviceRequest request =
-      wire::parse_device_request(bytes_of(location_request_bytes(query, 1, rho))).value();
-  if (frame) *request.mutable_frame() = wire::frame_to_wire(frame);
-  return wire::serialize(request);
-}
-
 // Everything a coordinator sees of one device's handling of a frame and a request.
 struct Outcome {
   ErrorCode frame_set = ErrorCode::ok, fix_set = ErrorCode::ok;

@@ -17,14 +17,6 @@ using geometry::ProjectionKind;
 
 namespace {
 
-std::string framed_location_request(const std::string& query, double rho,
-                                    const std::optional<LocationFrame>& frame) {
-  v1::DeviceRequest request =
-      wire::parse_device_request(bytes_of(location_request_bytes(query, 1, rho))).value();
-  if (frame) *request.mutable_frame() = wire::frame_to_wire(frame);
-  return wire::serialize(request);
-}
-
 const LocationFrame kManhattan =
     LocationFrame::create(ProjectionKind::local_equidistant, -73.97, 40.75).value();
 const LocationFrame kBrooklyn =
