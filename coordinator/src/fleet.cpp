@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 
 namespace cgp::coordinator {
@@ -39,6 +40,20 @@ Expected<DeviceRequest> device_request_for(const RoundRequest& request, std::siz
                                                       rho);
   }
   return make_error(ErrorCode::missing_field, "region", "the statistic needs a region");
+}
+
+void worst_case_charges(const RoundRequest& request, std::vector<double>& out) {
+  out.resize(request.users.size());
+  // Rounds ask most users the same ρ: its charge is computed once per run of equal ρ.
+  double last_rho = 0, last_charge = 0;
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    if (k == 0 || request.rho[k] != last_rho) {
+      last_rho = request.rho[k];
+      // A ρ a device rejects (not finite, not > 0) charges nothing.
+      last_charge = std::isfinite(last_rho) && last_rho > 0 ? privacy::device_charge(last_rho) : 0;
+    }
+    out[k] = last_charge;
+  }
 }
 
 void RoundReplies::resize(std::size_t users, std::size_t dimension) {

@@ -29,8 +29,7 @@ Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
   return link::detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
 }
 
-// Checked here, before anything is sent: the wire's 0 means "adaptive", so a cap of 0 (or one
-// not finite) must not reach it.
+// Checked here, before anything is sent (and again by the service).
 Status options_to_wire(const coordinator::QueryOptions& in, const RemoteCharges& charges,
                        const std::optional<double>& min_coverage, v1::QueryOptions& out) {
   if (charges.cap) CGP_RETURN_IF_ERROR(require_finite_positive("charge", charges.cap->rho()));
@@ -42,6 +41,7 @@ Status options_to_wire(const coordinator::QueryOptions& in, const RemoteCharges&
   out.set_no_shift(!in.shift);
   out.set_query_id(in.query_id);
   out.set_rho(charges.cap ? charges.cap->rho() : 0.0);
+  out.set_adaptive(!charges.cap);
   out.mutable_users()->Assign(charges.users.begin(), charges.users.end());
   return {};
 }

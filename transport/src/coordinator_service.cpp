@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <span>
@@ -27,6 +28,7 @@
 #include "cgp/coordinator/top_regions.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "analyst_validation.hpp"
 #include "coordinator_state.hpp"
 #include "metrics_endpoint.hpp"
 #include "status_codec.hpp"
@@ -89,6 +91,23 @@ v1::Coverage coverage_of(const v1::QueryResult& result, std::span<const coordina
   return out;
 }
 
+// The gateway's monotonic counters under the names the state file keeps them by
+// (open_connections is a gauge: not kept).
+constexpr std::pair<const char*, std::uint64_t GatewayCounters::*> kKeptCounters[] = {
+    {"connects", &GatewayCounters::connects},
+    {"disconnects", &GatewayCounters::disconnects},
+    {"refused_connections", &GatewayCounters::refused_connections},
+    {"refused_total_cap", &GatewayCounters::refused_total_cap},
+    {"refused_address_cap", &GatewayCounters::refused_address_cap},
+    {"refused_descriptors", &GatewayCounters::refused_descriptors},
+    {"refused_pending_streams", &GatewayCounters::refused_pending_streams},
+    {"rounds", &GatewayCounters::rounds},
+    {"requests", &GatewayCounters::requests},
+    {"replies", &GatewayCounters::replies},
+    {"unanswered", &GatewayCounters::unanswered},
+    {"late_replies", &GatewayCounters::late_replies},
+};
+
 template <class Report>
 void fill_report(const Report& report, v1::QueryResult& out) {
   out.set_rounds_used(static_cast<std::uint32_t>(report.rounds_used));
@@ -116,6 +135,7 @@ struct ServiceCore {
 
   std::mutex query_mutex;  // queries run one at a time: they share the mirror
   std::unique_ptr<coordinator::BudgetMirror> mirror;
+  double rho_capacity = 1.0;  // every device's budget (from --budget), in ρ
   coordinator::AdaptiveBudget allocation = *coordinator::AdaptiveBudget::open_ended(1.0, 1);
   std::size_t adaptive_queries = 0;
   std::uint64_t next_query = 1;
@@ -128,6 +148,9 @@ struct ServiceCore {
   // ledgers, so an id is never reused even after its result was pruned.
   std::set<std::string, std::less<>> used_ids;
   std::uint64_t queries_run = 0;
+  // What earlier runs counted (from the state file): counters are totals over the coordinator's
+  // life, as dashboards and Prometheus expect, not since the last start.
+  GatewayCounters counter_base;
   std::unique_ptr<detail::CoordinatorState> state;  // results and mirror beyond memory
   std::vector<double> saved_mirror;                 // what `state` holds, to save changes only
 
@@ -165,8 +188,7 @@ struct ServiceCore {
     if (!state) return;
     const auto now = unix_now();
     cgp::Status saved = state->save_result({id, result.SerializeAsString(), now});
-    if (saved) saved = state->set_counter("queries", queries_run);
-    if (saved) saved = state->set_counter("adaptive_queries", adaptive_queries);
+    if (saved) saved = save_counters(counters());
     if (saved && queries_run % 64 == 0) {
       auto pruned = state->prune(options.retention.max_results, options.retention.max_age, now);
       if (!pruned) saved = pruned.error();
@@ -174,15 +196,35 @@ struct ServiceCore {
     if (!saved) log("event=state-error error=" + log_value(saved.error().message));
   }
 
+  // Totals: this run's on top of what earlier runs counted.
+  GatewayCounters counters() const {
+    GatewayCounters total = gateway->counters();
+    for (const auto& [name, field] : kKeptCounters) total.*field += counter_base.*field;
+    return total;
+  }
+
+  cgp::Status save_counters(const GatewayCounters& total) {
+    std::vector<std::pair<std::string, std::uint64_t>> values{
+        {"queries", queries_run}, {"adaptive_queries", adaptive_queries}};
+    for (const auto& [name, field] : kKeptCounters) values.emplace_back(name, total.*field);
+    return state->set_counters(values);
+  }
+
+  std::size_t enrolled_not_revoked() {
+    std::lock_guard lock(revoked_mutex);
+    return revoked.size() - static_cast<std::size_t>(std::count(revoked.begin(), revoked.end(), 1));
+  }
+
   // The mirror on disk after every query that asked devices (successful or not), so that a
-  // restart never forgets a charge it saw.
-  void persist_mirror() {
+  // restart never forgets a charge it saw; `settled_query`: a query whose replies are now
+  // folded in, whose intents go in the same transaction.
+  void persist_mirror(const std::string* settled_query = nullptr) {
     if (!state) return;
-    if (auto saved = save_mirror(); !saved)
+    if (auto saved = save_mirror(settled_query); !saved)
       log("event=state-error error=" + log_value(saved.error().message));
   }
 
-  cgp::Status save_mirror() {
+  cgp::Status save_mirror(const std::string* settled_query) {
     std::vector<std::pair<std::string, double>> changed;
     for (std::size_t u = 0; u < saved_mirror.size(); ++u) {
       const double now = mirror->remaining(static_cast<coordinator::UserId>(u));
@@ -191,8 +233,29 @@ struct ServiceCore {
         saved_mirror[u] = now;
       }
     }
-    return state->save_mirror(changed);
+    return settled_query ? state->settle(changed, *settled_query) : state->save_mirror(changed);
   }
+
+  // Issue 33, intents before rounds: what a round can charge each of its users is on disk
+  // before any request leaves (NetworkFleet's gate), so that a restart after a crash mid-query
+  // charges it (restore) and the mirror never rises above a device's ledger.
+  std::optional<Error> intent_error;  // the current query's: its rounds were not sent
+  std::vector<double> intent_charges;
+  std::vector<const std::string*> intent_devices;
+  cgp::Status record_intent(const coordinator::RoundRequest& round) {
+    coordinator::worst_case_charges(round, intent_charges);
+    intent_devices.clear();
+    for (auto u : round.users)
+      intent_devices.push_back(u < options.device_ids.size() ? &options.device_ids[u] : &kNoDevice);
+    auto recorded =
+        state->record_intent(round.query_id, round.round, intent_devices, intent_charges);
+    if (!recorded) {
+      log("event=state-error error=" + log_value(recorded.error().message));
+      if (!intent_error) intent_error = recorded.error();
+    }
+    return recorded;
+  }
+  static inline const std::string kNoDevice;
 
   // At start: results, counters and the mirror as the last run left them.
   cgp::Status restore() {
@@ -218,6 +281,11 @@ struct ServiceCore {
     auto adaptive = state->counter("adaptive_queries");
     if (!adaptive) return adaptive.error();
     adaptive_queries = static_cast<std::size_t>(*adaptive);
+    for (const auto& [name, field] : kKeptCounters) {
+      auto kept = state->counter(name);
+      if (!kept) return kept.error();
+      counter_base.*field = *kept;
+    }
     auto kept = state->mirror();
     if (!kept) return kept.error();
     for (const auto& [id, remaining] : *kept)
@@ -227,6 +295,24 @@ struct ServiceCore {
     for (std::size_t u = 0; u < saved_mirror.size(); ++u) {
       const auto user = static_cast<coordinator::UserId>(u);
       saved_mirror[u] = kept->count(options.device_ids[u]) > 0 ? mirror->remaining(user) : -1.0;
+    }
+    // Rounds a crash left without their replies: charged in the worst case, their ids kept,
+    // then settled (one transaction), so that the next start does not charge them again.
+    auto unsettled = state->intents();
+    if (!unsettled) return unsettled.error();
+    std::set<std::string> interrupted;
+    for (const auto& intent : *unsettled) {
+      used_ids.insert(intent.query_id);
+      interrupted.insert(intent.query_id);
+      if (auto user = user_of_device.find(intent.device_id); user != user_of_device.end())
+        mirror->charge_unsettled(user->second, intent.charge);
+    }
+    if (!interrupted.empty()) {
+      static const std::string kEvery;
+      CGP_RETURN_IF_ERROR(save_mirror(&kEvery));
+      for (const auto& id : interrupted)
+        log("event=query-interrupted id=" + log_value(id) +
+            " (charged in the worst case: it did not finish before the last stop)");
     }
     return {};
   }
@@ -258,20 +344,19 @@ struct ServiceCore {
                              std::vector<coordinator::UserId> subject = {}) {
     Prepared out;
     coordinator::QueryOptions& o = out.query;
+    CGP_RETURN_IF_ERROR(detail::validate_query_options(in, rho_capacity));
     if (!in.method().empty()) {
       auto method = coordinator::parse_method(in.method());
       if (!method) return method.error();
       o.method = *method;
     }
-    if (in.rounds() > 64)
-      return make_error(ErrorCode::out_of_range, "rounds", "rounds must be 1..64");
     if (in.rounds() > 0) o.rounds = in.rounds();
     if (!in.split().empty()) {
       auto split = privacy::parse_split_schedule(in.split());
       if (!split) return split.error();
       o.split = *split;
     }
-    if (in.beta() != 0) o.beta = in.beta();  // checked by the query itself
+    if (in.beta() != 0) o.beta = in.beta();
     o.shift = !in.no_shift();
     o.component_id = options.component_id;
     if (!in.query_id().empty()) CGP_RETURN_IF_ERROR(require_id("query_id", in.query_id()));
@@ -303,9 +388,7 @@ struct ServiceCore {
         return make_error(ErrorCode::invalid_argument, "users",
                           "every user of this query is revoked");
     }
-    if (!std::isfinite(in.rho()) || in.rho() < 0)
-      return make_error(ErrorCode::out_of_range, "rho", "rho must be finite and ≥ 0");
-    if (in.rho() > 0) {
+    if (!in.adaptive()) {
       const coordinator::Charge cap{in.rho()};
       out.charges = out.subject.empty() ? coordinator::UserCharges::everyone(cap)
                                         : coordinator::UserCharges::uniform(cap, out.subject);
@@ -328,11 +411,6 @@ struct ServiceCore {
     if (!prepared) return to_status(context, prepared.error());
     const auto& query = prepared->query;
     const double min_coverage = in.has_min_coverage() ? in.min_coverage() : kDefaultMinCoverage;
-    if (!(min_coverage >= 0 && min_coverage <= 1)) {
-      return to_status(context, make_error(ErrorCode::out_of_range, "min_coverage",
-                                           "min_coverage must be in [0, 1], got " +
-                                               format_number(min_coverage)));
-    }
     const auto start = std::chrono::steady_clock::now();
     out->set_query_id(query.query_id);
     out->set_kind(kind);
@@ -341,16 +419,19 @@ struct ServiceCore {
     const bool anyone_asked = charges.is_everyone() || !charges.listed().empty();
     ++next_query;  // used up even if the query fails: devices may have seen it
     if (anyone_asked) {
+      intent_error.reset();
       auto ran = body(query, charges, *out);
       // A query that failed after its first round still charged devices: the mirror's view
-      // of the charges is kept, whatever happens next.
-      persist_mirror();
+      // of the charges is kept, whatever happens next, and its intents are settled with it.
+      persist_mirror(&query.query_id);
+      used_ids.insert(query.query_id);  // devices may hold it, whatever the outcome
+      if (intent_error) return to_status(context, *intent_error);
       if (!ran.ok()) return to_status(context, ran.error());
     }
     for (auto u : prepared->exhausted) out->add_refused(u);
     out->set_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    if (in.rho() == 0) ++adaptive_queries;
+    if (in.adaptive()) ++adaptive_queries;
     // Users whose replies could not count are a coverage, never an estimate that looks fine.
     *out->mutable_coverage() =
         coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
@@ -378,13 +459,12 @@ struct ServiceCore {
   // An accuracy-first query's options: the analyst's, with the target's schedule.
   static Expected<std::pair<coordinator::AccuracyTarget, coordinator::AccuracyFirstOptions>>
   accuracy_options(const v1::QueryOptions& in, const v1::AccuracyTarget& wire,
-                   const coordinator::QueryOptions& query) {
+                   const coordinator::QueryOptions& query, bool needs_target = true) {
     if (in.rounds() != 0 || !in.split().empty())
       return make_error(ErrorCode::invalid_argument, "rounds",
                         "rounds and split do not apply to accuracy-first queries: set "
                         "accuracy.max_rounds and accuracy.growth");
-    if (wire.max_rounds() > 64)
-      return make_error(ErrorCode::out_of_range, "max_rounds", "max_rounds must be 1..64");
+    CGP_RETURN_IF_ERROR(detail::validate_accuracy(wire, needs_target));
     coordinator::AccuracyFirstOptions o;
     o.method = query.method;
     if (wire.max_rounds() > 0) o.max_rounds = wire.max_rounds();
@@ -513,7 +593,8 @@ struct ServiceCore {
           coordinator::QueryOptions as_point = query;
           if (request->options().method().empty()) as_point.method = coordinator::Method::PM0;
           CGP_ASSIGN_OR_RETURN(const auto schedule,
-                               accuracy_options(request->options(), request->schedule(), as_point));
+                               accuracy_options(request->options(), request->schedule(), as_point,
+                                                /*needs_target=*/false));
           CGP_ASSIGN_OR_RETURN(const auto race,
                                coordinator::top_regions(*fleet, *mirror, regions, request->k(),
                                                         charges, schedule.second));
@@ -651,14 +732,15 @@ struct ServiceCore {
   grpc::Status Status(grpc::ServerContext* context, const v1::StatusRequest*,
                       v1::CoordinatorStatus* out) {
     if (!authorised(context)) return unauthenticated(context);
-    const auto c = gateway->counters();
-    out->set_enrolled(options.device_ids.size());
+    out->set_enrolled(enrolled_not_revoked());
     out->set_connected(gateway->connected());
     out->set_dimension(options.dimension);
     out->set_device_budget(options.device_budget);
+    GatewayCounters c;
     {
       std::lock_guard lock(query_mutex);
       out->set_queries(queries_run);
+      c = counters();
     }
     out->set_rounds(c.rounds);
     out->set_requests(c.requests);
@@ -744,9 +826,14 @@ class AnalystEndpoint final : public v1::Analyst::Service {
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
   impl_->metrics.reset();  // no scrape reads the gateway while it goes
+  // The totals as this run leaves them (what the gateway counts while it shuts down is lost).
+  const GatewayCounters last = impl_->counters();
   impl_->gateway.reset();  // no analyst call runs after this: the mirror is final
   std::lock_guard lock(impl_->query_mutex);
   impl_->persist_mirror();
+  if (impl_->state)
+    if (auto saved = impl_->save_counters(last); !saved)
+      impl_->log("event=state-error error=" + log_value(saved.error().message));
 }
 
 Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
@@ -768,6 +855,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
                         "device id '" + options.device_ids[u] + "' is enrolled twice");
   auto config = DeviceConfig::cgp(options.device_budget);
   if (!config) return config.error();
+  impl->rho_capacity = config->rho_capacity();
   impl->mirror = std::make_unique<coordinator::BudgetMirror>(options.device_ids.size(),
                                                              config->rho_capacity());
   if (options.retention.max_results == 0 || options.retention.max_age.count() <= 0)
@@ -806,9 +894,9 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   if (!options.metrics_address.empty()) {
     auto* core = impl.get();
     auto metrics = detail::MetricsEndpoint::start(
-        options.metrics_address, {[core] { return core->gateway->counters(); },
+        options.metrics_address, {[core] { return core->counters(); },
                                   [core] { return core->gateway->connected(); },
-                                  [core] { return core->options.device_ids.size(); }});
+                                  [core] { return core->enrolled_not_revoked(); }});
     if (!metrics) return metrics.error();
     impl->metrics = std::move(*metrics);
   }
@@ -816,6 +904,10 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
       std::make_unique<NetworkFleet>(*impl->gateway, options.device_ids, options.dimension,
                                      config->rho_capacity(), options.round_deadline);
   impl->fleet->set_check_in(options.check_in);
+  if (impl->state)
+    impl->fleet->set_before_round([core = impl.get()](const coordinator::RoundRequest& round) {
+      return core->record_intent(round);
+    });
   impl->ready = true;
   return std::unique_ptr<CoordinatorService>(new CoordinatorService(std::move(impl)));
 }

@@ -28,6 +28,12 @@ CREATE TABLE IF NOT EXISTS mirror (
   remaining REAL NOT NULL CHECK (remaining >= 0));
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS used_ids (query_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS round_intents (
+  query_id TEXT NOT NULL,
+  round INTEGER NOT NULL,
+  device_id TEXT NOT NULL,
+  charge REAL NOT NULL CHECK (charge >= 0));
+CREATE INDEX IF NOT EXISTS round_intents_by_query ON round_intents (query_id);
 CREATE TABLE IF NOT EXISTS watches (watch_id TEXT PRIMARY KEY, spec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS watch_devices (
   watch_id TEXT NOT NULL,
@@ -90,9 +96,9 @@ Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::st
       SQLITE_OK)
     return db->error("cannot open");
   sqlite3_busy_timeout(db->db, 5000);
-  // A crash loses at most the last result: results are kept for analysts, the devices hold
-  // the budgets that matter.
-  if (!db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")) return db->error("setup");
+  // FULL: a round's intent is on disk (fsync) before its requests leave, a power cut included,
+  // so that the mirror a restart reads is never above what a device could have spent.
+  if (!db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")) return db->error("setup");
   if (!db->exec(kSchema)) return db->error("not a cgpkit coordinator state file");
   {
     Statement read(db->db, "SELECT value FROM meta WHERE key = 'format'");
@@ -194,6 +200,16 @@ Expected<std::map<std::string, double>> CoordinatorState::mirror() const {
 
 Status CoordinatorState::save_mirror(const std::vector<std::pair<std::string, double>>& changed) {
   if (changed.empty()) return {};
+  return write_mirror(changed, nullptr);
+}
+
+Status CoordinatorState::settle(const std::vector<std::pair<std::string, double>>& changed,
+                                const std::string& query_id) {
+  return write_mirror(changed, &query_id);
+}
+
+Status CoordinatorState::write_mirror(const std::vector<std::pair<std::string, double>>& changed,
+                                      const std::string* settled_query) {
   if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("save mirror");
   Statement write(db_->db, "INSERT OR REPLACE INTO mirror (device_id, remaining) VALUES (?1, ?2)");
   bool ok = write.ok();
@@ -204,6 +220,15 @@ Status CoordinatorState::save_mirror(const std::vector<std::pair<std::string, do
     sqlite3_bind_double(write.get(), 2, remaining < 0 ? 0.0 : remaining);
     ok = sqlite3_step(write.get()) == SQLITE_DONE;
   }
+  if (ok && settled_query) {
+    Statement settle(db_->db, settled_query->empty()
+                                  ? "DELETE FROM round_intents"
+                                  : "DELETE FROM round_intents WHERE query_id = ?1");
+    ok = settle.ok();
+    if (ok && !settled_query->empty())
+      sqlite3_bind_text(settle.get(), 1, settled_query->c_str(), -1, SQLITE_TRANSIENT);
+    if (ok) ok = sqlite3_step(settle.get()) == SQLITE_DONE;
+  }
   if (!ok) {
     auto error = db_->error("save mirror");
     db_->exec("ROLLBACK");
@@ -211,6 +236,60 @@ Status CoordinatorState::save_mirror(const std::vector<std::pair<std::string, do
   }
   if (!db_->exec("COMMIT")) return db_->error("save mirror");
   return {};
+}
+
+Status CoordinatorState::record_intent(const std::string& query_id, std::uint32_t round,
+                                       const std::vector<const std::string*>& device_ids,
+                                       const std::vector<double>& charges) {
+  if (device_ids.size() != charges.size()) return state_error("record intent: sizes differ");
+  if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("record intent");
+  bool ok = true;
+  {
+    // The id is taken from the first round on: after a crash it is never run again.
+    Statement used(db_->db, "INSERT OR IGNORE INTO used_ids (query_id) VALUES (?1)");
+    ok = used.ok();
+    if (ok) {
+      sqlite3_bind_text(used.get(), 1, query_id.c_str(), -1, SQLITE_TRANSIENT);
+      ok = sqlite3_step(used.get()) == SQLITE_DONE;
+    }
+  }
+  Statement write(db_->db,
+                  "INSERT INTO round_intents (query_id, round, device_id, charge) "
+                  "VALUES (?1, ?2, ?3, ?4)");
+  ok = ok && write.ok();
+  if (ok) {
+    sqlite3_bind_text(write.get(), 1, query_id.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(write.get(), 2, round);
+  }
+  for (std::size_t k = 0; ok && k < device_ids.size(); ++k) {
+    sqlite3_reset(write.get());  // keeps the bindings of ?1 and ?2
+    sqlite3_bind_text(write.get(), 3, device_ids[k]->c_str(), -1, SQLITE_STATIC);
+    sqlite3_bind_double(write.get(), 4, charges[k]);
+    ok = sqlite3_step(write.get()) == SQLITE_DONE;
+  }
+  if (!ok) {
+    auto error = db_->error("record intent");
+    db_->exec("ROLLBACK");
+    return error;
+  }
+  if (!db_->exec("COMMIT")) return db_->error("record intent");
+  return {};
+}
+
+Expected<std::vector<CoordinatorState::Intent>> CoordinatorState::intents() const {
+  Statement read(db_->db, "SELECT query_id, device_id, charge FROM round_intents ORDER BY rowid");
+  if (!read.ok()) return db_->error("read intents");
+  std::vector<Intent> out;
+  int rc;
+  while ((rc = sqlite3_step(read.get())) == SQLITE_ROW) {
+    const auto* query = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
+    const auto* device = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 1));
+    if (!query || !device)
+      return state_error(db_->path + ": an intent without ids (not our schema)");
+    out.push_back({query, device, sqlite3_column_double(read.get(), 2)});
+  }
+  if (rc != SQLITE_DONE) return db_->error("read intents");
+  return out;
 }
 
 Expected<std::uint64_t> CoordinatorState::counter(const std::string& name) const {
@@ -229,6 +308,19 @@ Status CoordinatorState::set_counter(const std::string& name, std::uint64_t valu
   sqlite3_bind_text(write.get(), 1, name.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(write.get(), 2, static_cast<std::int64_t>(value));
   if (sqlite3_step(write.get()) != SQLITE_DONE) return db_->error("save counter");
+  return {};
+}
+
+Status CoordinatorState::set_counters(
+    const std::vector<std::pair<std::string, std::uint64_t>>& values) {
+  if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("save counters");
+  for (const auto& [name, value] : values) {
+    if (auto saved = set_counter(name, value); !saved) {
+      db_->exec("ROLLBACK");
+      return saved;
+    }
+  }
+  if (!db_->exec("COMMIT")) return db_->error("save counters");
   return {};
 }
 

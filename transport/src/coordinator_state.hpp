@@ -48,6 +48,25 @@ class CoordinatorState {
   // Saves these devices' remaining budgets (one transaction).
   Status save_mirror(const std::vector<std::pair<std::string, double>>& changed);
 
+  // Intents (issue 33): before a round's requests leave, the most it can charge each device,
+  // in one transaction that also reserves the query id. A query's intents are settled — deleted
+  // in the transaction that saves the mirror with its replies folded in — when it ends; what a
+  // crash leaves is charged on the next start (mirror = snapshot − every intent) and settled.
+  struct Intent {
+    std::string query_id;
+    std::string device_id;
+    double charge = 0;
+  };
+  Status record_intent(const std::string& query_id, std::uint32_t round,
+                       const std::vector<const std::string*>& device_ids,
+                       const std::vector<double>& charges);
+  // Every unsettled intent, in the order recorded.
+  Expected<std::vector<Intent>> intents() const;
+  // save_mirror and, in the same transaction, deletes the intents of `query_id` (every intent
+  // when it is empty).
+  Status settle(const std::vector<std::pair<std::string, double>>& changed,
+                const std::string& query_id);
+
   // Watches as serialized cgp.v1.WatchReport, in the order they were made, their devices in
   // the order they were saved. save_watch stores a new watch (spec and every device, one
   // transaction); save_watch_device replaces one device's entry (a serialized
@@ -60,11 +79,15 @@ class CoordinatorState {
   // Small counters (the adaptive allocation's query number).
   Expected<std::uint64_t> counter(const std::string& name) const;
   Status set_counter(const std::string& name, std::uint64_t value);
+  // Several at once (one transaction).
+  Status set_counters(const std::vector<std::pair<std::string, std::uint64_t>>& values);
 
   struct Db;
 
  private:
   explicit CoordinatorState(std::unique_ptr<Db> db);
+  Status write_mirror(const std::vector<std::pair<std::string, double>>& changed,
+                      const std::string* settled_query);
   std::unique_ptr<Db> db_;
 };
 

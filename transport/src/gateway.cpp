@@ -353,6 +353,10 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   const std::size_t asked = request.users.size();
   const std::size_t out_dim = request.statistic == StatisticKind::location ? dimension_ : 1;
   replies.resize(asked, out_dim);
+  if (before_round_ && !before_round_(request).ok()) {
+    std::fill(replies.kind.begin(), replies.kind.end(), ReplyKind::not_delivered);
+    return;
+  }
   const auto began = std::chrono::steady_clock::now();
   const detail::RoundTable::Key key{request.query_id, request.round};
   auto round = std::make_shared<detail::PendingRound>(replies, asked);

@@ -47,6 +47,12 @@ struct RoundReplies {
   void resize(std::size_t users, std::size_t dimension);
 };
 
+// The most each user of a round can be charged, in the order of request.users:
+// privacy::device_charge(request.rho[k]) (what the budget mirror charges an unanswered request).
+// Written down before the requests leave, it is what a restarted coordinator charges for a
+// round it never heard the end of (BudgetMirror::charge_unsettled).
+void worst_case_charges(const RoundRequest& request, std::vector<double>& out);
+
 // Checks the users' points of an in-process fleet: n × dimension finite values, 1 ≤ dimension
 // ≤ 4096, n ≥ 1 and fitting a UserId.
 Status validate_fleet_points(std::span<const double> points, std::size_t dimension);

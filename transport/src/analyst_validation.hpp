@@ -1,0 +1,21 @@
+// The analyst service's numeric checks (issue 33): every number an analyst sends is finite and in
+// its documented range before anything is asked or charged — again here, whatever the client
+// checked, since a hand-made gRPC request reaches the service without it. The query engine
+// checks its own inputs too; these are the wire's rules (0 = the default, explicit adaptive).
+#pragma once
+
+#include "cgp/common/expected.hpp"
+#include "cgp/v1/service.pb.h"
+
+namespace cgp::transport::detail {
+
+// rho, adaptive, beta and min_coverage of one query. `rho_capacity`: the devices' budget (from
+// --budget), which fixes the smallest ρ a device answers (privacy::min_rho).
+Status validate_query_options(const v1::QueryOptions& options, double rho_capacity);
+
+// An accuracy target or schedule: relative in [0, 1), absolute finite ≥ 0, growth 0 or > 1,
+// first in [0, 1], max_rounds ≤ 64. `needs_target`: a range or KDE target (at least one of
+// relative and absolute > 0); a top-regions schedule uses neither.
+Status validate_accuracy(const v1::AccuracyTarget& accuracy, bool needs_target);
+
+}  // namespace cgp::transport::detail
