@@ -17,9 +17,9 @@ Status validate_query_options(const v1::QueryOptions& in, double rho_capacity) {
     // The charge cap of every user: a NaN or 0 here once ran an adaptive query and charged
     // every device.
     if (!(std::isfinite(in.rho()) && in.rho() > 0))
-      return make_error(ErrorCode::out_of_range, "rho",
-                        "rho must be finite and > 0 (or adaptive set), got " +
-                            format_number(in.rho()));
+      return make_error(
+          ErrorCode::out_of_range, "rho",
+          "rho must be finite and > 0 (or adaptive set), got " + format_number(in.rho()));
     // What a device charges at most for the ρ it is asked: below its smallest answerable ρ
     // every device would reject the request, after it travelled to all of them.
     const double smallest = privacy::min_rho(rho_capacity);
@@ -36,7 +36,8 @@ Status validate_query_options(const v1::QueryOptions& in, double rho_capacity) {
   if (in.has_min_coverage() && !(in.min_coverage() >= 0 && in.min_coverage() <= 1))
     return make_error(ErrorCode::out_of_range, "min_coverage",
                       "min_coverage must be in [0, 1], got " + format_number(in.min_coverage()));
-  if (in.rounds() > 64) return make_error(ErrorCode::out_of_range, "rounds", "rounds must be 1..64");
+  if (in.rounds() > 64)
+    return make_error(ErrorCode::out_of_range, "rounds", "rounds must be 1..64");
   return {};
 }
 

@@ -17,6 +17,7 @@
 #include <set>
 #include <span>
 
+#include "analyst_validation.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
@@ -28,7 +29,6 @@
 #include "cgp/coordinator/top_regions.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
-#include "analyst_validation.hpp"
 #include "coordinator_state.hpp"
 #include "metrics_endpoint.hpp"
 #include "status_codec.hpp"
@@ -894,9 +894,9 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   if (!options.metrics_address.empty()) {
     auto* core = impl.get();
     auto metrics = detail::MetricsEndpoint::start(
-        options.metrics_address, {[core] { return core->counters(); },
-                                  [core] { return core->gateway->connected(); },
-                                  [core] { return core->enrolled_not_revoked(); }});
+        options.metrics_address,
+        {[core] { return core->counters(); }, [core] { return core->gateway->connected(); },
+         [core] { return core->enrolled_not_revoked(); }});
     if (!metrics) return metrics.error();
     impl->metrics = std::move(*metrics);
   }
