@@ -3,6 +3,7 @@
 //   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
+//                         [--watch-min-tick-seconds S]
 //                         [--frame local:LON,LAT] [--check-in]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
@@ -164,7 +165,7 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
 struct Arguments {
   // serve
   std::string listen = "127.0.0.1:7070", devices_file, analyst_file, tls_cert, tls_key;
-  double budget = 1.0;
+  double budget = 1.0, watch_min_tick = 1;
   std::size_t dimension = 2, horizon = 20;
   long deadline_ms = 5000;
   bool quiet = false;
@@ -211,6 +212,12 @@ void serve_flags(CLI::App& sub, Arguments& a) {
                   "not connected, deliver them when they check in; --deadline-ms is the window");
   serve->add_option("--horizon", a.horizon, "queries the adaptive allocation plans for")
       ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  serve
+      ->add_option("--watch-min-tick-seconds", a.watch_min_tick,
+                   "the shortest watch tick the devices accept, seconds (cgp-device "
+                   "--min-tick-seconds): shorter ticks are refused before they are sent")
+      ->check(cgp::tools::finite_in(0.001, 1e7))
       ->capture_default_str();
   serve->add_flag("--quiet", a.quiet, "no event log on stderr");
   serve->add_option("--state", a.state_file,
@@ -352,6 +359,7 @@ int run_serve(const Arguments& a) {
   options.device_budget = a.budget;
   options.dimension = a.dimension;
   options.horizon = a.horizon;
+  options.watch_min_tick_seconds = a.watch_min_tick;
   options.round_deadline = std::chrono::milliseconds(a.deadline_ms);
   options.check_in = a.check_in;
   options.metrics_address = a.metrics_listen;

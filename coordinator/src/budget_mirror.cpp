@@ -9,7 +9,7 @@
 namespace cgp::coordinator {
 
 BudgetMirror::BudgetMirror(std::size_t users, double initial_budget)
-    : remaining_(users, initial_budget) {}
+    : remaining_(users, initial_budget), capacity_(initial_budget) {}
 
 bool BudgetMirror::can_ask(UserId user, double rho) const noexcept {
   return rho > 0 && privacy::device_charge(rho) <= remaining_[user];
@@ -32,6 +32,19 @@ void BudgetMirror::update(std::span<const UserId> users, std::span<const double>
     update_with_charge(users[k], replies.kind[k], last_charge, replies.charged[k],
                        replies.remaining[k]);
   }
+}
+
+double BudgetMirror::hold(UserId user, double known_charge) noexcept {
+  const double before = remaining_[user];
+  update_with_charge(user, ReplyKind::no_answer, known_charge, 0, 0);
+  // Rounded down: never more is given back than was taken.
+  return std::max(0.0, privacy::subtract_down(before, remaining_[user]));
+}
+
+void BudgetMirror::release(UserId user, double taken) noexcept {
+  if (!(std::isfinite(taken) && taken > 0)) return;
+  double& left = remaining_[user];
+  left = std::min(capacity_, std::max(0.0, privacy::next_down(left + taken)));
 }
 
 void BudgetMirror::restore(UserId user, double remaining) noexcept {

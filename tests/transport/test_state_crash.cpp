@@ -4,7 +4,6 @@
 // charges are on disk before its requests leave; a restart charges them and reserves the id.
 #include <signal.h>
 #include <spawn.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "network_fixtures.hpp"
+#include "state_reader.hpp"
 #include "support/seed.hpp"
 
 extern char** environ;
@@ -55,50 +55,6 @@ int free_port() {
   REQUIRE(probe.has_value());
   return (*probe)->port();
 }
-
-// The state file read as another process would (the coordinator holds it open).
-class StateReader {
- public:
-  explicit StateReader(const std::string& path) {
-    REQUIRE(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-    sqlite3_busy_timeout(db_, 5000);
-  }
-  ~StateReader() { sqlite3_close(db_); }
-  // The latest round with an intent for this query (0: none); -1 before the table exists.
-  long latest_round(const std::string& query_id) const {
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db_,
-                           "SELECT COALESCE(MAX(round), 0) FROM round_intents WHERE query_id = ?1",
-                           -1, &stmt, nullptr) != SQLITE_OK)
-      return -1;
-    sqlite3_bind_text(stmt, 1, query_id.c_str(), -1, SQLITE_TRANSIENT);
-    const long out = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
-    sqlite3_finalize(stmt);
-    return out;
-  }
-  std::map<std::string, double> mirror() const {
-    std::map<std::string, double> out;
-    sqlite3_stmt* stmt = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db_, "SELECT device_id, remaining FROM mirror", -1, &stmt,
-                               nullptr) == SQLITE_OK);
-    while (sqlite3_step(stmt) == SQLITE_ROW)
-      out[reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0))] =
-          sqlite3_column_double(stmt, 1);
-    sqlite3_finalize(stmt);
-    return out;
-  }
-  long intents() const {
-    sqlite3_stmt* stmt = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db_, "SELECT COUNT(*) FROM round_intents", -1, &stmt, nullptr) ==
-            SQLITE_OK);
-    const long out = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : -1;
-    sqlite3_finalize(stmt);
-    return out;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 }  // namespace
 
@@ -190,7 +146,7 @@ TEST_CASE(
         (void)analyst->range_count(
             range, transport::RemoteCharges::fixed(coordinator::Charge{0.001}), options);
       });
-      StateReader state(state_file);
+      test::StateReader state(state_file);
       const bool reached =
           test::eventually([&] { return state.latest_round(query_id) >= cut_at; }, 20000ms);
       kill(server, SIGKILL);
@@ -211,7 +167,7 @@ TEST_CASE(
       REQUIRE_FALSE(again.has_value());
       CHECK(again.error().code == ErrorCode::already_exists);
       CHECK(again.error().parameter == "query_id");
-      StateReader state(state_file);
+      test::StateReader state(state_file);
       CHECK(state.intents() == 0);  // charged once, then settled
       const auto mirror = state.mirror();
       for (std::size_t i = 0; i < n; ++i) {

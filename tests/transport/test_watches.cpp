@@ -118,6 +118,7 @@ TEST_CASE("watches: real cgp-device processes over TLS arm a watch and alert onc
   const std::vector<std::string> ids = {"inside", "edge-in", "outside"};
   const std::vector<std::string> locations = {"1000,2000", "1000,2290", "6000,2000"};
   transport::CoordinatorOptions options;
+  options.watch_min_tick_seconds = 0.05;  // as the tests' devices accept
   options.device_ids = ids;
   options.gateway.tls_certificate_chain = tls.certificate;
   options.gateway.tls_private_key = tls.key;
@@ -223,6 +224,7 @@ TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert pe
   CGP_SEEDED(7117);
   const std::size_t n = 20;
   transport::CoordinatorOptions options;
+  options.watch_min_tick_seconds = 0.05;  // as the tests' devices accept
   options.device_ids = test::device_ids(n);
   options.device_budget = 1.0;
   auto service = *transport::CoordinatorService::start(options);
@@ -307,6 +309,7 @@ TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags e
   const auto& dir = scratch.path;
   std::ofstream(dir / "analyst") << "analyst-secret\n";
   transport::CoordinatorOptions options;
+  options.watch_min_tick_seconds = 0.05;  // as the tests' devices accept
   options.device_ids = test::device_ids(n);
   options.analyst_credential_sha256 = transport::sha256_of("analyst-secret");
   auto service = *transport::CoordinatorService::start(options);
@@ -360,6 +363,7 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   const ScratchDir scratch("cgp-watch-state");
   const auto& dir = scratch.path;
   transport::CoordinatorOptions options;
+  options.watch_min_tick_seconds = 0.05;  // as the tests' devices accept
   options.device_ids = test::device_ids(n);
   options.state_path = (dir / "state.db").string();
   auto swarm_options = watch_swarm(seed);
@@ -413,6 +417,8 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   const ScratchDir scratch("cgp-watch-refuse");
   const auto& dir = scratch.path;
   transport::CoordinatorOptions options;
+  // Below what the devices accept (0.05 s): a tick in between reaches them, and they refuse it.
+  options.watch_min_tick_seconds = 0.01;
   options.device_ids = test::device_ids(n);
   options.state_path = (dir / "state.db").string();
   options.device_budget = 1.0;
@@ -454,6 +460,10 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
        {},
        "epsilon"},
       {geofence("revoked", 40, 0.1), {0, 3}, "users"},
+      // Issue 33: on 3f97682 these two went out, every device refused them, and the mirror
+      // was debited for every device all the same (200 devices: 0.195 → 0).
+      {geofence("too-fast", 40, 0.005), {}, "tick_seconds"},
+      {with("costs-everything", [](WatchSpecParams& p) { p.epsilon = 2; }), {}, "epsilon"},
   };
   for (const Case& c : cases) {
     INFO(c.spec.watch_id());
@@ -472,8 +482,9 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   CHECK(expost.error().parameter == "noise");
   for (std::size_t i = 0; i < 3; ++i) CHECK(swarm->spent(i) == 0);
 
-  // Ticks shorter than a device's minimum: the device refuses by name before it is charged.
-  auto fast = analyst.start_watch(geofence("fast", 400, 0.01), {0});
+  // Ticks shorter than a device's minimum but not the coordinator's: the device refuses by name
+  // before it is charged, and the mirror's hold goes back.
+  auto fast = analyst.start_watch(geofence("fast", 400, 0.02), {0});
   REQUIRE(fast.has_value());
   auto answered = poll_watch(analyst, "fast", [](const transport::RemoteWatch& w) {
     return w.devices[0].state != transport::RemoteDeviceWatch::State::pending;
@@ -493,7 +504,9 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   REQUIRE(state.has_value());
   const auto mirror = *(*state)->mirror();
   const double capacity = DeviceConfig::cgp(1.0)->rho_capacity();
-  // "fast" was sent to device-0 (the mirror assumes it armed); "twice" to device-1 once.
+  // "fast" was rejected by device-0: its hold went back; "twice" armed on device-1, once.
+  CHECK(mirror.at("device-0") == Approx(capacity).epsilon(1e-12));
+  CHECK(mirror.at("device-0") <= capacity);
   CHECK(mirror.at("device-1") == Approx(capacity - laplace_watch_charge(1.0)).epsilon(1e-12));
   CHECK(mirror.at("device-1") > capacity - 2 * laplace_watch_charge(1.0));
 }
@@ -575,6 +588,7 @@ TEST_CASE("watches: a cgp-device killed mid-watch resumes after its last tick an
   const ScratchDir scratch("cgp-watch-resume");
   const auto& dir = scratch.path;
   transport::CoordinatorOptions options;
+  options.watch_min_tick_seconds = 0.05;  // as the tests' devices accept
   options.device_ids = {"walker"};
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
@@ -619,6 +633,7 @@ TEST_CASE("watches: a device runs at most --max-watches at once, the next refuse
           "[transport][watch]") {
   CGP_SEEDED(7151);
   transport::CoordinatorOptions options;
+  options.watch_min_tick_seconds = 0.05;  // as the tests' devices accept
   options.device_ids = {"busy"};
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());

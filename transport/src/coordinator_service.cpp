@@ -210,6 +210,36 @@ struct ServiceCore {
     return state->set_counters(values);
   }
 
+  // Watch holds (issue 33): what StartWatch took from the mirror for each (watch id, device id)
+  // not yet armed. A device's refusal or rejection (reported from gateway threads) moves its
+  // hold to `released`; the query lock gives those back to the mirror (release_watch_holds).
+  std::mutex holds_mutex;
+  std::map<std::pair<std::string, std::string>, std::pair<coordinator::UserId, double>> watch_holds;
+  std::vector<std::pair<coordinator::UserId, double>> released;
+
+  void watch_answered(const std::string& watch_id, const std::string& device_id,
+                      const std::string& entry_bytes) {
+    v1::DeviceWatch entry;
+    if (!entry.ParseFromString(entry_bytes)) return;
+    if (entry.state() == v1::DEVICE_WATCH_PENDING) return;
+    std::lock_guard lock(holds_mutex);
+    auto hold = watch_holds.find({watch_id, device_id});
+    if (hold == watch_holds.end()) return;
+    if (entry.state() != v1::DEVICE_WATCH_ARMED) released.push_back(hold->second);
+    watch_holds.erase(hold);
+  }
+
+  // Under the query lock: the holds of devices that refused or rejected a watch go back.
+  void release_watch_holds() {
+    std::vector<std::pair<coordinator::UserId, double>> due;
+    {
+      std::lock_guard lock(holds_mutex);
+      due.swap(released);
+    }
+    for (const auto& [user, taken] : due) mirror->release(user, taken);
+    if (!due.empty()) persist_mirror();
+  }
+
   std::size_t enrolled_not_revoked() {
     std::lock_guard lock(revoked_mutex);
     return revoked.size() - static_cast<std::size_t>(std::count(revoked.begin(), revoked.end(), 1));
@@ -407,6 +437,7 @@ struct ServiceCore {
                    std::vector<coordinator::UserId> subject = {}) {
     if (!authorised(context)) return unauthenticated(context);
     std::lock_guard lock(query_mutex);
+    release_watch_holds();
     auto prepared = prepare(in, std::move(subject));
     if (!prepared) return to_status(context, prepared.error());
     const auto& query = prepared->query;
@@ -676,14 +707,30 @@ struct ServiceCore {
         return to_status(context,
                          make_error(ErrorCode::already_exists, "watch_id",
                                     "watch_id '" + spec.watch_id() + "' was already used"));
-      // The mirror assumes every device arms (a refusal only leaves it conservative).
+      // Held until each device answers: kept when it arms, given back when it refuses or
+      // rejects (it charged nothing; release_watch_holds).
+      release_watch_holds();
       const double charge = laplace_watch_charge(validated->params().epsilon);
-      for (const auto& device : devices)
-        mirror->update_with_charge(device.first, coordinator::ReplyKind::no_answer, charge, 0,
-                                   std::numeric_limits<double>::quiet_NaN());
+      {
+        std::lock_guard holds(holds_mutex);
+        for (const auto& device : devices)
+          watch_holds[{spec.watch_id(), device.second}] = {device.first,
+                                                           mirror->hold(device.first, charge)};
+      }
       persist_mirror();
-      if (auto started = gateway->start_watch(spec, devices); !started.ok())
+      if (auto started = gateway->start_watch(spec, devices); !started.ok()) {
+        {
+          std::lock_guard holds(holds_mutex);  // nothing was sent: every hold goes back
+          for (const auto& device : devices) {
+            auto hold = watch_holds.find({spec.watch_id(), device.second});
+            if (hold == watch_holds.end()) continue;
+            released.push_back(hold->second);
+            watch_holds.erase(hold);
+          }
+        }
+        release_watch_holds();
         return to_status(context, started.error());
+      }
     }
     log("event=watch-start watch=" + log_value(spec.watch_id()) +
         " users=" + std::to_string(devices.size()));
@@ -694,13 +741,19 @@ struct ServiceCore {
   }
 
   // What every device would refuse, refused here first (nothing charged, nothing sent): a
-  // watch over the network ticks itself, so it needs a schedule that has not ended; devices
-  // run laplace watches only; ε must charge at least the devices' smallest answerable ρ.
+  // watch over the network ticks itself, so it needs a schedule that has not ended and a tick
+  // the devices accept; devices run laplace watches only; ε must charge at least the devices'
+  // smallest answerable ρ and at most their whole budget.
   cgp::Status runnable_on_devices(const WatchSpec& spec, double now) const {
     const auto& p = spec.params();
     if (!spec.has_schedule())
       return make_error(ErrorCode::missing_field, "tick_seconds",
                         "tick_seconds: a watch over the network needs a tick length (> 0)");
+    if (!(p.tick_seconds >= options.watch_min_tick_seconds))
+      return make_error(ErrorCode::out_of_range, "tick_seconds",
+                        "tick_seconds " + format_number(p.tick_seconds) +
+                            " is below the devices' shortest tick (" +
+                            format_number(options.watch_min_tick_seconds) + " s)");
     if (p.start_unix_seconds + static_cast<double>(p.horizon) * p.tick_seconds <= now)
       return make_error(ErrorCode::out_of_range, "start_unix_seconds",
                         "start_unix_seconds: the watch's schedule has already ended");
@@ -716,6 +769,11 @@ struct ServiceCore {
                         "epsilon " + format_number(p.epsilon) + " would charge rho " +
                             format_number(charge) + ", below what devices answer (" +
                             format_number(privacy::min_rho(config->rho_capacity())) + ")");
+    if (!(charge <= config->rho_capacity()))
+      return make_error(ErrorCode::out_of_range, "epsilon",
+                        "epsilon " + format_number(p.epsilon) + " would charge rho " +
+                            format_number(charge) + ", more than a device's whole budget (" +
+                            format_number(config->rho_capacity()) + ")");
     return {};
   }
 
@@ -830,6 +888,7 @@ CoordinatorService::~CoordinatorService() {
   const GatewayCounters last = impl_->counters();
   impl_->gateway.reset();  // no analyst call runs after this: the mirror is final
   std::lock_guard lock(impl_->query_mutex);
+  impl_->release_watch_holds();
   impl_->persist_mirror();
   if (impl_->state)
     if (auto saved = impl_->save_counters(last); !saved)
@@ -876,14 +935,16 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     auto kept = impl->state->watches();
     if (!kept) return kept.error();
     gateway_options.watches = std::move(*kept);
-    gateway_options.watch_changed = [core = impl.get()](const std::string& watch,
-                                                        const std::string& device,
-                                                        const std::string& bytes) {
-      auto saved = device.empty() ? core->state->save_watch(watch, bytes)
-                                  : core->state->save_watch_device(watch, device, bytes);
-      if (!saved) core->log("event=state-error error=" + log_value(saved.error().message));
-    };
   }
+  gateway_options.watch_changed = [core = impl.get()](const std::string& watch,
+                                                      const std::string& device,
+                                                      const std::string& bytes) {
+    if (!device.empty()) core->watch_answered(watch, device, bytes);
+    if (!core->state) return;
+    auto saved = device.empty() ? core->state->save_watch(watch, bytes)
+                                : core->state->save_watch_device(watch, device, bytes);
+    if (!saved) core->log("event=state-error error=" + log_value(saved.error().message));
+  };
   gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
     return std::make_unique<AnalystEndpoint>(*core);
   });

@@ -42,9 +42,17 @@ class BudgetMirror {
   void charge_unsettled(UserId user, double known_charge) noexcept {
     update_with_charge(user, ReplyKind::no_answer, known_charge, 0, 0);
   }
+  // A charge a device may make later, taken now (a watch it has not armed yet): returns what
+  // was taken (at most what was left), to be given back with release() if the device says it
+  // charged nothing.
+  double hold(UserId user, double known_charge) noexcept;
+  // Gives back at most `taken` (what hold() returned), rounded down: the only way the mirror
+  // rises, and only for a charge the device reported it never made.
+  void release(UserId user, double taken) noexcept;
 
  private:
   std::vector<double> remaining_;
+  double capacity_;
 };
 
 // Inline: the engine calls it once per user per round.

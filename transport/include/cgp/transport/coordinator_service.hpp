@@ -34,6 +34,9 @@ struct CoordinatorOptions {
   // within it, and those that do not are reported (not_reached) and charged nothing.
   bool check_in = false;
   std::size_t horizon = 20;  // adaptive allocation for queries that give no ρ
+  // The shortest watch tick the fleet's devices accept (link::WatchLimits::min_tick_seconds, 1 s
+  // by default): a shorter one is refused before it is sent, as every device would refuse it.
+  double watch_min_tick_seconds = 1;
   // Finished results and the budget mirror are kept in this SQLite file (one coordinator per
   // file) and restored at start; empty: memory only, lost on restart.
   std::string state_path;
