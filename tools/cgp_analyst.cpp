@@ -91,13 +91,16 @@ nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string&
                      {"unanswered", r.coverage.unanswered},
                      {"min_coverage", r.coverage.min_coverage},
                      {"valid", r.coverage.valid}};
+  out["missing"] = {{"users", r.missing.users},         {"lower", r.missing.lower},
+                    {"upper", r.missing.upper},         {"share", r.missing.share},
+                    {"max_share", r.missing.max_share}, {"valid", r.missing.valid}};
   return out;
 }
 
 // Everything the command line can say; each command reads what it declared.
 struct Arguments {
   std::string coordinator, credential_file, tls_root_file;
-  std::optional<double> min_coverage;
+  std::optional<double> min_coverage, max_missing_share;
   double rho = 0, beta = 0.1, bandwidth = 0, q = 0, population = 0;
   std::string method = "PM1", split = "even", id, device;
   std::size_t rounds = 4, k = 0;
@@ -476,12 +479,18 @@ int run(int argc, char** argv) {
                  "share of a query's users that must answer, 0..1 (default: the coordinator's, "
                  "0.9); below it the query fails and cgp-analyst exits 1")
       ->check(cgp::tools::finite_in(0.0, 1.0));
+  app.add_option("--max-missing-share", a.max_missing_share,
+                 "how much of an answer the users who did not answer may be, 0..1 (default: the "
+                 "coordinator's, 0.1): the answer lies in [missing.lower, missing.upper] as far as "
+                 "they go; above it the query fails and cgp-analyst exits 1")
+      ->check(cgp::tools::finite_in(0.0, 1.0));
   const auto commands = cgp::tools::add_commands(app, std::span<const Command>(kCommands), a);
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-analyst")) return *done;
 
   cgp::transport::AnalystConnection connection;
   connection.coordinator_address = a.coordinator;
   connection.min_coverage = a.min_coverage;
+  connection.max_missing_share = a.max_missing_share;
   if (auto unreadable =
           cgp::tools::read_client_files(a.credential_file, a.tls_root_file, connection.credential,
                                         connection.tls_root_certificate))

@@ -89,8 +89,8 @@ TEST_CASE("analyst: queries over a live coordinator match the in-process fleet",
   auto points = test::uniform_square(n, 2000, seed);
   const double budget = 1.0;
   LiveCoordinator live(points, n, budget, seed, "analyst-secret");
-  auto analyst =
-      *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s, std::nullopt});
+  auto analyst = *transport::AnalystClient::connect(
+      {live.address, "analyst-secret", "", 60s, std::nullopt, std::nullopt});
 
   double lo[2] = {400, 400}, hi[2] = {1400, 1400};
   const geometry::Region range = *geometry::Box::create(lo, hi);
@@ -183,7 +183,8 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   only_first.method = Method::BM1;  // one round: the whole charge
   only_first.query_id = "";
   {
-    auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+    auto analyst =
+        *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
     REQUIRE(analyst
                 .range_count(range,
                              transport::RemoteCharges::fixed(coordinator::Charge{0.6}, first_user),
@@ -194,7 +195,8 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   options.gateway.address = address;
   service = *transport::CoordinatorService::start(options);
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst = *transport::AnalystClient::connect(
+      {address, "", "", 30s, std::nullopt, 1.0});  // one device refuses throughout
   // 0.6 more does not fit in 1.0: refused by the device, which halts for good.
   CGP_REQUIRE_ERROR(
       analyst.range_count(
@@ -212,7 +214,8 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   }
   CHECK(swarm->spent(0) <= 1.0);
   // The halted device alone, adaptively: nobody is asked, and the query fails by name.
-  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0});
+  // Refused users are expected here: neither coverage nor their share of the answer is checked.
+  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0, 1.0});
   auto alone =
       lenient.range_count(range, transport::RemoteCharges::adaptive(first_user), only_first);
   REQUIRE(alone.has_value());
@@ -238,7 +241,8 @@ TEST_CASE("analyst: unanswered users and a reused id are an incomplete query and
   swarm_options.config = *DeviceConfig::cgp(1.0);
   auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"device-0", "", {1, 1}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   double lo[2] = {0, 0}, hi[2] = {10, 10};
   const geometry::Region range = *geometry::Box::create(lo, hi);
   QueryOptions query;
@@ -262,7 +266,8 @@ TEST_CASE("analyst: unanswered users and a reused id are an incomplete query and
   options.gateway.address = address;
   service = *transport::CoordinatorService::start(options);
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
-  auto again = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto again =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   double lo2[2] = {0, 0}, hi2[2] = {20, 20};
   CGP_REQUIRE_ERROR(again.range_count(*geometry::Box::create(lo2, hi2), first_only, query),
                     ErrorCode::incomplete_query, "min_coverage");
@@ -284,15 +289,17 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
   const geometry::Region range = *geometry::Box::create(lo, hi);
   QueryOptions options;
 
-  auto intruder =
-      *transport::AnalystClient::connect({live.address, "wrong", "", 30s, std::nullopt});
+  auto intruder = *transport::AnalystClient::connect(
+      {live.address, "wrong", "", 30s, std::nullopt, std::nullopt});
   CGP_REQUIRE_ERROR(intruder.range_count(
                         range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), options),
                     ErrorCode::unauthenticated, "credential");
-  auto anonymous = *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt});
+  auto anonymous =
+      *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt, std::nullopt});
   CGP_REQUIRE_ERROR(anonymous.status(), ErrorCode::unauthenticated, "credential");
 
-  auto analyst = *transport::AnalystClient::connect({live.address, "right", "", 30s, std::nullopt});
+  auto analyst = *transport::AnalystClient::connect(
+      {live.address, "right", "", 30s, std::nullopt, std::nullopt});
   const double p3[3] = {1, 2, 3};
   CGP_REQUIRE_ERROR(
       analyst.kde(p3, 10, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), options),
@@ -308,7 +315,8 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
                     ErrorCode::out_of_range, "beta");
   options.beta = 0.1;
   {
-    auto strict = *transport::AnalystClient::connect({live.address, "right", "", 30s, 1.5});
+    auto strict =
+        *transport::AnalystClient::connect({live.address, "right", "", 30s, 1.5, std::nullopt});
     CGP_REQUIRE_ERROR(
         strict.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.01}),
                            options),
@@ -359,7 +367,8 @@ TEST_CASE("analyst: a threshold query over a curator device", "[transport][analy
   swarm_options.config = *DeviceConfig::cgp(100);
   auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"curator", "", {420}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   QueryOptions query;
   query.method = Method::PM1;
   query.query_id = "";
@@ -387,8 +396,8 @@ TEST_CASE("analyst: accuracy-first range and KDE over a live coordinator match t
   auto points = test::uniform_square(n, 2000, seed);
   const double budget = 0.1;  // = the cap: each round's share is one a device answers
   LiveCoordinator live(points, n, budget, seed, "analyst-secret");
-  auto analyst =
-      *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s, std::nullopt});
+  auto analyst = *transport::AnalystClient::connect(
+      {live.address, "analyst-secret", "", 60s, std::nullopt, std::nullopt});
   double lo[2] = {400, 400}, hi[2] = {1400, 1400};
   const geometry::Region range = *geometry::Box::create(lo, hi);
   transport::RemoteAccuracy accuracy;
@@ -472,8 +481,8 @@ TEST_CASE("analyst: top regions over a live coordinator match the library",
   }
   const double budget = 0.1;
   LiveCoordinator live(points, n, budget, seed, "analyst-secret");
-  auto analyst =
-      *transport::AnalystClient::connect({live.address, "analyst-secret", "", 60s, std::nullopt});
+  auto analyst = *transport::AnalystClient::connect(
+      {live.address, "analyst-secret", "", 60s, std::nullopt, std::nullopt});
   const auto cells = *grid_regions(0, 0, 500, 4, 4);
   transport::RemoteAccuracy schedule;
   schedule.max_rounds = 8;

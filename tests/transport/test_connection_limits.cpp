@@ -104,7 +104,8 @@ transport::SwarmOptions one_device(const std::string& address) {
 }
 
 bool status_ok(const std::string& address) {
-  auto analyst = transport::AnalystClient::connect({address, "", "", 2s, std::nullopt});
+  auto analyst =
+      transport::AnalystClient::connect({address, "", "", 2s, std::nullopt, std::nullopt});
   return analyst && analyst->status().has_value();
 }
 
@@ -268,7 +269,8 @@ TEST_CASE("connections: a coordinator with 256 descriptors survives floods twice
            "1000"},
           &files);
   auto analyst_in = [&] {
-    auto analyst = transport::AnalystClient::connect({address, secret, "", 2s, std::nullopt});
+    auto analyst =
+        transport::AnalystClient::connect({address, secret, "", 2s, std::nullopt, std::nullopt});
     return analyst && analyst->status().has_value();
   };
   REQUIRE(eventually(analyst_in, 30s));

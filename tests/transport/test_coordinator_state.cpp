@@ -66,7 +66,8 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
   query.method = coordinator::Method::BM1;  // one round: each device charged the whole ρ
   std::vector<double> estimates;
   {
-    auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+    auto analyst =
+        *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
     for (const char* id : {"q1", "q2", "q3", "q4"}) {
       query.query_id = id;
       auto counted = analyst.range_count(
@@ -79,7 +80,8 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
   service.reset();  // the coordinator goes down; the devices keep their ledgers
   service = *transport::CoordinatorService::start(options);
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   auto kept = analyst.result("q4");
   REQUIRE(kept.has_value());
   CHECK(kept->estimate == estimates[3]);
@@ -102,7 +104,8 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
   // 4 × 0.15 = 0.6 spent of 1.0: the restored mirror knows 0.4 is left, so 0.5 is not asked
   // of anyone (on 51cfbc1 the fresh mirror asked every device, and each refused).
   const auto before = service->gateway().counters().requests;
-  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0});
+  // Refused users are expected here: neither coverage nor their share of the answer is checked.
+  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0, 1.0});
   query.query_id = "q5";
   auto over =
       lenient.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.5}), query);

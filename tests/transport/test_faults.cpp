@@ -193,7 +193,8 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   QueryOptions query;
   query.method = Method::BM1;
   query.query_id = "";  // the coordinator's id
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   auto first =
       analyst.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.4}), query);
   REQUIRE(first.has_value());
@@ -216,7 +217,8 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   // The first one gets an id from the new coordinator (issue 10 item 1: ids restarted at q1,
   // so a different query under an old id was rejected by every device as request_conflict and
   // came back as an estimate of 0).
-  auto again = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto again =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   double lo2[2] = {100, 100}, hi2[2] = {900, 900};
   auto second = again.range_count(*geometry::Box::create(lo2, hi2),
                                   transport::RemoteCharges::fixed(coordinator::Charge{0.4}), query);
@@ -239,7 +241,8 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   CHECK(kept->coverage.answered == 0);
   CHECK_FALSE(kept->coverage.valid);
   // An analyst who accepts any coverage gets the result, and sees it.
-  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0});
+  // Refused users are expected here: neither coverage nor their share of the answer is checked.
+  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, 0.0, 1.0});
   query.query_id = "after-3";
   auto fourth =
       lenient.range_count(range, transport::RemoteCharges::fixed(coordinator::Charge{0.4}), query);

@@ -173,7 +173,8 @@ TEST_CASE("operations: health checks and reflection need no credential and /metr
     CHECK(std::count(names.begin(), names.end(), "grpc.health.v1.Health") == 1);
   }
 
-  auto analyst = *transport::AnalystClient::connect({address, "secret", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "secret", "", 30s, std::nullopt, std::nullopt});
   double lo[2] = {0, 0}, hi[2] = {10, 10};
   coordinator::QueryOptions query;
   query.query_id = "";
@@ -294,7 +295,7 @@ TEST_CASE("operations: versions and a config file for the flags and gRPC lines i
   bool up = false;
   for (int attempt = 0; attempt < 100 && !up; ++attempt) {
     auto analyst = transport::AnalystClient::connect(
-        {"localhost:" + std::to_string(port), secret, root, 2s, std::nullopt});
+        {"localhost:" + std::to_string(port), secret, root, 2s, std::nullopt, std::nullopt});
     up = analyst && analyst->status().has_value();
     if (!up) std::this_thread::sleep_for(100ms);
   }
@@ -344,7 +345,8 @@ TEST_CASE("operations: a coordinator that cannot be reached is unavailable and n
     port = (*probe)->port();
   }  // nobody listens there now
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 2s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 2s, std::nullopt, std::nullopt});
   auto status = analyst.status();
   REQUIRE_FALSE(status.has_value());
   CHECK((status.error().code == ErrorCode::unavailable ||
@@ -357,12 +359,14 @@ TEST_CASE("operations: a coordinator that cannot be reached is unavailable and n
   options.analyst_credential_sha256 = transport::sha256_of("right");
   auto service = *transport::CoordinatorService::start(options);
   const std::string live = "127.0.0.1:" + std::to_string(service->port());
-  auto wrong = *transport::AnalystClient::connect({live, "wrong", "", 10s, std::nullopt});
+  auto wrong =
+      *transport::AnalystClient::connect({live, "wrong", "", 10s, std::nullopt, std::nullopt});
   auto refused = wrong.status();
   REQUIRE_FALSE(refused.has_value());
   CHECK(refused.error().code == ErrorCode::unauthenticated);
   CHECK(refused.error().parameter == "credential");
-  auto right = *transport::AnalystClient::connect({live, "right", "", 10s, std::nullopt});
+  auto right =
+      *transport::AnalystClient::connect({live, "right", "", 10s, std::nullopt, std::nullopt});
   auto missing = right.result("never");
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.error().parameter == "query_id");

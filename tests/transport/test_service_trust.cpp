@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/transport/analyst_client.hpp"
@@ -83,6 +84,42 @@ grpc::Status send_by_hand(const std::string& address, const HandCall& call) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 30s);
   return call(*stub, context);
+}
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// cgp-analyst against `address`, its stdout and stderr kept.
+CliRun run_analyst(const fs::path& scratch, const std::string& address,
+                   std::vector<std::string> command) {
+  const fs::path credential = scratch / "analyst", out = scratch / "out.txt",
+                 err = scratch / "err.txt";
+  std::ofstream(credential) << "unused\n";  // the coordinator checks none
+  std::vector<std::string> arguments = {CGP_ANALYST_PATH, "--coordinator", address, "--credential",
+                                        credential.string()};
+  arguments.insert(arguments.end(), command.begin(), command.end());
+  std::vector<char*> argv;
+  for (auto& a : arguments) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::stringstream out_text, err_text;
+  out_text << std::ifstream(out).rdbuf();
+  err_text << std::ifstream(err).rdbuf();
+  run.out = out_text.str();
+  run.err = err_text.str();
+  return run;
 }
 
 v1::QueryOptions fixed(double rho) {
@@ -209,7 +246,8 @@ TEST_CASE(
   CHECK(counters.rounds == 0);
   CHECK(counters.requests == 0);
   for (std::size_t i = 0; i < n; ++i) CHECK(live.swarm->spent(i) == 0);
-  auto analyst = *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt, std::nullopt});
   CHECK(analyst.status()->queries == 0);
   test::StateReader state(state_path);
   for (const auto& [device, remaining] : state.mirror())
@@ -219,30 +257,11 @@ TEST_CASE(
   // The same through cgp-analyst against the live coordinator: --rho 1e-300 passes the command
   // line (finite, ≥ 0) and the service refuses it by name (exit 1); nothing is charged.
   {
-    const fs::path credential = scratch.dir / "analyst";
-    std::ofstream(credential) << "unused\n";
-    const fs::path err = scratch.dir / "err.txt";
-    std::vector<std::string> arguments = {
-        CGP_ANALYST_PATH, "--coordinator", live.address,  "--credential", credential.string(),
-        "range",          "--box",         "0,0,500,500", "--rho",        "1e-300"};
-    std::vector<char*> argv;
-    for (auto& a : arguments) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::stringstream text;
-    text << std::ifstream(err).rdbuf();
-    INFO(text.str());
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 1);
-    CHECK(text.str().find("rho") != std::string::npos);
+    const auto tiny = run_analyst(scratch.dir, live.address,
+                                  {"range", "--box", "0,0,500,500", "--rho", "1e-300"});
+    INFO(tiny.err);
+    CHECK(tiny.exit_code == 1);
+    CHECK(tiny.err.find("rho") != std::string::npos);
   }
   CHECK(live.service->gateway().counters().requests == 0);
   for (std::size_t i = 0; i < n; ++i) CHECK(live.swarm->spent(i) == 0);
@@ -262,7 +281,8 @@ TEST_CASE("service: counters are totals across restarts and enrolled leaves revo
   transport::RemoteStatus before;
   {
     Live live(state_path, n, seed);
-    auto analyst = *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt});
+    auto analyst =
+        *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt, std::nullopt});
     for (int q = 0; q < 3; ++q) {
       auto counted = analyst.range_count(
           range, transport::RemoteCharges::fixed(coordinator::Charge{0.05}), query);
@@ -278,7 +298,8 @@ TEST_CASE("service: counters are totals across restarts and enrolled leaves revo
     CHECK(before.replies == 3 * n);
   }
   Live live(state_path, n, seed);
-  auto analyst = *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({live.address, "", "", 30s, std::nullopt, std::nullopt});
   const auto after = *analyst.status();
   // Totals over the coordinator's life (Prometheus counters never go down).
   CHECK(after.queries == before.queries);
@@ -294,4 +315,107 @@ TEST_CASE("service: counters are totals across restarts and enrolled leaves revo
   CHECK(later.queries == before.queries + 1);
   CHECK(later.rounds == before.rounds + 1);
   CHECK(later.requests == before.requests + n);
+}
+
+TEST_CASE("service: a count whose missing users are the ones inside is not a success",
+          "[transport][trust]") {
+  // Issue 33 defect 4: on 3f97682 a range count returned 0 (true 11) with exit 0: the users the
+  // mirror showed as spent were exactly the ones inside the box, and 181/200 passed
+  // --min-coverage 0.9. Now the result carries the interval the missing users allow, and a
+  // share of the answer above max_missing_share (default 0.1) fails the query.
+  CGP_SEEDED(3303);
+  Scratch scratch("cgp-trust-missing");
+  const std::size_t n = 40, inside = 4;
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(n);
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  std::vector<transport::SwarmMember> members;
+  std::vector<coordinator::UserId> inside_users;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool in = i < inside;
+    if (in) inside_users.push_back(static_cast<coordinator::UserId>(i));
+    const double x = in ? 100.0 + 10 * static_cast<double>(i) : 800.0;
+    const double y = in ? 100.0 : 600.0 + 5 * static_cast<double>(i);
+    members.push_back({options.device_ids[i], "", {x, y}});
+  }
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  swarm_options.seed = seed;
+  auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
+  // The users inside spend nearly all their budget first (another analyst's queries).
+  coordinator::QueryOptions query;
+  query.method = coordinator::Method::BM1;
+  query.query_id = "spend-inside";
+  REQUIRE(analyst
+              .range_count(*geometry::Box::create(std::array{0.0, 0.0}, std::array{1.0, 1.0}),
+                           transport::RemoteCharges::fixed(coordinator::Charge{0.98}, inside_users),
+                           query)
+              .has_value());
+
+  // A count of the box [0, 500]² at ρ = 0.05: the 4 users inside cannot pay and are left out.
+  const auto biased = run_analyst(
+      scratch.dir, address,
+      {"range", "--box", "0,0,500,500", "--rho", "0.05", "--method", "BM1", "--id", "biased"});
+  INFO(biased.err);
+  CHECK(biased.exit_code == 1);  // at the default --max-missing-share 0.1
+  CHECK(biased.err.find("max_missing_share") != std::string::npos);
+  const auto kept = run_analyst(scratch.dir, address, {"result", "--id", "biased"});
+  REQUIRE(kept.exit_code == 0);
+  const auto result = nlohmann::json::parse(kept.out);
+  CHECK(result["coverage"]["answered"] == n - inside);  // 36 of 40: min_coverage 0.9 passes
+  CHECK(result["coverage"]["valid"] == true);
+  CHECK(result["missing"]["users"] == inside);
+  // The truth (4) lies in the interval the missing users allow; the estimate alone misses it.
+  const double lower = result["missing"]["lower"], upper = result["missing"]["upper"];
+  CHECK(lower <= static_cast<double>(inside));
+  CHECK(upper >= static_cast<double>(inside));
+  CHECK(result["estimate"] == 0.0);  // σ ≈ 3 m, every answering user 100 m or more outside
+  CHECK(result["missing"]["share"] == 1.0);
+  CHECK(result["missing"]["valid"] == false);
+
+  // An analyst who accepts that much gets the estimate with its interval, exit 0.
+  const auto accepted = run_analyst(scratch.dir, address,
+                                    {"--max-missing-share", "1", "range", "--box", "0,0,500,500",
+                                     "--rho", "0.05", "--method", "BM1", "--id", "accepted"});
+  INFO(accepted.err);
+  CHECK(accepted.exit_code == 0);
+  CHECK(nlohmann::json::parse(accepted.out)["missing"]["upper"] == 4.0);
+
+  // KDE and kNN say the same in their terms.
+  auto lenient = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, 1.0});
+  const double at[2] = {115, 100}, bandwidth = 50;
+  query.query_id = "";
+  auto density =
+      lenient.kde(at, bandwidth, transport::RemoteCharges::fixed(coordinator::Charge{0.05}), query);
+  INFO((density ? std::string() : density.error().message));
+  REQUIRE(density.has_value());
+  double truth = 0;  // every user's kernel, over all 40
+  for (const auto& m : members) {
+    const double dx = m.location[0] - at[0], dy = m.location[1] - at[1];
+    truth += std::exp(-(dx * dx + dy * dy) / (2 * bandwidth * bandwidth));
+  }
+  truth /= static_cast<double>(n);
+  CHECK(density->missing.users == inside);
+  CHECK(density->missing.lower <= truth);
+  CHECK(density->missing.upper >= truth);
+  CHECK(density->missing.upper - density->missing.lower ==
+        Approx(static_cast<double>(inside) / n).epsilon(1e-12));
+  auto nearest =
+      lenient.knn(at, 2, transport::RemoteCharges::fixed(coordinator::Charge{0.05}), query);
+  REQUIRE(nearest.has_value());
+  CHECK(nearest->missing.upper == 2);  // both neighbours could be missing users (they are)
+  CHECK(nearest->missing.share == 1.0);
+  auto strict = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, 0.5});
+  auto refused =
+      strict.knn(at, 2, transport::RemoteCharges::fixed(coordinator::Charge{0.05}), query);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::incomplete_query);
+  CHECK(refused.error().parameter == "max_missing_share");
+  swarm.reset();
+  service.reset();
 }

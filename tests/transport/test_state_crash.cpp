@@ -108,7 +108,8 @@ TEST_CASE(
                                           "--quiet"};
   auto analyst_now = [&]() -> std::optional<transport::AnalystClient> {
     for (int attempt = 0; attempt < 300; ++attempt) {
-      auto analyst = transport::AnalystClient::connect({address, secret, "", 30s, std::nullopt});
+      auto analyst =
+          transport::AnalystClient::connect({address, secret, "", 30s, std::nullopt, std::nullopt});
       if (analyst && analyst->status()) return std::move(*analyst);
       std::this_thread::sleep_for(50ms);
     }

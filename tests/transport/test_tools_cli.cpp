@@ -304,7 +304,8 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
     // The swarm redials device-1 with its (valid) credential: refused every time.
     std::this_thread::sleep_for(1500ms);
     CHECK(service->gateway().connected() == 2);
-    auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+    auto analyst =
+        *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
     double lo[2] = {-5, -5}, hi[2] = {100, 100};
     coordinator::QueryOptions query;
     query.query_id = "";
@@ -338,7 +339,8 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
   swarm_options.config = *DeviceConfig::cgp(1.0);
   auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
   auto connected = [&]() -> long {
-    auto analyst = transport::AnalystClient::connect({address, secret, "", 2s, std::nullopt});
+    auto analyst =
+        transport::AnalystClient::connect({address, secret, "", 2s, std::nullopt, std::nullopt});
     if (!analyst) return -1;
     auto status = analyst->status();
     return status ? static_cast<long>(status->connected) : -1;

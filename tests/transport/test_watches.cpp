@@ -237,7 +237,8 @@ TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert pe
   auto swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
-  auto analyst = transport::AnalystClient::connect({address, "", "", 60s, std::nullopt});
+  auto analyst =
+      transport::AnalystClient::connect({address, "", "", 60s, std::nullopt, std::nullopt});
   REQUIRE(analyst.has_value());
   // Over every user but the last two.
   std::vector<coordinator::UserId> users;
@@ -379,7 +380,7 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
     auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
     REQUIRE(service->gateway().wait_for_devices(3, 30s));
     auto analyst = *transport::AnalystClient::connect(
-        {swarm_options.coordinator_address, "", "", 30s, std::nullopt});
+        {swarm_options.coordinator_address, "", "", 30s, std::nullopt, std::nullopt});
     REQUIRE(analyst.start_watch(geofence("kept", 40, 0.1)).has_value());
     const auto report = poll_watch(analyst, "kept", [](const transport::RemoteWatch& w) {
       return w.alerts == 2 && w.armed == 3;
@@ -392,7 +393,8 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   // sends the watch to the device that was never connected.
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   auto kept = analyst.watch("kept");
   REQUIRE(kept.has_value());
   CHECK(kept->alerts == 2);
@@ -430,7 +432,8 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   for (std::size_t i = 0; i < 3; ++i) members.push_back({options.device_ids[i], "", {0.0, 0.0}});
   auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
   REQUIRE(service->gateway().wait_for_devices(3, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
 
   auto with = [](const std::string& id, auto&& change) {
     WatchSpecParams p = geofence(id, 40, 0.1).params();
@@ -601,7 +604,8 @@ TEST_CASE("watches: a cgp-device killed mid-watch resumes after its last tick an
   DeviceProcesses processes;
   processes.pids = {start_device("6000,2000")};  // far away: silent ticks
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   REQUIRE(analyst.start_watch(geofence("resume", 400, 0.05)).has_value());
   poll_watch(analyst, "resume", [](const transport::RemoteWatch& w) { return w.armed == 1; });
   std::this_thread::sleep_for(1s);  // about 20 silent ticks, each in the ledger
@@ -641,7 +645,8 @@ TEST_CASE("watches: a device runs at most --max-watches at once, the next refuse
   swarm_options.watch_limits.max_watches = 2;
   auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"busy", "", {6000.0, 2000.0}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
-  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt});
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
   // ε = 0.5: each arming costs 0.125 of the device's budget of 1, so only the cap refuses.
   auto watch = [](const char* id) {
     WatchSpecParams p = geofence(id, 400, 0.05).params();

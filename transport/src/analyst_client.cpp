@@ -31,9 +31,10 @@ Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
 
 // Checked here, before anything is sent (and again by the service).
 Status options_to_wire(const coordinator::QueryOptions& in, const RemoteCharges& charges,
-                       const std::optional<double>& min_coverage, v1::QueryOptions& out) {
+                       const AnalystConnection& connection, v1::QueryOptions& out) {
   if (charges.cap) CGP_RETURN_IF_ERROR(require_finite_positive("charge", charges.cap->rho()));
-  if (min_coverage) out.set_min_coverage(*min_coverage);
+  if (connection.min_coverage) out.set_min_coverage(*connection.min_coverage);
+  if (connection.max_missing_share) out.set_max_missing_share(*connection.max_missing_share);
   out.set_method(std::string(coordinator::method_name(in.method)));
   out.set_rounds(static_cast<std::uint32_t>(in.rounds));
   out.set_split(std::string(privacy::split_schedule_name(in.split)));
@@ -57,6 +58,8 @@ RemoteResult result_from_wire(const v1::QueryResult& in) {
                   in.coverage().refused(),    in.coverage().rejected(),
                   in.coverage().unanswered(), in.coverage().min_coverage(),
                   in.coverage().valid()};
+  out.missing = {in.missing().users(), in.missing().lower(),     in.missing().upper(),
+                 in.missing().share(), in.missing().max_share(), in.missing().valid()};
   out.report.rounds_used = in.rounds_used();
   out.report.asked_per_round.assign(in.asked_per_round().begin(), in.asked_per_round().end());
   out.report.eliminated_per_round.assign(in.eliminated_per_round().begin(),
@@ -137,8 +140,8 @@ Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range,
                                                   const RemoteCharges& charges,
                                                   const coordinator::QueryOptions& options) {
   v1::RangeCountQuery request;
-  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
-                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      options_to_wire(options, charges, impl_->connection, *request.mutable_options()));
   *request.mutable_range() = wire::region_to_wire(range);
   return call(*impl_, request, [&](auto* c, const auto& r, auto* out) {
     return impl_->stub->RangeCount(c, r, out);
@@ -149,8 +152,8 @@ Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double 
                                           const RemoteCharges& charges,
                                           const coordinator::QueryOptions& options) {
   v1::KdeQuery request;
-  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
-                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      options_to_wire(options, charges, impl_->connection, *request.mutable_options()));
   request.mutable_point()->Assign(point.begin(), point.end());
   request.set_bandwidth(bandwidth);
   return call(*impl_, request,
@@ -162,8 +165,8 @@ Expected<RemoteResult> AnalystClient::range_count(const geometry::Region& range,
                                                   const RemoteAccuracy& accuracy,
                                                   const coordinator::QueryOptions& options) {
   v1::RangeCountQuery request;
-  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
-                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      options_to_wire(options, charges, impl_->connection, *request.mutable_options()));
   CGP_RETURN_IF_ERROR(
       accuracy_to_wire(accuracy, *request.mutable_options(), *request.mutable_accuracy()));
   *request.mutable_range() = wire::region_to_wire(range);
@@ -177,8 +180,8 @@ Expected<RemoteResult> AnalystClient::kde(std::span<const double> point, double 
                                           const RemoteAccuracy& accuracy,
                                           const coordinator::QueryOptions& options) {
   v1::KdeQuery request;
-  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
-                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      options_to_wire(options, charges, impl_->connection, *request.mutable_options()));
   CGP_RETURN_IF_ERROR(
       accuracy_to_wire(accuracy, *request.mutable_options(), *request.mutable_accuracy()));
   request.mutable_point()->Assign(point.begin(), point.end());
@@ -194,8 +197,8 @@ Expected<RemoteResult> AnalystClient::top_regions(std::span<const geometry::Regi
   v1::TopRegionsQuery request;
   coordinator::QueryOptions as_point = options;
   as_point.method = coordinator::Method::PM0;
-  CGP_RETURN_IF_ERROR(options_to_wire(as_point, charges, impl_->connection.min_coverage,
-                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      options_to_wire(as_point, charges, impl_->connection, *request.mutable_options()));
   CGP_RETURN_IF_ERROR(
       accuracy_to_wire(schedule, *request.mutable_options(), *request.mutable_schedule()));
   for (const auto& region : regions) *request.add_regions() = wire::region_to_wire(region);
@@ -210,8 +213,8 @@ Expected<RemoteResult> AnalystClient::knn(std::span<const double> point, std::si
                                           const RemoteCharges& charges,
                                           const coordinator::QueryOptions& options) {
   v1::KnnQuery request;
-  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
-                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      options_to_wire(options, charges, impl_->connection, *request.mutable_options()));
   request.mutable_point()->Assign(point.begin(), point.end());
   if (k > std::numeric_limits<std::uint32_t>::max())
     return make_error(ErrorCode::out_of_range, "k", "k does not fit the wire");
@@ -227,8 +230,8 @@ Expected<RemoteResult> AnalystClient::threshold(const std::string& device_id, do
     return make_error(ErrorCode::invalid_argument, "users",
                       "a threshold query is over its one device; users must be empty");
   v1::ThresholdQuery request;
-  CGP_RETURN_IF_ERROR(options_to_wire(options, charges, impl_->connection.min_coverage,
-                                      *request.mutable_options()));
+  CGP_RETURN_IF_ERROR(
+      options_to_wire(options, charges, impl_->connection, *request.mutable_options()));
   request.set_device_id(device_id);
   request.set_q(q);
   request.set_population(population);

@@ -36,6 +36,10 @@ Status validate_query_options(const v1::QueryOptions& in, double rho_capacity) {
   if (in.has_min_coverage() && !(in.min_coverage() >= 0 && in.min_coverage() <= 1))
     return make_error(ErrorCode::out_of_range, "min_coverage",
                       "min_coverage must be in [0, 1], got " + format_number(in.min_coverage()));
+  if (in.has_max_missing_share() && !(in.max_missing_share() >= 0 && in.max_missing_share() <= 1))
+    return make_error(
+        ErrorCode::out_of_range, "max_missing_share",
+        "max_missing_share must be in [0, 1], got " + format_number(in.max_missing_share()));
   if (in.rounds() > 64)
     return make_error(ErrorCode::out_of_range, "rounds", "rounds must be 1..64");
   return {};

@@ -61,6 +61,37 @@ std::string random_query_prefix() {
 }
 
 constexpr double kDefaultMinCoverage = 0.9;
+constexpr double kDefaultMaxMissingShare = 0.1;
+
+// What the users who did not answer allow (MissingUsers in service.proto): `engine_users`, the
+// users the engine divided by (KDE), `k` the neighbours a kNN asked for.
+v1::MissingUsers missing_of(const v1::QueryResult& result, std::string_view kind,
+                            std::size_t engine_users, std::uint32_t k, double max_share) {
+  v1::MissingUsers out;
+  const std::uint32_t users = result.coverage().users();
+  const std::uint32_t missing = users - result.coverage().answered();
+  const auto m = static_cast<double>(missing);
+  out.set_users(missing);
+  double lower = 0, upper = m, share = users > 0 ? m / static_cast<double>(users) : 0;
+  if (kind == "range") {
+    lower = result.estimate();
+    upper = lower + m;
+  } else if (kind == "kde" && users > 0) {
+    const double kernels = result.estimate() * static_cast<double>(engine_users);
+    lower = kernels / static_cast<double>(users);
+    upper = (kernels + m) / static_cast<double>(users);
+  } else if (kind == "knn" && k > 0) {
+    upper = std::min(m, static_cast<double>(k));
+    share = upper / static_cast<double>(k);
+  }
+  if (kind == "range" || kind == "kde") share = upper > 0 ? (upper - lower) / upper : 0;
+  out.set_lower(lower);
+  out.set_upper(upper);
+  out.set_share(share);
+  out.set_max_share(max_share);
+  out.set_valid(share <= max_share);
+  return out;
+}
 
 // Every user of the query once: refused, else rejected, else unanswered, else answered.
 // `users`: the query's users (empty = all `enrolled`).
@@ -148,6 +179,7 @@ struct ServiceCore {
   // ledgers, so an id is never reused even after its result was pruned.
   std::set<std::string, std::less<>> used_ids;
   std::uint64_t queries_run = 0;
+  std::size_t exhausted_now = 0;  // the running query's users left out as spent
   // What earlier runs counted (from the state file): counters are totals over the coordinator's
   // life, as dashboards and Prometheus expect, not since the last start.
   GatewayCounters counter_base;
@@ -431,14 +463,20 @@ struct ServiceCore {
     return out;
   }
 
+  // What a query kind adds to run(): the users it is about by its nature (threshold: its one
+  // device), and kNN's k.
+  struct QueryShape {
+    std::vector<coordinator::UserId> subject;
+    std::uint32_t k = 0;
+  };
+
   template <class Run>
   grpc::Status run(grpc::ServerContext* context, const v1::QueryOptions& in, const char* kind,
-                   v1::QueryResult* out, Run&& body,
-                   std::vector<coordinator::UserId> subject = {}) {
+                   v1::QueryResult* out, Run&& body, QueryShape shape = {}) {
     if (!authorised(context)) return unauthenticated(context);
     std::lock_guard lock(query_mutex);
     release_watch_holds();
-    auto prepared = prepare(in, std::move(subject));
+    auto prepared = prepare(in, std::move(shape.subject));
     if (!prepared) return to_status(context, prepared.error());
     const auto& query = prepared->query;
     const double min_coverage = in.has_min_coverage() ? in.min_coverage() : kDefaultMinCoverage;
@@ -449,6 +487,7 @@ struct ServiceCore {
     const auto& charges = prepared->charges;
     const bool anyone_asked = charges.is_everyone() || !charges.listed().empty();
     ++next_query;  // used up even if the query fails: devices may have seen it
+    exhausted_now = prepared->exhausted.size();
     if (anyone_asked) {
       intent_error.reset();
       auto ran = body(query, charges, *out);
@@ -463,10 +502,18 @@ struct ServiceCore {
     out->set_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (in.adaptive()) ++adaptive_queries;
-    // Users whose replies could not count are a coverage, never an estimate that looks fine.
+    // Users whose replies could not count are a coverage and an interval, never an estimate
+    // that looks fine.
     *out->mutable_coverage() =
         coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
-    if (metrics) metrics->observe_query(kind, out->coverage().valid(), out->seconds());
+    const std::size_t engine_users =
+        charges.is_everyone() ? options.device_ids.size() : charges.listed().size();
+    *out->mutable_missing() =
+        missing_of(*out, kind, engine_users, shape.k,
+                   in.has_max_missing_share() ? in.max_missing_share() : kDefaultMaxMissingShare);
+    if (metrics)
+      metrics->observe_query(kind, out->coverage().valid() && out->missing().valid(),
+                             out->seconds());
     keep_result(query.query_id, *out);
     log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
         " rounds=" + std::to_string(out->rounds_used()) +
@@ -484,11 +531,23 @@ struct ServiceCore {
                          format_number(min_coverage) + ": query " + query.query_id +
                          " has no valid estimate (GetResult shows what was reached)"));
     }
+    if (!out->missing().valid()) {
+      const auto& m = out->missing();
+      return to_status(
+          context,
+          make_error(ErrorCode::incomplete_query, "max_missing_share",
+                     std::to_string(m.users()) + " users did not answer: the answer lies in [" +
+                         format_number(m.lower()) + ", " + format_number(m.upper()) +
+                         "] as far as they go, a share " + format_number(m.share()) +
+                         " above max_missing_share " + format_number(m.max_share()) + ": query " +
+                         query.query_id +
+                         " has no valid estimate (GetResult shows what was reached)"));
+    }
     return grpc::Status::OK;
   }
 
   // An accuracy-first query's options: the analyst's, with the target's schedule.
-  static Expected<std::pair<coordinator::AccuracyTarget, coordinator::AccuracyFirstOptions>>
+  Expected<std::pair<coordinator::AccuracyTarget, coordinator::AccuracyFirstOptions>>
   accuracy_options(const v1::QueryOptions& in, const v1::AccuracyTarget& wire,
                    const coordinator::QueryOptions& query, bool needs_target = true) {
     if (in.rounds() != 0 || !in.split().empty())
@@ -505,6 +564,9 @@ struct ServiceCore {
     o.shift = query.shift;
     o.query_id = query.query_id;
     o.component_id = query.component_id;
+    // Users the adaptive allocation left out as spent are users of the query all the same: the
+    // certified interval leaves room for each of them.
+    o.users_not_asked = exhausted_now;
     return std::pair{coordinator::AccuracyTarget{wire.relative(), wire.absolute()}, o};
   }
 
@@ -580,7 +642,8 @@ struct ServiceCore {
                  }
                  fill_report(found->report, result);
                  return {};
-               });
+               },
+               {.subject = {}, .k = request->k()});
   }
 
   grpc::Status Threshold(grpc::ServerContext* context, const v1::ThresholdQuery* request,
@@ -600,7 +663,7 @@ struct ServiceCore {
                  fill_report(answer->report, result);
                  return {};
                },
-               {user->second});
+               {.subject = {user->second}});
   }
 
   grpc::Status TopRegions(grpc::ServerContext* context, const v1::TopRegionsQuery* request,

@@ -26,6 +26,9 @@ struct AnalystConnection {
   // The share of a query's users that must answer; unset = the coordinator's default (0.9).
   // Below it a query fails with incomplete_query.
   std::optional<double> min_coverage;
+  // How much of an answer the users who did not answer may be (RemoteMissing::share); unset =
+  // the coordinator's default (0.1). Above it a query fails with incomplete_query.
+  std::optional<double> max_missing_share;
 };
 
 // Who answered a query (each user counted once).
@@ -33,6 +36,14 @@ struct RemoteCoverage {
   std::size_t users = 0, answered = 0, refused = 0, rejected = 0, unanswered = 0;
   double min_coverage = 0;
   bool valid = false;  // answered ≥ min_coverage·users
+};
+
+// What the users who did not answer allow (cgp.v1.MissingUsers): the answer over every user of
+// the query lies in [lower, upper] as far as they go; share is how much of it they could be.
+struct RemoteMissing {
+  std::size_t users = 0;
+  double lower = 0, upper = 0, share = 0, max_share = 0;
+  bool valid = false;  // share ≤ max_share
 };
 
 struct RemoteResult {
@@ -44,6 +55,7 @@ struct RemoteResult {
   coordinator::QueryReport report;  // charged: per user in enrolment order
   double seconds = 0;               // on the coordinator
   RemoteCoverage coverage;
+  RemoteMissing missing;
   // Accuracy-first queries: the certified interval and whether it meets the target.
   double lower = 0, upper = 0;
   std::optional<bool> certified;
