@@ -254,14 +254,28 @@ TEST_CASE(
     CHECK(remaining == DeviceConfig::cgp(1.0)->rho_capacity());
   CHECK(state.intents() == 0);
 
-  // The same through cgp-analyst against the live coordinator: --rho 1e-300 passes the command
-  // line (finite, ≥ 0) and the service refuses it by name (exit 1); nothing is charged.
-  {
-    const auto tiny = run_analyst(scratch.dir, live.address,
-                                  {"range", "--box", "0,0,500,500", "--rho", "1e-300"});
-    INFO(tiny.err);
-    CHECK(tiny.exit_code == 1);
-    CHECK(tiny.err.find("rho") != std::string::npos);
+  // The five through cgp-analyst against the live coordinator: each refused by name
+  // (exit 2 on the command line, exit 1 from the service), and nothing is charged.
+  struct CliCase {
+    std::vector<std::string> flags;
+    int exit_code;
+    const char* named;
+  };
+  const std::vector<CliCase> cli_cases = {
+      {{"--rho", "nan"}, 2, "--rho"},        // ran adaptive and charged every device
+      {{"--target", "nan"}, 2, "--target"},  // was ignored: a full-charge plain query
+      {{"--target", "0"}, 2, "--target"},    // the same
+      {{"--beta", "0"}, 2, "--beta"},        // help says (0, 1)
+      {{"--rho", "1e-300"}, 1, "rho"},       // passes the command line; the service refuses it
+  };
+  for (const CliCase& c : cli_cases) {
+    std::vector<std::string> command = {"range", "--box", "0,0,500,500"};
+    command.insert(command.end(), c.flags.begin(), c.flags.end());
+    if (c.flags[0] == "--target") command.insert(command.end(), {"--rho", "0.1"});
+    const auto run = run_analyst(scratch.dir, live.address, command);
+    INFO(c.flags[0] << " " << c.flags[1] << ": " << run.err);
+    CHECK(run.exit_code == c.exit_code);
+    CHECK(run.err.find(c.named) != std::string::npos);
   }
   CHECK(live.service->gateway().counters().requests == 0);
   for (std::size_t i = 0; i < n; ++i) CHECK(live.swarm->spent(i) == 0);
