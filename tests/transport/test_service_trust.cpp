@@ -169,6 +169,9 @@ TEST_CASE(
   coverage_nan.set_min_coverage(kNaN);
   v1::QueryOptions pm1 = fixed(0.1);
   pm1.set_method("PM1");
+  v1::QueryOptions pm1_64 = fixed(1e-4);
+  pm1_64.set_method("PM1");
+  pm1_64.set_rounds(64);
 
   struct Case {
     const char* what;
@@ -182,6 +185,8 @@ TEST_CASE(
       {"rho -1", range(fixed(-1)), "rho"},
       {"rho inf", range(fixed(kInf)), "rho"},
       {"rho 1e-300 (below what devices answer)", range(fixed(1e-300)), "rho"},
+      // Above what devices answer as a whole, below it in each of 64 rounds.
+      {"rho 1e-4 over 64 rounds", range(pm1_64), "rho"},
       {"adaptive with rho nan", range(adaptive_nan), "rho"},
       {"beta nan", range(beta_nan), "beta"},
       {"beta 1", range(beta_one), "beta"},

@@ -21,7 +21,9 @@
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/link/device_client.hpp"
 #include "cgp/transport/analyst_client.hpp"
+#include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/gateway.hpp"
+#include "coordinator_state.hpp"
 #include "network_fixtures.hpp"
 #include "state_reader.hpp"
 #include "support/seed.hpp"
@@ -185,5 +187,49 @@ TEST_CASE(
   // Every attempt was cut with rounds still to come (a query that ran to its end would test
   // nothing): each round waits for 30 ms replies, 16 rounds, cut by round 9.
   CHECK(killed_mid_query == 3);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("state: a restart charges what a crash left to every device, enrolled or not, once",
+          "[transport][state]") {
+  // The review of issue 33: intents of a device taken out of the enrolment before the restart
+  // were dropped with the rest, so that device came back later with its pre-query value.
+  const fs::path dir = fs::temp_directory_path() / ("cgp-intents-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "coordinator.state").string();
+  const double capacity = DeviceConfig::cgp(1.0)->rho_capacity();
+  {
+    auto state = *transport::detail::CoordinatorState::open(path);
+    REQUIRE(state->save_mirror({{"gone", 0.5}}).ok());
+    const std::string kept = "device-0", gone = "gone";
+    // Two rounds of "cut-1" reached both devices; the coordinator died before it settled them.
+    for (std::uint32_t round : {1u, 2u})
+      REQUIRE(state->record_intent("cut-1", round, {&kept, &gone}, {0.125, 0.125}).ok());
+  }
+  transport::CoordinatorOptions options;
+  options.device_ids = {"device-0"};
+  options.state_path = path;
+  for (int start = 0; start < 2; ++start) {  // the second start charges nothing more
+    auto service = *transport::CoordinatorService::start(options);
+    auto analyst = *transport::AnalystClient::connect(
+        {"127.0.0.1:" + std::to_string(service->port()), "", "", 30s, std::nullopt, std::nullopt});
+    coordinator::QueryOptions query;
+    query.query_id = "cut-1";
+    double lo[2] = {0, 0}, hi[2] = {1, 1};
+    auto again =
+        analyst.range_count(*geometry::Box::create(lo, hi),
+                            transport::RemoteCharges::fixed(coordinator::Charge{0.01}), query);
+    REQUIRE_FALSE(again.has_value());
+    CHECK(again.error().code == ErrorCode::already_exists);
+    service.reset();
+    test::StateReader state(path);
+    CHECK(state.intents() == 0);
+    const auto mirror = state.mirror();
+    CHECK(mirror.at("device-0") <= capacity - 0.25);
+    CHECK(mirror.at("device-0") == Approx(capacity - 0.25).epsilon(1e-12));
+    CHECK(mirror.at("gone") <= 0.25);  // 0.5 stored, 0.25 charged
+    CHECK(mirror.at("gone") == Approx(0.25).epsilon(1e-12));
+  }
   fs::remove_all(dir);
 }

@@ -85,6 +85,8 @@ v1::MissingUsers missing_of(const v1::QueryResult& result, std::string_view kind
     share = upper / static_cast<double>(k);
   }
   if (kind == "range" || kind == "kde") share = upper > 0 ? (upper - lower) / upper : 0;
+  // An estimate that is not a number says nothing: all of it is unknown.
+  if (!(std::isfinite(lower) && std::isfinite(upper) && std::isfinite(share))) share = 1;
   out.set_lower(lower);
   out.set_upper(upper);
   out.set_share(share);
@@ -261,6 +263,21 @@ struct ServiceCore {
     watch_holds.erase(hold);
   }
 
+  // Under the query lock, for a watch that was not sent: every hold goes back.
+  void give_back_holds(const std::string& watch_id,
+                       const std::vector<std::pair<std::uint32_t, std::string>>& devices) {
+    {
+      std::lock_guard holds(holds_mutex);
+      for (const auto& device : devices) {
+        auto hold = watch_holds.find({watch_id, device.second});
+        if (hold == watch_holds.end()) continue;
+        released.push_back(hold->second);
+        watch_holds.erase(hold);
+      }
+    }
+    release_watch_holds();
+  }
+
   // Under the query lock: the holds of devices that refused or rejected a watch go back.
   void release_watch_holds() {
     std::vector<std::pair<coordinator::UserId, double>> due;
@@ -286,16 +303,22 @@ struct ServiceCore {
       log("event=state-error error=" + log_value(saved.error().message));
   }
 
-  cgp::Status save_mirror(const std::string* settled_query) {
-    std::vector<std::pair<std::string, double>> changed;
+  cgp::Status save_mirror(const std::string* settled_query,
+                          std::vector<std::pair<std::string, double>> changed = {}) {
+    std::vector<std::size_t> users;
     for (std::size_t u = 0; u < saved_mirror.size(); ++u) {
       const double now = mirror->remaining(static_cast<coordinator::UserId>(u));
       if (now != saved_mirror[u]) {
         changed.emplace_back(options.device_ids[u], now);
-        saved_mirror[u] = now;
+        users.push_back(u);
       }
     }
-    return settled_query ? state->settle(changed, *settled_query) : state->save_mirror(changed);
+    auto saved =
+        settled_query ? state->settle(changed, *settled_query) : state->save_mirror(changed);
+    // Marked saved only once committed: a failed write is tried again with the next save.
+    if (saved)
+      for (auto u : users) saved_mirror[u] = mirror->remaining(static_cast<coordinator::UserId>(u));
+    return saved;
   }
 
   // Issue 33, intents before rounds: what a round can charge each of its users is on disk
@@ -363,15 +386,29 @@ struct ServiceCore {
     auto unsettled = state->intents();
     if (!unsettled) return unsettled.error();
     std::set<std::string> interrupted;
+    // A device no longer enrolled keeps its row, charged the same way (it may be enrolled
+    // again): a mirror of its own for those.
+    std::map<std::string, coordinator::UserId> others;
+    for (const auto& intent : *unsettled)
+      if (user_of_device.count(intent.device_id) == 0)
+        others.try_emplace(intent.device_id, static_cast<coordinator::UserId>(others.size()));
+    coordinator::BudgetMirror others_mirror(others.size(), rho_capacity);
+    for (const auto& [id, index] : others)
+      if (auto row = kept->find(id); row != kept->end()) others_mirror.restore(index, row->second);
     for (const auto& intent : *unsettled) {
       used_ids.insert(intent.query_id);
       interrupted.insert(intent.query_id);
       if (auto user = user_of_device.find(intent.device_id); user != user_of_device.end())
         mirror->charge_unsettled(user->second, intent.charge);
+      else
+        others_mirror.charge_unsettled(others.at(intent.device_id), intent.charge);
     }
+    std::vector<std::pair<std::string, double>> not_enrolled;
+    for (const auto& [id, index] : others)
+      not_enrolled.emplace_back(id, others_mirror.remaining(index));
     if (!interrupted.empty()) {
       static const std::string kEvery;
-      CGP_RETURN_IF_ERROR(save_mirror(&kEvery));
+      CGP_RETURN_IF_ERROR(save_mirror(&kEvery, std::move(not_enrolled)));
       for (const auto& id : interrupted)
         log("event=query-interrupted id=" + log_value(id) +
             " (charged in the worst case: it did not finish before the last stop)");
@@ -402,8 +439,8 @@ struct ServiceCore {
 
   // Checks the common options and turns them into the query's options and per-user charges.
   // `subject`: the users a query is about by its nature (threshold: one device); else in.users.
-  Expected<Prepared> prepare(const v1::QueryOptions& in,
-                             std::vector<coordinator::UserId> subject = {}) {
+  Expected<Prepared> prepare(const v1::QueryOptions& in, std::vector<coordinator::UserId> subject,
+                             bool scheduled) {
     Prepared out;
     coordinator::QueryOptions& o = out.query;
     CGP_RETURN_IF_ERROR(detail::validate_query_options(in, rho_capacity));
@@ -451,6 +488,7 @@ struct ServiceCore {
                           "every user of this query is revoked");
     }
     if (!in.adaptive()) {
+      if (!scheduled) CGP_RETURN_IF_ERROR(rounds_answerable(in.rho(), o));
       const coordinator::Charge cap{in.rho()};
       out.charges = out.subject.empty() ? coordinator::UserCharges::everyone(cap)
                                         : coordinator::UserCharges::uniform(cap, out.subject);
@@ -468,7 +506,29 @@ struct ServiceCore {
   struct QueryShape {
     std::vector<coordinator::UserId> subject;
     std::uint32_t k = 0;
+    // Accuracy-first and top regions: a geometric schedule whose first round is raised to what
+    // devices answer (accuracy_schedule), not the c-round split of QueryOptions.
+    bool scheduled = false;
   };
+
+  // A plain query splits its ρ over c rounds (PM methods): its smallest round must still be a ρ
+  // devices answer, or the query would travel to every device for nothing but rejections.
+  cgp::Status rounds_answerable(double cap, const coordinator::QueryOptions& o) const {
+    const std::size_t rounds = coordinator::eliminates(o.method) ? o.rounds : 1;
+    auto fractions = privacy::split_budget(1.0, rounds, o.split);
+    if (!fractions) return fractions.error();
+    const double smallest_fraction = *std::min_element(fractions->begin(), fractions->end());
+    // The engine's own shave (1 − 2^-40) is well inside the 2^-30 kept here.
+    const double smallest = privacy::rho_within_charge(cap) * smallest_fraction * (1 - 0x1p-30);
+    if (smallest < privacy::min_rho(rho_capacity))
+      return make_error(ErrorCode::out_of_range, "rho",
+                        "rho " + format_number(cap) + " over " + std::to_string(rounds) +
+                            " rounds asks as little as " + format_number(smallest) +
+                            " in a round, below what devices answer (" +
+                            format_number(privacy::min_rho(rho_capacity)) +
+                            "): raise rho or lower the rounds");
+    return {};
+  }
 
   template <class Run>
   grpc::Status run(grpc::ServerContext* context, const v1::QueryOptions& in, const char* kind,
@@ -476,7 +536,7 @@ struct ServiceCore {
     if (!authorised(context)) return unauthenticated(context);
     std::lock_guard lock(query_mutex);
     release_watch_holds();
-    auto prepared = prepare(in, std::move(shape.subject));
+    auto prepared = prepare(in, std::move(shape.subject), shape.scheduled);
     if (!prepared) return to_status(context, prepared.error());
     const auto& query = prepared->query;
     const double min_coverage = in.has_min_coverage() ? in.min_coverage() : kDefaultMinCoverage;
@@ -490,7 +550,16 @@ struct ServiceCore {
     exhausted_now = prepared->exhausted.size();
     if (anyone_asked) {
       intent_error.reset();
-      auto ran = body(query, charges, *out);
+      cgp::Status ran;
+      try {
+        ran = body(query, charges, *out);
+      } catch (...) {
+        // Rounds may have been sent: the id is taken and the mirror kept as it is; the unsettled
+        // intents charge the rest at the next start.
+        persist_mirror();
+        used_ids.insert(query.query_id);
+        throw;
+      }
       // A query that failed after its first round still charged devices: the mirror's view
       // of the charges is kept, whatever happens next, and its intents are settled with it.
       persist_mirror(&query.query_id);
@@ -506,8 +575,11 @@ struct ServiceCore {
     // that looks fine.
     *out->mutable_coverage() =
         coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
+    // What the engine divided a density by: accuracy-first queries count the users left out
+    // as spent too (users_not_asked).
     const std::size_t engine_users =
-        charges.is_everyone() ? options.device_ids.size() : charges.listed().size();
+        (charges.is_everyone() ? options.device_ids.size() : charges.listed().size()) +
+        (out->has_certified() ? exhausted_now : 0);
     *out->mutable_missing() =
         missing_of(*out, kind, engine_users, shape.k,
                    in.has_max_missing_share() ? in.max_missing_share() : kDefaultMaxMissingShare);
@@ -600,7 +672,8 @@ struct ServiceCore {
                  result.set_estimate(counted->estimate);
                  fill_report(counted->report, result);
                  return {};
-               });
+               },
+               {.subject = {}, .k = 0, .scheduled = request->has_accuracy()});
   }
 
   grpc::Status Kde(grpc::ServerContext* context, const v1::KdeQuery* request,
@@ -625,7 +698,8 @@ struct ServiceCore {
           result.set_estimate(density->estimate);
           fill_report(density->report, result);
           return {};
-        });
+        },
+        {.subject = {}, .k = 0, .scheduled = request->has_accuracy()});
   }
 
   grpc::Status Knn(grpc::ServerContext* context, const v1::KnnQuery* request,
@@ -643,7 +717,7 @@ struct ServiceCore {
                  fill_report(found->report, result);
                  return {};
                },
-               {.subject = {}, .k = request->k()});
+               {.subject = {}, .k = request->k(), .scheduled = false});
   }
 
   grpc::Status Threshold(grpc::ServerContext* context, const v1::ThresholdQuery* request,
@@ -663,7 +737,7 @@ struct ServiceCore {
                  fill_report(answer->report, result);
                  return {};
                },
-               {.subject = {user->second}});
+               {.subject = {user->second}, .k = 0, .scheduled = false});
   }
 
   grpc::Status TopRegions(grpc::ServerContext* context, const v1::TopRegionsQuery* request,
@@ -703,7 +777,8 @@ struct ServiceCore {
           result.set_certified(race.certified);
           fill_report(race.report, result);
           return {};
-        });
+        },
+        {.subject = {}, .k = 0, .scheduled = true});
   }
 
   grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,
@@ -780,18 +855,15 @@ struct ServiceCore {
           watch_holds[{spec.watch_id(), device.second}] = {device.first,
                                                            mirror->hold(device.first, charge)};
       }
-      persist_mirror();
-      if (auto started = gateway->start_watch(spec, devices); !started.ok()) {
-        {
-          std::lock_guard holds(holds_mutex);  // nothing was sent: every hold goes back
-          for (const auto& device : devices) {
-            auto hold = watch_holds.find({spec.watch_id(), device.second});
-            if (hold == watch_holds.end()) continue;
-            released.push_back(hold->second);
-            watch_holds.erase(hold);
-          }
+      // The holds are on disk before the spec leaves: a watch armed on a device is never
+      // missing from the mirror a restart reads.
+      if (state)
+        if (auto saved = save_mirror(nullptr); !saved) {
+          give_back_holds(spec.watch_id(), devices);
+          return to_status(context, saved.error());
         }
-        release_watch_holds();
+      if (auto started = gateway->start_watch(spec, devices); !started.ok()) {
+        give_back_holds(spec.watch_id(), devices);
         return to_status(context, started.error());
       }
     }
@@ -1002,11 +1074,17 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   gateway_options.watch_changed = [core = impl.get()](const std::string& watch,
                                                       const std::string& device,
                                                       const std::string& bytes) {
+    if (core->state) {
+      auto saved = device.empty() ? core->state->save_watch(watch, bytes)
+                                  : core->state->save_watch_device(watch, device, bytes);
+      if (!saved) {
+        // A refusal not on disk could be sent again after a restart and armed then: its hold
+        // stays taken.
+        core->log("event=state-error error=" + log_value(saved.error().message));
+        return;
+      }
+    }
     if (!device.empty()) core->watch_answered(watch, device, bytes);
-    if (!core->state) return;
-    auto saved = device.empty() ? core->state->save_watch(watch, bytes)
-                                : core->state->save_watch_device(watch, device, bytes);
-    if (!saved) core->log("event=state-error error=" + log_value(saved.error().message));
   };
   gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
     return std::make_unique<AnalystEndpoint>(*core);
@@ -1018,9 +1096,9 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   if (!options.metrics_address.empty()) {
     auto* core = impl.get();
     auto metrics = detail::MetricsEndpoint::start(
-        options.metrics_address,
-        {[core] { return core->counters(); }, [core] { return core->gateway->connected(); },
-         [core] { return core->enrolled_not_revoked(); }});
+        options.metrics_address, {[core] { return core->gateway->counters(); },
+                                  [core] { return core->gateway->connected(); },
+                                  [core] { return core->enrolled_not_revoked(); }});
     if (!metrics) return metrics.error();
     impl->metrics = std::move(*metrics);
   }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string_view>
 
 #include "cgp/common/validate.hpp"
@@ -68,6 +69,10 @@ class Statement {
 }  // namespace
 
 struct CoordinatorState::Db {
+  // One connection, used by the query thread and by gateway threads (watch answers): each call
+  // holds this for its whole transaction, so no statement of one lands inside another's.
+  // Recursive: save_watch and set_counters call their one-row siblings.
+  std::recursive_mutex mutex;
   sqlite3* db = nullptr;
   int lock_fd = -1;
   std::string path;
@@ -82,6 +87,26 @@ struct CoordinatorState::Db {
     return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
   }
 };
+
+namespace {
+
+// A write the coordinator acts on (a round's intent, the mirror): fsync'd at COMMIT
+// (synchronous=FULL), a power cut included. Other writes (results, watch answers, counters) stay
+// NORMAL: in WAL mode a later durable commit makes every earlier one durable too.
+class DurableWrite {
+ public:
+  explicit DurableWrite(const CoordinatorState::Db& db) : db_(db) {
+    db_.exec("PRAGMA synchronous=FULL");
+  }
+  ~DurableWrite() { db_.exec("PRAGMA synchronous=NORMAL"); }
+  DurableWrite(const DurableWrite&) = delete;
+  DurableWrite& operator=(const DurableWrite&) = delete;
+
+ private:
+  const CoordinatorState::Db& db_;
+};
+
+}  // namespace
 
 CoordinatorState::CoordinatorState(std::unique_ptr<Db> db) : db_(std::move(db)) {}
 CoordinatorState::~CoordinatorState() = default;
@@ -99,9 +124,10 @@ Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::st
       SQLITE_OK)
     return db->error("cannot open");
   sqlite3_busy_timeout(db->db, 5000);
-  // FULL: a round's intent is on disk (fsync) before its requests leave, a power cut included,
-  // so that the mirror a restart reads is never above what a device could have spent.
-  if (!db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")) return db->error("setup");
+  // NORMAL, and FULL for the writes the coordinator acts on (DurableWrite): a round's intent is
+  // on disk before its requests leave, a power cut included, so that the mirror a restart reads
+  // is never above what a device could have spent.
+  if (!db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")) return db->error("setup");
   if (!db->exec(kSchema)) return db->error("not a cgpkit coordinator state file");
   {
     Statement read(db->db, "SELECT value FROM meta WHERE key = 'format'");
@@ -121,6 +147,7 @@ Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::st
 }
 
 Expected<std::vector<CoordinatorState::StoredResult>> CoordinatorState::results() const {
+  const std::lock_guard lock(db_->mutex);
   Statement read(db_->db, "SELECT query_id, finished_unix, result FROM results ORDER BY seq");
   if (!read.ok()) return db_->error("read results");
   std::vector<StoredResult> out;
@@ -140,6 +167,7 @@ Expected<std::vector<CoordinatorState::StoredResult>> CoordinatorState::results(
 }
 
 Status CoordinatorState::save_result(const StoredResult& result) {
+  const std::lock_guard lock(db_->mutex);
   Statement write(
       db_->db,
       "INSERT OR REPLACE INTO results (query_id, finished_unix, result) VALUES (?1, ?2, ?3)");
@@ -158,6 +186,7 @@ Status CoordinatorState::save_result(const StoredResult& result) {
 }
 
 Expected<std::vector<std::string>> CoordinatorState::used_ids() const {
+  const std::lock_guard lock(db_->mutex);
   Statement read(db_->db, "SELECT query_id FROM used_ids");
   if (!read.ok()) return db_->error("read used ids");
   std::vector<std::string> out;
@@ -172,6 +201,7 @@ Expected<std::vector<std::string>> CoordinatorState::used_ids() const {
 
 Expected<std::size_t> CoordinatorState::prune(std::size_t max_results, std::chrono::seconds max_age,
                                               std::int64_t now_unix) {
+  const std::lock_guard lock(db_->mutex);
   Statement by_age(db_->db, "DELETE FROM results WHERE finished_unix < ?1");
   if (!by_age.ok()) return db_->error("prune results");
   sqlite3_bind_int64(by_age.get(), 1, now_unix - static_cast<std::int64_t>(max_age.count()));
@@ -188,6 +218,7 @@ Expected<std::size_t> CoordinatorState::prune(std::size_t max_results, std::chro
 }
 
 Expected<std::map<std::string, double>> CoordinatorState::mirror() const {
+  const std::lock_guard lock(db_->mutex);
   Statement read(db_->db, "SELECT device_id, remaining FROM mirror");
   if (!read.ok()) return db_->error("read mirror");
   std::map<std::string, double> out;
@@ -202,17 +233,21 @@ Expected<std::map<std::string, double>> CoordinatorState::mirror() const {
 }
 
 Status CoordinatorState::save_mirror(const std::vector<std::pair<std::string, double>>& changed) {
+  const std::lock_guard lock(db_->mutex);
   if (changed.empty()) return {};
   return write_mirror(changed, nullptr);
 }
 
 Status CoordinatorState::settle(const std::vector<std::pair<std::string, double>>& changed,
                                 const std::string& query_id) {
+  const std::lock_guard lock(db_->mutex);
   return write_mirror(changed, &query_id);
 }
 
 Status CoordinatorState::write_mirror(const std::vector<std::pair<std::string, double>>& changed,
                                       const std::string* settled_query) {
+  const std::lock_guard lock(db_->mutex);
+  const DurableWrite durable(*db_);
   if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("save mirror");
   Statement write(db_->db, "INSERT OR REPLACE INTO mirror (device_id, remaining) VALUES (?1, ?2)");
   bool ok = write.ok();
@@ -271,6 +306,7 @@ std::string column_bytes(sqlite3_stmt* stmt, int column) {
 Status CoordinatorState::record_intent(const std::string& query_id, std::uint32_t round,
                                        const std::vector<const std::string*>& device_ids,
                                        const std::vector<double>& charges) {
+  const std::lock_guard lock(db_->mutex);
   if (device_ids.size() != charges.size()) return state_error("record intent: sizes differ");
   std::string devices, runs;
   for (const std::string* id : device_ids) {
@@ -284,6 +320,7 @@ Status CoordinatorState::record_intent(const std::string& query_id, std::uint32_
     put(runs, charges[k]);
     k = end;
   }
+  const DurableWrite durable(*db_);
   if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("record intent");
   bool ok = true;
   {
@@ -319,6 +356,7 @@ Status CoordinatorState::record_intent(const std::string& query_id, std::uint32_
 }
 
 Expected<std::vector<CoordinatorState::Intent>> CoordinatorState::intents() const {
+  const std::lock_guard lock(db_->mutex);
   Statement read(db_->db, "SELECT query_id, devices, charges FROM round_intents ORDER BY rowid");
   if (!read.ok()) return db_->error("read intents");
   std::vector<Intent> out;
@@ -352,6 +390,7 @@ Expected<std::vector<CoordinatorState::Intent>> CoordinatorState::intents() cons
 }
 
 Expected<std::uint64_t> CoordinatorState::counter(const std::string& name) const {
+  const std::lock_guard lock(db_->mutex);
   Statement read(db_->db, "SELECT value FROM counters WHERE name = ?1");
   if (!read.ok()) return db_->error("read counter");
   sqlite3_bind_text(read.get(), 1, name.c_str(), -1, SQLITE_TRANSIENT);
@@ -362,6 +401,7 @@ Expected<std::uint64_t> CoordinatorState::counter(const std::string& name) const
 }
 
 Status CoordinatorState::set_counter(const std::string& name, std::uint64_t value) {
+  const std::lock_guard lock(db_->mutex);
   Statement write(db_->db, "INSERT OR REPLACE INTO counters (name, value) VALUES (?1, ?2)");
   if (!write.ok()) return db_->error("save counter");
   sqlite3_bind_text(write.get(), 1, name.c_str(), -1, SQLITE_TRANSIENT);
@@ -372,6 +412,7 @@ Status CoordinatorState::set_counter(const std::string& name, std::uint64_t valu
 
 Status CoordinatorState::set_counters(
     const std::vector<std::pair<std::string, std::uint64_t>>& values) {
+  const std::lock_guard lock(db_->mutex);
   if (!db_->exec("BEGIN IMMEDIATE")) return db_->error("save counters");
   for (const auto& [name, value] : values) {
     if (auto saved = set_counter(name, value); !saved) {
@@ -384,6 +425,7 @@ Status CoordinatorState::set_counters(
 }
 
 Expected<std::vector<std::string>> CoordinatorState::watches() const {
+  const std::lock_guard lock(db_->mutex);
   auto blob_of = [](sqlite3_stmt* stmt, int column) {
     const auto* blob = static_cast<const char*>(sqlite3_column_blob(stmt, column));
     return std::string(blob ? blob : "",
@@ -414,6 +456,7 @@ Expected<std::vector<std::string>> CoordinatorState::watches() const {
 }
 
 Status CoordinatorState::save_watch(const std::string& watch_id, const std::string& report_bytes) {
+  const std::lock_guard lock(db_->mutex);
   v1::WatchReport report;
   if (!report.ParseFromString(report_bytes))
     return state_error("save watch: the report does not parse");
@@ -445,6 +488,7 @@ Status CoordinatorState::save_watch(const std::string& watch_id, const std::stri
 
 Status CoordinatorState::save_watch_device(const std::string& watch_id,
                                            const std::string& device_id, const std::string& entry) {
+  const std::lock_guard lock(db_->mutex);
   Statement write(db_->db,
                   "INSERT INTO watch_devices (watch_id, device_id, entry) VALUES (?1, ?2, ?3) "
                   "ON CONFLICT (watch_id, device_id) DO UPDATE SET entry = excluded.entry");

@@ -1,5 +1,7 @@
 #include "metrics_endpoint.hpp"
 
+#include <chrono>
+
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
@@ -28,7 +30,11 @@ prometheus::MetricFamily family(std::string name, std::string help, prometheus::
 // The gateway's counters, read when Prometheus scrapes.
 class GatewayCollectable final : public prometheus::Collectable {
  public:
-  explicit GatewayCollectable(MetricsEndpoint::Sources sources) : sources_(std::move(sources)) {}
+  explicit GatewayCollectable(MetricsEndpoint::Sources sources)
+      : sources_(std::move(sources)),
+        start_unix_seconds_(
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count()) {}
   std::vector<prometheus::MetricFamily> Collect() const override {
     const GatewayCounters c = sources_.counters();
     using prometheus::MetricType;
@@ -43,7 +49,12 @@ class GatewayCollectable final : public prometheus::Collectable {
     std::vector<prometheus::MetricFamily> out = {
         gauge("cgp_devices_connected", "Devices with a stream past Hello",
               sources_.connected_devices()),
-        gauge("cgp_devices_enrolled", "Devices in the enrolment", sources_.enrolled_devices()),
+        gauge("cgp_devices_enrolled", "Devices in the enrolment, not revoked",
+              sources_.enrolled_devices()),
+        // Counters below count from this start, as Prometheus expects (a restart is a reset);
+        // cgp-analyst status shows totals over the coordinator's life.
+        family("cgp_start_time_seconds", "When this coordinator process started (unix seconds)",
+               MetricType::Gauge, start_unix_seconds_),
         gauge("cgp_connections_open", "TCP connections open on the device/analyst port",
               c.open_connections),
         counter("cgp_device_connects_total", "Streams that said Hello and were admitted",
@@ -79,6 +90,7 @@ class GatewayCollectable final : public prometheus::Collectable {
 
  private:
   MetricsEndpoint::Sources sources_;
+  double start_unix_seconds_;
 };
 
 }  // namespace
