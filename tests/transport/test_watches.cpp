@@ -510,6 +510,8 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   // "fast" was rejected by device-0: its hold went back; "twice" armed on device-1, once.
   CHECK(mirror.at("device-0") == Approx(capacity).epsilon(1e-12));
   CHECK(mirror.at("device-0") <= capacity);
+  // device-2 was only in watches refused up front: never debited.
+  CHECK((mirror.count("device-2") == 0 || mirror.at("device-2") == capacity));
   CHECK(mirror.at("device-1") == Approx(capacity - laplace_watch_charge(1.0)).epsilon(1e-12));
   CHECK(mirror.at("device-1") > capacity - 2 * laplace_watch_charge(1.0));
 }
