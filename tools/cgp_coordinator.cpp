@@ -3,7 +3,7 @@
 //   cgp-coordinator serve --listen HOST:PORT --devices FILE --analyst-credential FILE
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
-//                         [--watch-min-tick-seconds S]
+//                         [--watch-min-tick-seconds S] [--analyst-listen HOST:PORT]
 //                         [--frame local:LON,LAT] [--check-in]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
@@ -170,7 +170,9 @@ struct Arguments {
   long deadline_ms = 5000;
   bool quiet = false;
   std::size_t queues = 8;
-  std::string metrics_listen, state_file, frame;
+  std::string metrics_listen, state_file, frame, analyst_listen;
+  cgp::transport::ConnectionLimits analyst_limits =
+      cgp::transport::CoordinatorOptions::default_analyst_limits();
   bool no_state = false, check_in = false;
   std::size_t keep_results = 10000;
   double keep_days = 30;
@@ -232,6 +234,9 @@ void serve_flags(CLI::App& sub, Arguments& a) {
       ->capture_default_str();
   serve->add_option("--metrics-listen", a.metrics_listen,
                     "HOST:PORT for Prometheus' GET /metrics (none by default)");
+  serve->add_option("--analyst-listen", a.analyst_listen,
+                    "HOST:PORT of the analyst's own port (Analyst API, health, reflection), with "
+                    "its own connection caps that devices never take (default: the --listen port)");
   serve
       ->add_option("--queues", a.queues,
                    "gRPC completion queues for device streams (a thread each)")
@@ -247,6 +252,17 @@ void serve_flags(CLI::App& sub, Arguments& a) {
   serve
       ->add_option("--max-connections-per-address", a.limits.max_connections_per_address,
                    "open TCP connections per peer IP address")
+      ->check(count_range)
+      ->capture_default_str();
+  serve
+      ->add_option("--analyst-max-connections", a.analyst_limits.max_connections,
+                   "open TCP connections in all on the --analyst-listen port")
+      ->check(count_range)
+      ->capture_default_str();
+  serve
+      ->add_option("--analyst-max-connections-per-address",
+                   a.analyst_limits.max_connections_per_address,
+                   "open TCP connections per peer IP address on the --analyst-listen port")
       ->check(count_range)
       ->capture_default_str();
   serve
@@ -363,6 +379,9 @@ int run_serve(const Arguments& a) {
   options.round_deadline = std::chrono::milliseconds(a.deadline_ms);
   options.check_in = a.check_in;
   options.metrics_address = a.metrics_listen;
+  options.analyst_address = a.analyst_listen;
+  options.analyst_limits.max_connections = a.analyst_limits.max_connections;
+  options.analyst_limits.max_connections_per_address = a.analyst_limits.max_connections_per_address;
   if (!a.no_state)
     options.state_path = a.state_file.empty() ? a.devices_file + ".state" : a.state_file;
   options.retention.max_results = a.keep_results;
@@ -371,6 +390,10 @@ int run_serve(const Arguments& a) {
   limits.idle_timeout = std::chrono::milliseconds(a.idle_ms);
   limits.keepalive_time = std::chrono::milliseconds(a.keepalive_ms);
   options.gateway.limits = limits;
+  // The analyst's port: its own counts, the same timeouts.
+  options.analyst_limits.handshake_timeout = limits.handshake_timeout;
+  options.analyst_limits.idle_timeout = limits.idle_timeout;
+  options.analyst_limits.keepalive_time = limits.keepalive_time;
   options.gateway.hello_timeout = std::chrono::milliseconds(a.hello_ms);
   static std::mutex log_mutex;
   if (!a.quiet) {
@@ -408,6 +431,7 @@ int run_serve(const Arguments& a) {
       std::to_string((*service)->port()) + " devices=" + std::to_string(options.device_ids.size()) +
       " tls=" + (a.tls_cert.empty() ? "off" : "on") +
       " max_connections=" + std::to_string((*service)->gateway().max_connections()) +
+      " analyst_port=" + std::to_string((*service)->analyst_port()) +
       " metrics_port=" + std::to_string((*service)->metrics_port()) +
       " version=" + std::string(cgp::version_string()));
   if (a.tls_cert.empty())

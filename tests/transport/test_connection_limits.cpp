@@ -30,6 +30,7 @@
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/service.grpc.pb.h"
+#include "idle_flood.hpp"
 
 using namespace cgp;
 using namespace std::chrono_literals;
@@ -46,26 +47,6 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds tim
   return done();
 }
 
-// A TCP connection to 127.0.0.1:port from `source` (any 127/8 address on Linux), which then
-// says nothing. -1 if the connect itself fails.
-int dial_from(const char* source, int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  from.sin_addr.s_addr = inet_addr(source);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<std::uint16_t>(port));
-  to.sin_addr.s_addr = inet_addr("127.0.0.1");
-  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // True once the server has closed the connection (EOF or reset), waiting up to `timeout`.
 // Whatever the server sent first (gRPC's HTTP/2 settings) is read past.
 bool closed_by_server(int fd, std::chrono::milliseconds timeout) {
@@ -80,20 +61,6 @@ bool closed_by_server(int fd, std::chrono::milliseconds timeout) {
     if (got == 0 || (got < 0 && errno == ECONNRESET)) return true;
   }
 }
-
-struct Flood {
-  std::vector<int> fds;
-  ~Flood() {
-    for (int fd : fds) close(fd);
-  }
-  void open(const char* source, int port, int count) {
-    for (int i = 0; i < count; ++i) {
-      const int fd = dial_from(source, port);
-      REQUIRE(fd >= 0);
-      fds.push_back(fd);
-    }
-  }
-};
 
 transport::SwarmOptions one_device(const std::string& address) {
   transport::SwarmOptions options;
@@ -122,7 +89,7 @@ TEST_CASE("connections: caps per address and in all and a flood is cut at the ha
   const int port = service->port();
   CHECK(service->gateway().max_connections() == 40);
 
-  Flood flood;
+  test::Flood flood;
   flood.open("127.0.0.2", port, 15);  // 5 over the per-address cap
   for (const char* source : {"127.0.0.3", "127.0.0.4", "127.0.0.5"}) flood.open(source, port, 10);
   // 40 admitted now: the total cap. 5 more from a fresh address are refused all the same.
@@ -277,7 +244,7 @@ TEST_CASE("connections: a coordinator with 256 descriptors survives floods twice
   for (int burst = 0; burst < 2; ++burst) {
     INFO("burst " << burst);
     {
-      Flood flood;  // 600 idle connections, held open: more than twice the process's limit
+      test::Flood flood;  // 600 idle connections, held open: more than twice the process's limit
       for (const char* source : {"127.0.0.2", "127.0.0.3", "127.0.0.4"})
         flood.open(source, port, 200);
       CHECK(eventually(analyst_in, 30s));

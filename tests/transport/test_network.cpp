@@ -115,7 +115,8 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
             }) == static_cast<long>(online));
       CHECK(std::count_if(log.begin(), log.end(), [](const std::string& l) {
               return l.rfind(
-                         "event=round query=partial round=1 asked=12 replies=8 unanswered=4 ms=",
+                         "event=round query=partial round=1 asked=12 sent=8 replies=8 "
+                         "unanswered=4 ended=replies waiting_for=0 send_ms=",
                          0) == 0;
             }) == 1);
     }

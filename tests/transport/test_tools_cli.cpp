@@ -149,6 +149,9 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       {serve(analyst_file, "127.0.0.1:99999", {}), 2, "0..65535"},
       {serve(analyst_file, any, {"--budget", "-1"}), 2, "budget"},
       {serve(analyst_file, any, {"--queues", "0"}), 2, "--queues"},
+      {serve(analyst_file, any, {"--analyst-listen", "127.0.0.1:99999"}), 2, "analyst_listen"},
+      {serve(analyst_file, any, {"--analyst-max-connections", "0"}), 2,
+       "--analyst-max-connections"},
       // Location frames (issue 17): named, and before anything starts.
       {serve(analyst_file, any, {"--frame", "utm:1,2"}), 2, "projection"},
       {serve(analyst_file, any, {"--frame", "local:-73.97,95"}), 2, "frame.origin_lat"},

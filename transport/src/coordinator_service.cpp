@@ -17,6 +17,7 @@
 #include <set>
 #include <span>
 
+#include "analyst_listener.hpp"
 #include "analyst_validation.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
@@ -139,6 +140,8 @@ constexpr std::pair<const char*, std::uint64_t GatewayCounters::*> kKeptCounters
     {"replies", &GatewayCounters::replies},
     {"unanswered", &GatewayCounters::unanswered},
     {"late_replies", &GatewayCounters::late_replies},
+    {"rounds_to_deadline", &GatewayCounters::rounds_to_deadline},
+    {"round_wait_microseconds", &GatewayCounters::round_wait_microseconds},
 };
 
 template <class Report>
@@ -162,6 +165,7 @@ struct ServiceCore {
   std::atomic<bool> ready{false};
   CoordinatorOptions options;
   std::unique_ptr<DeviceGateway> gateway;
+  std::unique_ptr<detail::AnalystListener> analyst_listener;  // with analyst_address
   std::unique_ptr<detail::MetricsEndpoint> metrics;
   std::unique_ptr<NetworkFleet> fleet;
   std::map<std::string, coordinator::UserId> user_of_device;
@@ -195,6 +199,7 @@ struct ServiceCore {
   // The server goes first: no handler may run while the members it uses are destroyed.
   ~ServiceCore() {
     metrics.reset();
+    analyst_listener.reset();
     gateway.reset();
   }
 
@@ -1018,7 +1023,8 @@ class AnalystEndpoint final : public v1::Analyst::Service {
 
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
-  impl_->metrics.reset();  // no scrape reads the gateway while it goes
+  impl_->metrics.reset();           // no scrape reads the gateway while it goes
+  impl_->analyst_listener.reset();  // no analyst call starts or runs from here on
   // The totals as this run leaves them (what the gateway counts while it shuts down is lost).
   const GatewayCounters last = impl_->counters();
   impl_->gateway.reset();  // no analyst call runs after this: the mirror is final
@@ -1086,13 +1092,25 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     }
     if (!device.empty()) core->watch_answered(watch, device, bytes);
   };
-  gateway_options.extra_services.push_back([core = impl.get()]() -> std::unique_ptr<grpc::Service> {
-    return std::make_unique<AnalystEndpoint>(*core);
-  });
+  const bool own_analyst_port = !options.analyst_address.empty();
+  if (!own_analyst_port)
+    gateway_options.extra_services.push_back(
+        [core = impl.get()]() -> std::unique_ptr<grpc::Service> {
+          return std::make_unique<AnalystEndpoint>(*core);
+        });
   auto gateway = DeviceGateway::start(gateway_options);
   if (!gateway) return gateway.error();
   impl->gateway = std::move(*gateway);
-  impl->gateway->set_serving("cgp.v1.Analyst", true);
+  if (own_analyst_port) {
+    auto listener = detail::AnalystListener::start(
+        options.analyst_address, options.analyst_limits, options.gateway.tls_certificate_chain,
+        options.gateway.tls_private_key, std::make_unique<AnalystEndpoint>(*impl),
+        options.gateway.log);
+    if (!listener) return listener.error();
+    impl->analyst_listener = std::move(*listener);
+  } else {
+    impl->gateway->set_serving("cgp.v1.Analyst", true);
+  }
   if (!options.metrics_address.empty()) {
     auto* core = impl.get();
     auto metrics = detail::MetricsEndpoint::start(
@@ -1116,6 +1134,10 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
 
 int CoordinatorService::metrics_port() const noexcept {
   return impl_->metrics ? impl_->metrics->port() : 0;
+}
+
+int CoordinatorService::analyst_port() const noexcept {
+  return impl_->analyst_listener ? impl_->analyst_listener->port() : impl_->gateway->port();
 }
 
 int CoordinatorService::port() const noexcept {

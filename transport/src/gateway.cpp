@@ -14,6 +14,7 @@
 #include "connection_admission.hpp"
 
 #include "gateway_impl.hpp"
+#include "server_setup.hpp"
 
 namespace cgp::transport {
 namespace detail {
@@ -195,17 +196,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     impl->credential_digests[id] = sha256_of(credential);
   for (const auto& [id, digest] : options.device_credential_digests)
     impl->credential_digests[id] = digest;
-  std::shared_ptr<grpc::ServerCredentials> transport_credentials;
-  if (options.tls_certificate_chain.empty() != options.tls_private_key.empty())
-    return make_error(ErrorCode::missing_field, "tls",
-                      "TLS needs both a certificate chain and a private key");
-  if (options.tls_certificate_chain.empty()) {
-    transport_credentials = grpc::InsecureServerCredentials();
-  } else {
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({options.tls_private_key, options.tls_certificate_chain});
-    transport_credentials = grpc::SslServerCredentials(ssl);
-  }
+  auto transport_credentials =
+      detail::server_credentials(options.tls_certificate_chain, options.tls_private_key);
+  if (!transport_credentials) return transport_credentials.error();
   const ConnectionLimits& limits = options.limits;  // checked by ConnectionAdmission::listen
   // The listening socket is ours, not gRPC's: caps per address and in all, and accept survives
   // running out of descriptors (connection_admission.hpp).
@@ -237,28 +230,10 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  auto to_int = [](std::chrono::milliseconds ms) {
-    return static_cast<int>(std::min<std::int64_t>(ms.count(), INT32_MAX));
-  };
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                             to_int(limits.handshake_timeout));
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, to_int(limits.idle_timeout));
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             static_cast<int>(limits.max_streams_per_connection));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, to_int(limits.keepalive_time));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, to_int(limits.keepalive_timeout));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Clients (cgp's device and analyst) ping every keepalive_time: allow that and a margin, so
-  // that their pings are not taken as abuse (GOAWAY "too_many_pings").
-  builder.AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-      to_int(std::min(limits.keepalive_time / 2, std::chrono::milliseconds(10000))));
+  detail::apply_limits(builder, limits);
   auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-      transport_credentials);
-  // Oversized messages are refused by gRPC before they are parsed.
-  builder.SetMaxReceiveMessageSize(static_cast<int>(wire::kMaxMessageBytes));
+      *transport_credentials);
   builder.RegisterService(&impl->device_service);
   if (options.completion_queues == 0 || options.completion_queues > 256)
     return make_error(ErrorCode::out_of_range, "completion_queues",
@@ -428,7 +403,10 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   }
   // Collect until every asked device answered, went away, or the deadline passed: late or
   // missing devices are reported as no_answer.
-  round->wait_until(std::chrono::steady_clock::now() + round_deadline_);
+  const auto sent_at = std::chrono::steady_clock::now();
+  std::size_t waiting_for = 0;
+  const bool all_replied = round->wait_until(sent_at + round_deadline_, waiting_for);
+  const auto ended_at = std::chrono::steady_clock::now();
   if (opened) core.rounds.close(key, *round);
   if (!queued.empty()) core.mailbox.sweep();
 
@@ -439,19 +417,27 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
     unanswered += kind == ReplyKind::no_answer ? 1 : 0;
     not_reached += kind == ReplyKind::not_delivered ? 1 : 0;
   }
+  using Milliseconds = std::chrono::duration<double, std::milli>;
+  const double send_ms = Milliseconds(sent_at - began).count();
+  const double wait_ms = Milliseconds(ended_at - sent_at).count();
   core.counters.update([&](GatewayCounters& c) {
     ++c.rounds;
     c.requests += sent;
     c.replies += answered;
     c.unanswered += unanswered;
+    if (!all_replied) ++c.rounds_to_deadline;
+    c.round_wait_microseconds += static_cast<std::uint64_t>(wait_ms * 1000);
   });
+  // What the round waited for, and why it ended (issue 35): the last reply, or the deadline
+  // with `waiting_for` devices still silent.
   core.log("event=round query=" + log_value(request.query_id) +
            " round=" + std::to_string(request.round) + " asked=" + std::to_string(asked) +
-           " replies=" + std::to_string(answered) + " unanswered=" + std::to_string(unanswered) +
-           (check_in_ ? " not_reached=" + std::to_string(not_reached) : std::string()) + " ms=" +
-           std::to_string(
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began)
-                   .count()));
+           " sent=" + std::to_string(sent) + " replies=" + std::to_string(answered) +
+           " unanswered=" + std::to_string(unanswered) +
+           (check_in_ ? " not_reached=" + std::to_string(not_reached) : std::string()) + " ended=" +
+           (all_replied ? "replies" : "deadline") + " waiting_for=" + std::to_string(waiting_for) +
+           " send_ms=" + std::to_string(send_ms) + " wait_ms=" + std::to_string(wait_ms) +
+           " ms=" + std::to_string(Milliseconds(std::chrono::steady_clock::now() - began).count()));
 }
 
 }  // namespace cgp::transport

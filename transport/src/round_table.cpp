@@ -79,9 +79,11 @@ void PendingRound::device_gone(std::string_view device_id, const void* session) 
   if (slot != slot_of_device_.end() && slot->second.session == session) settle(slot->second.k);
 }
 
-void PendingRound::wait_until(std::chrono::steady_clock::time_point deadline) {
+bool PendingRound::wait_until(std::chrono::steady_clock::time_point deadline, std::size_t& left) {
   std::unique_lock lock(mutex_);
-  settled_.wait_until(lock, deadline, [&] { return awaited_ == 0; });
+  const bool settled = settled_.wait_until(lock, deadline, [&] { return awaited_ == 0; });
+  left = awaited_;
+  return settled;
 }
 
 void PendingRound::close() {

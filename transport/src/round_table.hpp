@@ -46,8 +46,9 @@ class PendingRound {
   // The stream `session` of `device_id` went away: if the request went to that stream, its slot
   // stops being awaited (a stream replaced by a newer one does not cancel the newer's slot).
   void device_gone(std::string_view device_id, const void* session);
-  // Until every slot is settled or the deadline passes.
-  void wait_until(std::chrono::steady_clock::time_point deadline);
+  // Waits until every awaited device answered (true) or the deadline passed (false); `left`
+  // gets how many were still awaited then.
+  bool wait_until(std::chrono::steady_clock::time_point deadline, std::size_t& left);
   // Late replies are no longer taken; slots whose request never left are not_delivered.
   void close();
   bool is_open();

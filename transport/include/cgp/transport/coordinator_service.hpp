@@ -46,6 +46,18 @@ struct CoordinatorOptions {
     std::size_t max_results = 10000;
     std::chrono::seconds max_age{30 * 24 * 3600};
   } retention;
+  // The analyst's own port (issue 35): "HOST:PORT" for the Analyst API, grpc.health.v1 and
+  // reflection, with its own connection caps (analyst_limits), so that devices filling the
+  // device port never lock operators and health checks out. Empty: served on the device port
+  // (small deployments; devices can then take every connection an analyst would need).
+  std::string analyst_address;
+  ConnectionLimits analyst_limits = default_analyst_limits();
+  static ConnectionLimits default_analyst_limits() {
+    ConnectionLimits limits;
+    limits.max_connections = 256;
+    limits.max_connections_per_address = 64;
+    return limits;
+  }
   // Prometheus text endpoint (GET /metrics) on its own "HOST:PORT"; empty: none.
   std::string metrics_address;
   // SHA-256 of the analyst credential. Unset: analyst calls are not checked (loopback tests only).
@@ -58,6 +70,8 @@ class CoordinatorService {
   ~CoordinatorService();  // closes every stream
   int port() const noexcept;
   int metrics_port() const noexcept;  // 0 without a metrics endpoint
+  // The analyst's port: analyst_address's, else the device port.
+  int analyst_port() const noexcept;
   DeviceGateway& gateway() noexcept;
   // Takes an enrolled device out without a restart: its stream ends, it cannot connect again,
   // and later queries leave it out (user indices do not change). Errors: an id not enrolled.

@@ -105,6 +105,9 @@ struct GatewayCounters {
   std::uint64_t open_connections = 0;  // TCP connections open now (a gauge)
   std::uint64_t rounds = 0, requests = 0, replies = 0, unanswered = 0;
   std::uint64_t late_replies = 0;  // replies to rounds already closed (or never asked)
+  // Rounds that ended by their deadline with devices still silent (the others ended with the
+  // last reply), and the time all rounds spent waiting for replies.
+  std::uint64_t rounds_to_deadline = 0, round_wait_microseconds = 0;
 };
 
 class DeviceGateway {

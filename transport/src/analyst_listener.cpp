@@ -1,0 +1,72 @@
+#include "analyst_listener.hpp"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/transport/log_format.hpp"
+#include "connection_admission.hpp"
+#include "server_setup.hpp"
+
+namespace cgp::transport::detail {
+
+Expected<std::unique_ptr<AnalystListener>> AnalystListener::start(
+    const std::string& address, const ConnectionLimits& limits,
+    const std::string& tls_certificate_chain, const std::string& tls_private_key,
+    std::unique_ptr<grpc::Service> analyst, std::function<void(const std::string&)> log) {
+  auto credentials = server_credentials(tls_certificate_chain, tls_private_key);
+  if (!credentials) return credentials.error();
+  auto admission = ConnectionAdmission::listen(address, limits, log, [log](ConnectionRefusal why) {
+    if (!log) return;
+    log(std::string("event=refused port=analyst reason=") +
+        (why == ConnectionRefusal::total_cap     ? "total_cap"
+         : why == ConnectionRefusal::address_cap ? "address_cap"
+                                                 : "descriptors"));
+  });
+  if (!admission) {
+    Error error = admission.error();
+    if (error.parameter == "listen") {
+      error.parameter = "analyst_listen";
+      error.message = "analyst_" + error.message;
+    }
+    return error;
+  }
+  std::unique_ptr<AnalystListener> out(new AnalystListener());
+  out->analyst_ = std::move(analyst);
+  out->admission_ = std::move(*admission);
+  // Process-wide switches in gRPC, as on the device port: health and reflection here too.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  apply_limits(builder, limits);
+  auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, *credentials);
+  builder.RegisterService(out->analyst_.get());
+  out->server_ = builder.BuildAndStart();
+  if (!out->server_)
+    return make_error(ErrorCode::internal_error, "analyst_listen",
+                      "analyst_listen: the gRPC server did not start");
+  if (auto* health = out->server_->GetHealthCheckService()) {
+    health->SetServingStatus(true);
+    health->SetServingStatus("cgp.v1.Analyst", true);
+  }
+  out->admission_->start(std::move(acceptor));
+  return out;
+}
+
+AnalystListener::~AnalystListener() {
+  if (!server_) return;
+  if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
+  admission_->stop();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+int AnalystListener::port() const noexcept {
+  return admission_->port();
+}
+
+std::size_t AnalystListener::open_connections() const {
+  return admission_->open_connections();
+}
+
+}  // namespace cgp::transport::detail
