@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include "../coordinator/fleet_fixtures.hpp"
@@ -437,4 +439,58 @@ TEST_CASE("service: a count whose missing users are the ones inside is not a suc
   CHECK(refused.error().parameter == "max_missing_share");
   swarm.reset();
   service.reset();
+}
+
+TEST_CASE("service: status and results answer while a query waits for its devices",
+          "[transport][trust]") {
+  // Issue 36 item 4: on 3f97682 status and GetResult waited behind the running query (2.7 s
+  // behind one; time-outs in a storm of queries).
+  CGP_SEEDED(3304);
+  const std::size_t n = 3;
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(n);
+  options.round_deadline = 30s;
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  const auto points = test::uniform_square(n, 100, seed);
+  auto analyst =
+      *transport::AnalystClient::connect({address, "", "", 60s, std::nullopt, std::nullopt});
+  double lo[2] = {0, 0}, hi[2] = {50, 50};
+  const geometry::Region box = *geometry::Box::create(lo, hi);
+  coordinator::QueryOptions query;
+  query.method = coordinator::Method::BM1;
+  {
+    // A first query, answered at once, to read back later.
+    test::ThreadedDevices quick(*DeviceConfig::cgp(1.0), points, seed, address, 0, n, n);
+    REQUIRE(service->gateway().wait_for_devices(n, 30s));
+    query.query_id = "done";
+    REQUIRE(
+        analyst.range_count(box, transport::RemoteCharges::fixed(coordinator::Charge{0.1}), query)
+            .has_value());
+  }
+  REQUIRE(test::eventually([&] { return service->gateway().connected() == 0; }));
+  // Devices that answer each request 5 s late: the next query holds the query lock that long.
+  test::ThreadedDevices slow(*DeviceConfig::cgp(1.0), points, seed + 1, address, 0, n, n, 5000ms);
+  REQUIRE(service->gateway().wait_for_devices(n, 30s));
+  std::atomic<bool> finished{false};
+  std::jthread running([&] {
+    auto other =
+        *transport::AnalystClient::connect({address, "", "", 60s, std::nullopt, std::nullopt});
+    query.query_id = "slow";
+    (void)other.range_count(box, transport::RemoteCharges::fixed(coordinator::Charge{0.1}), query);
+    finished = true;
+  });
+  // The round's requests are out within this second; its replies come 5 s after them.
+  std::this_thread::sleep_for(1s);
+  REQUIRE_FALSE(finished);
+  auto status = analyst.status();
+  auto kept = analyst.result("done");
+  const bool answered_during_query = !finished;  // the query still waits for its replies
+  REQUIRE(status.has_value());
+  CHECK(status->queries == 1);
+  REQUIRE(kept.has_value());
+  CHECK(kept->query_id == "done");
+  CHECK(answered_during_query);
+  running.join();
+  CHECK(finished);
 }

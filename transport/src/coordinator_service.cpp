@@ -179,13 +179,15 @@ struct ServiceCore {
   // Devices keep (query id, round) → reply in their ledgers across coordinator restarts: a
   // counter from 1 would reuse ids and get old answers or request_conflict from every device.
   const std::string query_prefix = random_query_prefix();
+  // Finished results: their own lock, so that GetResult never waits for a running query.
+  mutable std::mutex results_mutex;
   std::map<std::string, v1::QueryResult> results;
   std::deque<std::string> result_order;  // oldest first, for the retention bound
   // Every id a query ran under, kept past its result: devices keep (id, round) in their
   // ledgers, so an id is never reused even after its result was pruned.
   std::set<std::string, std::less<>> used_ids;
-  std::uint64_t queries_run = 0;
-  std::size_t exhausted_now = 0;  // the running query's users left out as spent
+  std::atomic<std::uint64_t> queries_run{0};  // read by Status without the query lock
+  std::size_t exhausted_now = 0;              // the running query's users left out as spent
   // What earlier runs counted (from the state file): counters are totals over the coordinator's
   // life, as dashboards and Prometheus expect, not since the last start.
   GatewayCounters counter_base;
@@ -219,11 +221,14 @@ struct ServiceCore {
 
   // Keeps a finished result in memory and in the state file, within the retention bound.
   void keep_result(const std::string& id, const v1::QueryResult& result) {
-    if (results.count(id) == 0) result_order.push_back(id);
     used_ids.insert(id);
-    results[id] = result;
+    {
+      std::lock_guard lock(results_mutex);
+      if (results.count(id) == 0) result_order.push_back(id);
+      results[id] = result;
+      trim_results();
+    }
     ++queries_run;
-    trim_results();
     if (!state) return;
     const auto now = unix_now();
     cgp::Status saved = state->save_result({id, result.SerializeAsString(), now});
@@ -244,7 +249,7 @@ struct ServiceCore {
 
   cgp::Status save_counters(const GatewayCounters& total) {
     std::vector<std::pair<std::string, std::uint64_t>> values{
-        {"queries", queries_run}, {"adaptive_queries", adaptive_queries}};
+        {"queries", queries_run.load()}, {"adaptive_queries", adaptive_queries}};
     for (const auto& [name, field] : kKeptCounters) values.emplace_back(name, total.*field);
     return state->set_counters(values);
   }
@@ -789,7 +794,7 @@ struct ServiceCore {
   grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,
                          v1::QueryResult* out) {
     if (!authorised(context)) return unauthenticated(context);
-    std::lock_guard lock(query_mutex);
+    std::lock_guard lock(results_mutex);  // not the query lock: a running query never delays it
     auto it = results.find(request->query_id());
     if (it == results.end())
       return link::detail::to_grpc_status(
@@ -934,12 +939,9 @@ struct ServiceCore {
     out->set_connected(gateway->connected());
     out->set_dimension(options.dimension);
     out->set_device_budget(options.device_budget);
-    GatewayCounters c;
-    {
-      std::lock_guard lock(query_mutex);
-      out->set_queries(queries_run);
-      c = counters();
-    }
+    // Without the query lock: status answers while a query runs.
+    out->set_queries(queries_run.load());
+    const GatewayCounters c = counters();
     out->set_rounds(c.rounds);
     out->set_requests(c.requests);
     out->set_replies(c.replies);
