@@ -173,7 +173,7 @@ struct Arguments {
   std::string metrics_listen, state_file, frame, analyst_listen;
   cgp::transport::ConnectionLimits analyst_limits =
       cgp::transport::CoordinatorOptions::default_analyst_limits();
-  bool no_state = false, check_in = false;
+  bool no_state = false, check_in = false, init_state = false;
   std::size_t keep_results = 10000;
   double keep_days = 30;
   cgp::transport::ConnectionLimits limits;
@@ -226,6 +226,9 @@ void serve_flags(CLI::App& sub, Arguments& a) {
                     "SQLite file for finished results and the budget mirror "
                     "(default: the --devices file with .state appended)");
   serve->add_flag("--no-state", a.no_state, "keep results and the mirror in memory only");
+  serve->add_flag("--init-state", a.init_state,
+                  "start anew on a state file that exists but is empty (otherwise refused: it "
+                  "lost its budget mirror and used query ids)");
   serve->add_option("--keep-results", a.keep_results, "finished results kept, newest first")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}))
       ->capture_default_str();
@@ -384,6 +387,7 @@ int run_serve(const Arguments& a) {
   options.analyst_limits.max_connections_per_address = a.analyst_limits.max_connections_per_address;
   if (!a.no_state)
     options.state_path = a.state_file.empty() ? a.devices_file + ".state" : a.state_file;
+  options.init_state = a.init_state;
   options.retention.max_results = a.keep_results;
   options.retention.max_age = std::chrono::seconds(static_cast<long>(a.keep_days * 86400));
   limits.handshake_timeout = std::chrono::milliseconds(a.handshake_ms);

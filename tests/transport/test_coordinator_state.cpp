@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -142,6 +144,52 @@ TEST_CASE("state: a bad state file is refused by name", "[transport][state]") {
     auto refused = transport::CoordinatorService::start(options);
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().parameter == "state");
+  }
+  {
+    // Issue 36 item 3: an empty file (one that lost its contents) started fresh, its mirror
+    // and used ids silently gone. Now refused by name unless started anew on purpose.
+    const auto empty = dir / "empty.state";
+    std::ofstream(empty).flush();
+    options.state_path = empty.string();
+    auto refused = transport::CoordinatorService::start(options);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().parameter == "state");
+    CHECK(refused.error().message.find("--init-state") != std::string::npos);
+    CHECK(fs::file_size(empty) == 0);  // left as it was
+    options.init_state = true;
+    CHECK(transport::CoordinatorService::start(options).has_value());
+    options.init_state = false;
+    CHECK(transport::CoordinatorService::start(options).has_value());  // now a store
+  }
+  {
+    // Another program's SQLite database: refused, and not written to.
+    const auto foreign = dir / "foreign.db";
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(foreign.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "CREATE TABLE notes (text TEXT)", nullptr, nullptr, nullptr) ==
+            SQLITE_OK);
+    sqlite3_close(db);
+    const auto size = fs::file_size(foreign);
+    options.state_path = foreign.string();
+    for (bool init : {false, true}) {
+      options.init_state = init;
+      auto refused = transport::CoordinatorService::start(options);
+      REQUIRE_FALSE(refused.has_value());
+      CHECK(refused.error().parameter == "state");
+      CHECK(refused.error().message.find("not a cgpkit coordinator state file") !=
+            std::string::npos);
+    }
+    options.init_state = false;
+    CHECK(fs::file_size(foreign) == size);
+    sqlite3* check = nullptr;
+    REQUIRE(sqlite3_open(foreign.c_str(), &check) == SQLITE_OK);
+    CHECK(sqlite3_exec(check, "SELECT * FROM meta", nullptr, nullptr, nullptr) != SQLITE_OK);
+    sqlite3_stmt* mode = nullptr;  // still in its own journal mode (WAL would be a write)
+    REQUIRE(sqlite3_prepare_v2(check, "PRAGMA journal_mode", -1, &mode, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(mode) == SQLITE_ROW);
+    CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(mode, 0))) == "delete");
+    sqlite3_finalize(mode);
+    sqlite3_close(check);
   }
   options.state_path.clear();
   options.retention.max_results = 0;

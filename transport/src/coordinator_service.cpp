@@ -1064,7 +1064,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     return make_error(ErrorCode::not_positive, "retention",
                       "retention: max_results and max_age must be > 0");
   if (!options.state_path.empty()) {
-    auto state = detail::CoordinatorState::open(options.state_path);
+    auto state = detail::CoordinatorState::open(options.state_path, options.init_state);
     if (!state) return state.error();
     impl->state = std::move(*state);
   }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -111,8 +112,18 @@ class DurableWrite {
 CoordinatorState::CoordinatorState(std::unique_ptr<Db> db) : db_(std::move(db)) {}
 CoordinatorState::~CoordinatorState() = default;
 
-Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::string& path) {
+Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::string& path,
+                                                                   bool start_empty) {
   if (path.empty()) return state_error("the path is empty");
+  // Fail closed (issue 36 item 3): only a file that does not exist yet is made new. An empty one
+  // lost its contents (the mirror, the used ids): started anew only when asked to.
+  struct stat before {};
+  const bool existed = ::stat(path.c_str(), &before) == 0;
+  if (existed && S_ISREG(before.st_mode) && before.st_size == 0 && !start_empty)
+    return state_error(path +
+                       " is empty: a state file that lost its contents is not started anew "
+                       "silently (the budget mirror and the used query ids would be gone); "
+                       "--init-state starts a new one");
   auto db = std::make_unique<Db>();
   db->path = path;
   db->lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -124,24 +135,38 @@ Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::st
       SQLITE_OK)
     return db->error("cannot open");
   sqlite3_busy_timeout(db->db, 5000);
+  const bool fresh = !existed || before.st_size == 0;
+  if (!fresh) {
+    // Ours, or refused before anything is written to it (another program's database stays as
+    // it was).
+    Statement read(db->db, "SELECT value FROM meta WHERE key = 'format'");
+    const bool row = read.ok() && sqlite3_step(read.get()) == SQLITE_ROW;
+    const auto* format =
+        row ? reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0)) : nullptr;
+    if (!format) return state_error(path + " is not a cgpkit coordinator state file");
+    if (std::strcmp(format, kFormat) != 0)
+      return state_error(path + " has format '" + format + "', expected " + kFormat);
+  }
   // NORMAL, and FULL for the writes the coordinator acts on (DurableWrite): a round's intent is
   // on disk before its requests leave, a power cut included, so that the mirror a restart reads
   // is never above what a device could have spent.
   if (!db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")) return db->error("setup");
-  if (!db->exec(kSchema)) return db->error("not a cgpkit coordinator state file");
-  {
-    Statement read(db->db, "SELECT value FROM meta WHERE key = 'format'");
-    if (!read.ok()) return db->error("read format");
-    if (sqlite3_step(read.get()) == SQLITE_ROW) {
-      const auto* format = reinterpret_cast<const char*>(sqlite3_column_text(read.get(), 0));
-      if (!format || std::strcmp(format, kFormat) != 0)
-        return state_error(path + " has format '" + (format ? format : "") + "', expected " +
-                           kFormat);
-    } else {
-      Statement write(db->db, "INSERT INTO meta (key, value) VALUES ('format', ?1)");
+  // The schema (tables added since the file was made included) and, for a new file, its format,
+  // in one transaction: a crash leaves an empty file or a whole one.
+  if (!db->exec("BEGIN IMMEDIATE")) return db->error("setup");
+  bool ok = db->exec(kSchema);
+  if (ok && fresh) {
+    Statement write(db->db, "INSERT INTO meta (key, value) VALUES ('format', ?1)");
+    ok = write.ok();
+    if (ok) {
       sqlite3_bind_text(write.get(), 1, kFormat, -1, SQLITE_STATIC);
-      if (!write.ok() || sqlite3_step(write.get()) != SQLITE_DONE) return db->error("write format");
+      ok = sqlite3_step(write.get()) == SQLITE_DONE;
     }
+  }
+  if (!ok || !db->exec("COMMIT")) {
+    auto error = db->error("not a cgpkit coordinator state file");
+    db->exec("ROLLBACK");
+    return error;
   }
   return std::unique_ptr<CoordinatorState>(new CoordinatorState(std::move(db)));
 }

@@ -27,9 +27,11 @@ class CoordinatorState {
     std::int64_t finished_unix = 0;
   };
 
-  // Opens (or creates) the store. Errors name "state": unreadable, not a store, held by
-  // another coordinator.
-  static Expected<std::unique_ptr<CoordinatorState>> open(const std::string& path);
+  // Opens the store, or creates it where no file is. Errors name "state": unreadable, not a
+  // store (refused before anything is written to it), held by another coordinator, or empty (a
+  // store that lost its contents) unless `start_empty`.
+  static Expected<std::unique_ptr<CoordinatorState>> open(const std::string& path,
+                                                          bool start_empty = false);
   ~CoordinatorState();
   CoordinatorState(const CoordinatorState&) = delete;
   CoordinatorState& operator=(const CoordinatorState&) = delete;

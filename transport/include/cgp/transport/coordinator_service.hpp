@@ -40,6 +40,9 @@ struct CoordinatorOptions {
   // Finished results and the budget mirror are kept in this SQLite file (one coordinator per
   // file) and restored at start; empty: memory only, lost on restart.
   std::string state_path;
+  // A state file that exists but is empty (it lost its contents: the mirror, the used query
+  // ids) is refused unless this is set, which starts it anew. A missing file is always made.
+  bool init_state = false;
   // Finished results kept (in memory and in the state file): the newest max_results, each at
   // most max_age old. GetResult on an older id is NOT_FOUND.
   struct Retention {
