@@ -18,7 +18,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox   # cgp-sim: CLI, JSON, tables, plots
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
   prometheus-cpp-dev                     # the coordinator's /metrics endpoint
-  openssl                                # tests make throwaway TLS certificates
+  openssl libssl-dev                     # TLS material checked at start; tests make certificates
   systemd                                # tests: systemd-analyze verify deploy/*.service
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
   clang libclang-rt-14-dev llvm          # scripts/fuzz.sh: libFuzzer, sanitizers, symbolizer

@@ -424,7 +424,7 @@ int run_serve(const Arguments& a) {
     // (exit 1: systemd may restart); a state file that is not one is a file problem (3).
     if (error.code == cgp::ErrorCode::unavailable || error.code == cgp::ErrorCode::internal_error)
       return fail(1, error.message);
-    return fail(error.parameter == "state" ? 3 : 2, error.message);
+    return fail(error.parameter == "state" || error.parameter == "tls" ? 3 : 2, error.message);
   }
   // Every line on stderr while serving is a log line with ts (also with --quiet: these two).
   const auto say = [](const std::string& line) {

@@ -31,6 +31,7 @@
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/service.grpc.pb.h"
 #include "idle_flood.hpp"
+#include "network_fixtures.hpp"
 
 using namespace cgp;
 using namespace std::chrono_literals;
@@ -258,3 +259,43 @@ TEST_CASE("connections: a coordinator with 256 descriptors survives floods twice
   fs::remove_all(dir);
 }
 #endif
+
+TEST_CASE("connections: TLS material that is not a certificate and its key is refused at start",
+          "[transport][limits]") {
+  // Issue 36 item 3: garbage PEM started a coordinator that logged tls=on while every client
+  // hung in its handshake (it used to exit 1).
+  const test::ThrowawayCertificate one, other;
+  struct Case {
+    const char* what;
+    std::string chain, key;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"garbage", "not a certificate\n", "not a key\n", "no PEM certificate"},
+      {"a key for a certificate", one.key, one.key, "no PEM certificate"},
+      {"a certificate for a key", one.certificate, one.certificate, "not a PEM private key"},
+      {"another certificate's key", one.certificate, other.key, "does not belong"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    transport::GatewayOptions options;
+    options.tls_certificate_chain = c.chain;
+    options.tls_private_key = c.key;
+    auto refused = transport::DeviceGateway::start(options);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().parameter == "tls");
+    CHECK(refused.error().message.find(c.says) != std::string::npos);
+    transport::CoordinatorOptions service;
+    service.device_ids = {"d0"};
+    service.analyst_address = "127.0.0.1:0";
+    service.gateway.tls_certificate_chain = c.chain;
+    service.gateway.tls_private_key = c.key;
+    auto no_service = transport::CoordinatorService::start(service);
+    REQUIRE_FALSE(no_service.has_value());
+    CHECK(no_service.error().parameter == "tls");
+  }
+  transport::GatewayOptions good;
+  good.tls_certificate_chain = one.certificate;
+  good.tls_private_key = one.key;
+  CHECK(transport::DeviceGateway::start(good).has_value());
+}

@@ -150,6 +150,9 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       {serve(analyst_file, any, {"--budget", "-1"}), 2, "budget"},
       {serve(analyst_file, any, {"--queues", "0"}), 2, "--queues"},
       {serve(analyst_file, any, {"--analyst-listen", "127.0.0.1:99999"}), 2, "analyst_listen"},
+      // Issue 36: garbage TLS material started a coordinator that said tls=on.
+      {serve(analyst_file, any, {"--tls-cert", analyst_file, "--tls-key", analyst_file}), 3,
+       "tls: the certificate chain holds no PEM certificate"},
       {serve(analyst_file, any, {"--analyst-max-connections", "0"}), 2,
        "--analyst-max-connections"},
       // Location frames (issue 17): named, and before anything starts.
