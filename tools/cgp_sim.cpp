@@ -1,6 +1,10 @@
 // cgp-sim: the paper's experiments (Liang & Yi, §7 and Appendix C) over simulated devices.
+#include <sys/stat.h>
 #include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 
 #include <cmath>
 #include <cstdio>
@@ -75,6 +79,33 @@ Status positive_list(const char* name, const std::vector<double>& values) {
       return make_error(ErrorCode::not_positive, name,
                         std::string("--") + name + " values must be finite and positive, got " +
                             format_number(v));
+  return {};
+}
+
+// Square sides: 1 mm to 10,000 km, so that a square around any projected centre is a box the
+// geometry takes (on 3f97682 1e308 and 1e-300 ended in "internal error").
+Status side_list(const char* name, const std::vector<double>& values) {
+  CGP_RETURN_IF_ERROR(positive_list(name, values));
+  for (double v : values)
+    if (!(v >= 1e-3 && v <= 1e7))
+      return make_error(ErrorCode::out_of_range, name,
+                        std::string("--") + name + " values must be in [0.001, 1e7] metres, got " +
+                            format_number(v));
+  return {};
+}
+
+// A data file is a regular, non-empty file: a directory, a device (/dev/zero) or a /proc file
+// (size 0) is refused by name before it is read.
+Status data_file(const char* flag, const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0)
+    return make_error(ErrorCode::invalid_argument, flag,
+                      std::string(flag) + ": cannot open " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode) || info.st_size == 0)
+    return make_error(ErrorCode::invalid_argument, flag,
+                      std::string(flag) + ": " + path +
+                          " is not a regular file with data (a directory, a device, a /proc "
+                          "file or empty?)");
   return {};
 }
 
@@ -160,7 +191,9 @@ Expected<Common> common_from(const Arguments& a, std::size_t ranks) {
                         "--split must be even or double, got '" + name + "'");
     common.splits.push_back(*s);
   }
-  if (a.reps == 0) return make_error(ErrorCode::out_of_range, "reps", "--reps must be >= 1, got 0");
+  if (a.reps == 0 || a.reps > 1000000)  // -1 arrives wrapped to 2^64 - 1
+    return make_error(ErrorCode::out_of_range, "reps",
+                      "--reps must be in [1, 1000000], got " + std::to_string(a.reps));
   if (!(a.beta > 0 && a.beta < 1))
     return make_error(ErrorCode::out_of_range, "beta",
                       "--beta must be in (0, 1), got " + format_number(a.beta));
@@ -339,7 +372,8 @@ int report(const Arguments& a, const std::string& description,
 int run_locations(const Arguments& a, Context& context, const char* param_name,
                   const std::vector<double>& params, bool range) {
   if (auto s = rho_list("rho", a.rho); !s) return fail(kUsageError, s.error().message);
-  if (auto s = positive_list(param_name, params); !s) return fail(kUsageError, s.error().message);
+  if (auto s = range ? side_list(param_name, params) : positive_list(param_name, params); !s)
+    return fail(kUsageError, s.error().message);
   auto data = locations(a, context.projection, context.fleet_users, context.job);
   if (!data) return fail(kDataError, data.error().message);
   note_data(data->users(), data->dimension);
@@ -422,7 +456,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
 int run_multi_range_experiment(const Arguments& a, Context& context) {
   if (auto s = rho_list("budget", {a.budget}); !s) return fail(kUsageError, s.error().message);
   if (auto s = count_list("m", a.m); !s) return fail(kUsageError, s.error().message);
-  if (auto s = positive_list("w", a.w); !s) return fail(kUsageError, s.error().message);
+  if (auto s = side_list("w", a.w); !s) return fail(kUsageError, s.error().message);
   if (a.w.size() != 1) return fail(kUsageError, "--w takes one value for multi-range");
   // Over --fleet the devices' own budgets are spent, and PrivSav is a share of them.
   if (context.remote() && a.budget != context.fleet_budget)
@@ -456,6 +490,7 @@ int run_accuracy_experiment(const Arguments& a, Context& context) {
     return fail(kUsageError,
                 "accuracy runs in process; --fleet needs the Analyst API's "
                 "accuracy-first query (not yet)");
+  if (auto s = side_list("w", {a.accuracy.width}); !s) return fail(kUsageError, s.error().message);
   auto data = locations(a, context.projection);
   if (!data) return fail(kDataError, data.error().message);
   note_data(data->users(), data->dimension);
@@ -787,6 +822,11 @@ int run(int argc, char** argv, tools::MpiJob* job) {
     context.common.ranks = &job->reducer();
     if (!a.fleet.empty()) return fail(kUsageError, "--fleet runs in one process, not under mpirun");
   }
+  for (const auto& [flag, path] :
+       {std::pair{"--data", &a.data}, std::pair{"--queries", &a.queries}})
+    if (!path->empty())
+      if (auto usable = data_file(flag, *path); !usable)
+        return fail(kDataError, usable.error().message);
   auto common = common_from(a, job ? job->size() : 1);
   if (!common) return fail(kUsageError, common.error().message);
   // Only rank 0 writes outputs, so only it probes their paths (ranks probing one path at once

@@ -240,6 +240,14 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + points + " --rho 1e-4 --w 100 --json /dev/full", 2, "--json"},
       {"range --data " + points + " --rho 1e-4 --w 100 --json /nonexistent/rows.json", 2, "--json"},
       {"knn --data " + huge_idx + " --rho 1e-2 --k 3", 3, "truncated"},
+      // Issue 36 item 5: on 3f97682 these were "internal error", or read until out of memory.
+      {"range --data " + points + " --rho 1e-4 --w 1e308", 2, "--w"},
+      {"range --data " + points + " --rho 1e-4 --w 1e-300", 2, "--w"},
+      {"multi-range --data " + points + " --budget 1 --m 2 --w 1e308", 2, "--w"},
+      {"range --data " + points + " --rho 1e-4 --w 100 --reps -1", 2, "--reps"},
+      {"range --data " + scratch.dir.string() + " --rho 1e-4 --w 100", 3, "--data"},
+      {"range --data /dev/zero --rho 1e-4 --w 100", 3, "--data"},
+      {"range --data /proc/self/mem --rho 1e-4 --w 100", 3, "--data"},
   };
   for (const Case& c : cases) {
     INFO("cgp-sim " << c.arguments);
