@@ -93,6 +93,14 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
                    s.dir)
               .exit_code == 0);
   { std::ofstream(s / "small.csv") << "x,y\n1,2\n3,4\n5,6\n"; }
+  {
+    // Issue 36 item 5: a 20 KB file of nested sections took 3.1 GB of CLI11's parser.
+    std::ofstream deep(s / "deep.toml");
+    deep << "[serve]\n";
+    std::string section = "a";
+    for (int level = 0; level < 200; ++level, section += ".a") deep << "[" << section << "]\n";
+    std::ofstream(s / "big.toml") << std::string(70000, '#') << "\n";
+  }
   const std::string dir = s / "a-directory";
   // serve with a valid enrolment; `credential` and `listen` replaceable, `more` appended.
   auto serve = [&](const std::string& credential, const std::string& listen,
@@ -150,6 +158,9 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       {serve(analyst_file, any, {"--budget", "-1"}), 2, "budget"},
       {serve(analyst_file, any, {"--queues", "0"}), 2, "--queues"},
       {serve(analyst_file, any, {"--analyst-listen", "127.0.0.1:99999"}), 2, "analyst_listen"},
+      {{coordinator, "--config", s / "deep.toml", "serve"}, 3, "nested more than 4 deep"},
+      {{coordinator, "--config", s / "big.toml", "serve"}, 3, "more than the 65536 allowed"},
+      {{coordinator, "--config=/dev/zero", "serve"}, 3, "--config: /dev/zero is not a regular"},
       // Issue 36: garbage TLS material started a coordinator that said tls=on.
       {serve(analyst_file, any, {"--tls-cert", analyst_file, "--tls-key", analyst_file}), 3,
        "tls: the certificate chain holds no PEM certificate"},
