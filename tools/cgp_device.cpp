@@ -29,6 +29,7 @@
 #include "cgp/common/version.hpp"
 #include "cgp/link/device_client.hpp"
 #include "cgp/transport/files.hpp"
+#include "cgp/transport/log_format.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 
@@ -102,6 +103,8 @@ int run(int argc, char** argv) {
   if (!config) return fail(2, "--budget: " + config.error().message);
 
   // Every argument and file is checked before the ledger is opened (or created).
+  if (auto usable = cgp::transport::require_id("--id", id); !usable)
+    return fail(2, usable.error().message);
   std::vector<std::pair<std::string, std::vector<double>>> values;
   if (!location.empty()) values.emplace_back("location", location);
   for (const auto& spec : components) {

@@ -180,6 +180,19 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
                           " draws its noise from a simulation generator, which a coordinator "
                           "could predict; serve it only in a test "
                           "(DeviceConnection::allow_simulation_randomness)");
+  // The id the coordinator accepts, checked before anything is dialled: an id of other bytes
+  // (not UTF-8, say) made protobuf log an error per message and the coordinator end the stream
+  // with an empty message (issue 36 item 5). Final: the same id fails every time.
+  if (device_id.empty() || device_id.size() > wire::kMaxIdBytes)
+    return make_error(ErrorCode::invalid_argument, "device_id",
+                      "device_id must have 1 to " + std::to_string(wire::kMaxIdBytes) +
+                          " bytes, got " + std::to_string(device_id.size()));
+  for (std::size_t i = 0; i < device_id.size(); ++i)
+    if (!wire::is_id_char(static_cast<unsigned char>(device_id[i])))
+      return make_error(ErrorCode::invalid_argument, "device_id",
+                        "device_id may hold only A-Z a-z 0-9 . _ - : @ / +, not byte " +
+                            std::to_string(i) + " (value " +
+                            std::to_string(static_cast<unsigned char>(device_id[i])) + ")");
   auto channel = grpc::CreateCustomChannel(
       coordinator_address, detail::device_channel_credentials(connection.tls_root_certificate),
       detail::device_channel_arguments());

@@ -148,6 +148,12 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
         "--budget", "1", "--credential", dir},
        3,
        "--credential"},
+      // Issue 36 item 5: an id that is not UTF-8 reached the wire (a protobuf error per message
+      // and an empty error from the coordinator).
+      {{device, "--coordinator", "127.0.0.1:1", "--id", "d\xff", "--ledger", s / "ledger.db",
+        "--budget", "1", "--location", "1,2"},
+       2,
+       "--id may hold only"},
       {{swarm, "--coordinator", "127.0.0.1:1", "--count", "1", "--tls-root", dir}, 3, "--tls-root"},
       {{swarm, "--coordinator", "127.0.0.1:1", "--count", "1", "--secrets", "/dev/zero"},
        3,
