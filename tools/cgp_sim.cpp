@@ -1,10 +1,7 @@
 // cgp-sim: the paper's experiments (Liang & Yi, §7 and Appendix C) over simulated devices.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
-#include <cstring>
 
 #include <cmath>
 #include <cstdio>
@@ -91,21 +88,6 @@ Status side_list(const char* name, const std::vector<double>& values) {
       return make_error(ErrorCode::out_of_range, name,
                         std::string("--") + name + " values must be in [0.001, 1e7] metres, got " +
                             format_number(v));
-  return {};
-}
-
-// A data file is a regular, non-empty file: a directory, a device (/dev/zero) or a /proc file
-// (size 0) is refused by name before it is read.
-Status data_file(const char* flag, const std::string& path) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0)
-    return make_error(ErrorCode::invalid_argument, flag,
-                      std::string(flag) + ": cannot open " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(info.st_mode) || info.st_size == 0)
-    return make_error(ErrorCode::invalid_argument, flag,
-                      std::string(flag) + ": " + path +
-                          " is not a regular file with data (a directory, a device, a /proc "
-                          "file or empty?)");
   return {};
 }
 
@@ -822,11 +804,6 @@ int run(int argc, char** argv, tools::MpiJob* job) {
     context.common.ranks = &job->reducer();
     if (!a.fleet.empty()) return fail(kUsageError, "--fleet runs in one process, not under mpirun");
   }
-  for (const auto& [flag, path] :
-       {std::pair{"--data", &a.data}, std::pair{"--queries", &a.queries}})
-    if (!path->empty())
-      if (auto usable = data_file(flag, *path); !usable)
-        return fail(kDataError, usable.error().message);
   auto common = common_from(a, job ? job->size() : 1);
   if (!common) return fail(kUsageError, common.error().message);
   // Only rank 0 writes outputs, so only it probes their paths (ranks probing one path at once

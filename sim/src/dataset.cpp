@@ -1,5 +1,6 @@
 #include "cgp/sim/dataset.hpp"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -19,6 +20,19 @@ namespace {
 
 Error data_error(const std::string& path, const std::string& what) {
   return make_error(ErrorCode::invalid_argument, "data", "data: " + path + ": " + what);
+}
+
+// Data is a regular file that says how long it is: a directory, a device (/dev/zero: read until
+// out of memory) or a /proc file (size 0, reads that fail) is refused before it is read
+// (issue 36 item 5: these ended in "internal error").
+Status require_data_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0)
+    return data_error(path, "cannot open the file (missing or unreadable)");
+  if (!S_ISREG(info.st_mode))
+    return data_error(path, "not a regular file (a directory or a device?)");
+  if (info.st_size == 0) return data_error(path, "the file is empty (or a /proc file)");
+  return {};
 }
 
 // A CSV file read at once: cells are views into its text (or, for the rare cell that needs
@@ -76,6 +90,7 @@ bool parse_number(std::string_view text, double& out) {
 }
 
 Expected<Csv> read_csv(const std::string& path) {
+  CGP_RETURN_IF_ERROR(require_data_file(path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return data_error(path, "cannot open the file (missing or unreadable)");
   Csv csv;
@@ -180,6 +195,7 @@ namespace {
 
 // IDX by its magic number (0x00000803, gzip or not), whatever the file is called.
 bool looks_like_idx(const std::string& path) {
+  if (!require_data_file(path)) return false;  // read_csv names what is wrong
   gzFile file = gzopen(path.c_str(), "rb");
   if (!file) return false;
   unsigned char magic[4];
@@ -237,6 +253,7 @@ Expected<std::vector<double>> load_column(const std::string& path, const std::st
 }
 
 Expected<Dataset> load_idx(const std::string& path) {
+  CGP_RETURN_IF_ERROR(require_data_file(path));
   gzFile file = gzopen(path.c_str(), "rb");  // reads plain files too
   if (!file) return data_error(path, "cannot open the file (missing or unreadable)");
   unsigned char header[16];

@@ -245,9 +245,9 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + points + " --rho 1e-4 --w 1e-300", 2, "--w"},
       {"multi-range --data " + points + " --budget 1 --m 2 --w 1e308", 2, "--w"},
       {"range --data " + points + " --rho 1e-4 --w 100 --reps -1", 2, "--reps"},
-      {"range --data " + scratch.dir.string() + " --rho 1e-4 --w 100", 3, "--data"},
-      {"range --data /dev/zero --rho 1e-4 --w 100", 3, "--data"},
-      {"range --data /proc/self/mem --rho 1e-4 --w 100", 3, "--data"},
+      {"range --data " + scratch.dir.string() + " --rho 1e-4 --w 100", 3, "not a regular file"},
+      {"range --data /dev/zero --rho 1e-4 --w 100", 3, "not a regular file"},
+      {"range --data /proc/self/mem --rho 1e-4 --w 100", 3, "(or a /proc file)"},
   };
   for (const Case& c : cases) {
     INFO("cgp-sim " << c.arguments);

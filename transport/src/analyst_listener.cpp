@@ -6,6 +6,7 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "connection_admission.hpp"
+#include "refusal_log.hpp"
 #include "server_setup.hpp"
 
 namespace cgp::transport::detail {
@@ -16,13 +17,15 @@ Expected<std::unique_ptr<AnalystListener>> AnalystListener::start(
     std::unique_ptr<grpc::Service> analyst, std::function<void(const std::string&)> log) {
   auto credentials = server_credentials(tls_certificate_chain, tls_private_key);
   if (!credentials) return credentials.error();
-  auto admission = ConnectionAdmission::listen(address, limits, log, [log](ConnectionRefusal why) {
-    if (!log) return;
-    log(std::string("event=refused port=analyst reason=") +
-        (why == ConnectionRefusal::total_cap     ? "total_cap"
-         : why == ConnectionRefusal::address_cap ? "address_cap"
-                                                 : "descriptors"));
-  });
+  // Refusals rate-limited as on the device port (refusal_log.hpp).
+  auto refusals = std::make_shared<RefusalLog>(log);
+  auto admission =
+      ConnectionAdmission::listen(address, limits, log, [refusals](ConnectionRefusal why) {
+        const char* reason = why == ConnectionRefusal::total_cap     ? "analyst-total-cap"
+                             : why == ConnectionRefusal::address_cap ? "analyst-address-cap"
+                                                                     : "analyst-descriptors";
+        refusals->refused(reason, std::string("event=refused port=analyst reason=") + reason);
+      });
   if (!admission) {
     Error error = admission.error();
     if (error.parameter == "listen") {

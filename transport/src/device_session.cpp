@@ -65,7 +65,7 @@ void Session::on_read(bool ok) {
     core_.hellos.done(this);
     if (!incoming_.has_hello()) {
       core_.counters.update([](GatewayCounters& c) { ++c.refused_connections; });
-      core_.log("event=refused reason=no-hello");
+      core_.log_refused("no-hello", "event=refused reason=no-hello");
       return finish({grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"});
     }
     if (auto admitted = core_.admit(incoming_.hello()); !admitted.ok())

@@ -25,7 +25,7 @@ GatewayCore::GatewayCore(const GatewayOptions& options)
               options.limits.max_pending_streams_per_address},
              [this](const std::shared_ptr<Session>& session) {
                counters.update([](GatewayCounters& c) { ++c.refused_connections; });
-               log("event=refused reason=no-hello-in-time");
+               log_refused("no-hello-in-time", "event=refused reason=no-hello-in-time");
                session->finish(
                    {grpc::StatusCode::DEADLINE_EXCEEDED, "no Hello within the time allowed"});
              }),
@@ -35,7 +35,7 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello) {
   const std::string& id = hello.device_id();
   auto refuse = [&](grpc::Status status, const char* reason) {
     counters.update([](GatewayCounters& c) { ++c.refused_connections; });
-    log(std::string("event=refused reason=") + reason + " device=" + log_value(id));
+    log_refused(reason, std::string("event=refused reason=") + reason + " device=" + log_value(id));
     return status;
   };
   if (auto valid = require_id("device_id", id); !valid)
@@ -63,7 +63,7 @@ bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
   if (attached.revoked) {
     // Revoked between its admission and now.
     counters.update([](GatewayCounters& c) { ++c.refused_connections; });
-    log("event=refused reason=revoked device=" + log_value(session->id()));
+    log_refused("revoked", "event=refused reason=revoked device=" + log_value(session->id()));
     session->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
     return false;
   }
@@ -122,7 +122,7 @@ bool GatewayCore::await_hello(const std::shared_ptr<Session>& session, const std
     ++c.refused_connections;
     ++c.refused_pending_streams;
   });
-  log("event=refused reason=pending-streams peer=" + log_value(address));
+  log_refused("pending-streams", "event=refused reason=pending-streams peer=" + log_value(address));
   return false;
 }
 

@@ -23,6 +23,7 @@
 #include "device_session.hpp"
 #include "gateway_counters.hpp"
 #include "hello_watchdog.hpp"
+#include "refusal_log.hpp"
 #include "round_table.hpp"
 #include "session_registry.hpp"
 #include "watch_board.hpp"
@@ -52,6 +53,10 @@ class GatewayCore {
   void log(const std::string& line) const {
     if (log_sink_) log_sink_(line);
   }
+  // A refusal: rate-limited per reason (refusal_log.hpp), so that a flood cannot flood the log.
+  void log_refused(std::string_view reason, const std::string& line) {
+    refusals_.refused(reason, line);
+  }
 
   const std::optional<geometry::LocationFrame> frame;  // GatewayOptions::frame
   SessionRegistry sessions;
@@ -75,6 +80,7 @@ class GatewayCore {
 
  private:
   std::function<void(const std::string&)> log_sink_;
+  RefusalLog refusals_{log_sink_};
 };
 
 }  // namespace cgp::transport::detail

@@ -1,0 +1,42 @@
+// Refusals in the event log, rate-limited and aggregated (issue 36 item 2): a flood made one line
+// per refused stream (~4.6 MB from 50,000). Per reason, the first kLinesPerSecond lines of each
+// second are written as they come; the rest are counted and said in one line,
+// `event=refused-suppressed reason=R count=N seconds=S`, when the next refusal of that reason
+// comes after the second is over (or at the latest when the log is destroyed).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace cgp::transport::detail {
+
+class RefusalLog {
+ public:
+  static constexpr std::uint64_t kLinesPerSecond = 20;
+  using Clock = std::chrono::steady_clock;
+  explicit RefusalLog(std::function<void(const std::string&)> sink) : sink_(std::move(sink)) {}
+  ~RefusalLog();
+  RefusalLog(const RefusalLog&) = delete;
+  RefusalLog& operator=(const RefusalLog&) = delete;
+
+  // `line` is the whole event line ("event=refused reason=... ..."); `reason` groups it.
+  void refused(std::string_view reason, const std::string& line,
+               Clock::time_point now = Clock::now());
+
+ private:
+  struct Window {
+    Clock::time_point start;
+    std::uint64_t written = 0, suppressed = 0;
+  };
+  void flush(const std::string& reason, Window& window, Clock::time_point now);
+  std::function<void(const std::string&)> sink_;
+  std::mutex mutex_;
+  std::map<std::string, Window, std::less<>> windows_;
+};
+
+}  // namespace cgp::transport::detail
