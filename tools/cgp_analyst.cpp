@@ -35,6 +35,7 @@
 #include "cgp/common/version.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/files.hpp"
+#include "cgp/transport/grpc_runtime.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 
@@ -505,5 +506,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cgp::transport::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-analyst", [&] { return run(argc, argv); });
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -35,6 +36,7 @@
 #include "cgp/common/version.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/files.hpp"
+#include "cgp/transport/grpc_runtime.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
@@ -80,16 +82,22 @@ int enrol_devices(const std::string& devices, const std::vector<std::string>& id
       return fail(2, valid.error().message);
   auto entries = current_enrolment(devices);
   if (!entries) return fail_with(entries.error());
-  std::set<std::string, std::less<>> known;
-  for (const auto& entry : *entries) known.insert(entry.first);
+  // A revoked id is enrolled again on its own line: it keeps its user index.
+  std::map<std::string, std::size_t, std::less<>> line_of;
+  for (std::size_t i = 0; i < entries->size(); ++i) line_of.emplace((*entries)[i].id, i);
   for (const auto& each : ids)
-    if (known.count(each) > 0)
+    if (auto line = line_of.find(each);
+        line != line_of.end() && !(*entries)[line->second].revoked())
       return fail(2, "already_exists: device id '" + each + "' is already enrolled in " + devices +
                          " (revoke it first to give it a new credential)");
   std::string secrets;
   for (const auto& each : ids) {
     const std::string secret = cgp::transport::new_credential();
-    entries->emplace_back(each, cgp::transport::sha256_of(secret));
+    const auto digest = cgp::transport::sha256_of(secret);
+    if (auto line = line_of.find(each); line != line_of.end())
+      (*entries)[line->second].credential = digest;
+    else
+      entries->push_back({each, digest});
     secrets += csv_secrets ? each + "," + secret + "\n" : secret + "\n";
   }
   // The key file first, refusing to replace one: a lost key is a device that cannot connect.
@@ -108,10 +116,13 @@ int enrol_devices(const std::string& devices, const std::vector<std::string>& id
 int revoke_device(const std::string& devices, const std::string& id) {
   auto entries = cgp::transport::read_enrolment(devices);
   if (!entries) return fail_with(entries.error());
-  const auto before = entries->size();
-  std::erase_if(*entries, [&](const auto& entry) { return entry.first == id; });
-  if (entries->size() == before)
+  auto entry = std::find_if(entries->begin(), entries->end(),
+                            [&](const auto& enrolled) { return enrolled.id == id; });
+  if (entry == entries->end())
     return fail(2, "--id: device id '" + id + "' is not enrolled in " + devices);
+  if (entry->revoked()) return 0;  // already: nothing to write
+  // Its line stays ("id,revoked"): no other device moves to a new user index.
+  entry->credential.reset();
   if (auto written = cgp::transport::write_enrolment(devices, *entries); !written)
     return fail(3, written.error().message);
   return 0;
@@ -145,13 +156,15 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
       log("event=enrolment-unreadable error=" + cgp::transport::log_value(entries.error().message));
     return;
   }
-  std::map<std::string, cgp::transport::CredentialSha256, std::less<>> listed(entries->begin(),
-                                                                              entries->end());
+  std::map<std::string, cgp::transport::CredentialSha256, std::less<>> listed;
+  for (const auto& [id, credential] : *entries)
+    if (credential) listed.emplace(id, *credential);  // revoked lines are not served
   std::size_t added = listed.size();
-  for (const auto& [id, digest] : running) {
+  for (const auto& [id, credential] : running) {
     auto now = listed.find(id);
+    if (!credential) continue;  // revoked when this process started (enrolled again: added)
     if (now != listed.end()) --added;
-    if (now != listed.end() && now->second == digest) continue;
+    if (now != listed.end() && now->second == *credential) continue;
     (void)service.revoke(id);  // logged by the gateway when it is new
     if (now != listed.end() && log)
       log("event=credential-changed device=" + cgp::transport::log_value(id) +
@@ -345,7 +358,8 @@ int run_serve(const Arguments& a) {
   FileStamp seen = stamp_of(a.devices_file);
   auto enrolled = cgp::transport::read_enrolment(a.devices_file);
   if (!enrolled) return fail_with(enrolled.error());
-  if (enrolled->empty()) return fail(3, "--devices: " + a.devices_file + " lists no device");
+  if (std::none_of(enrolled->begin(), enrolled->end(), [](auto& d) { return !d.revoked(); }))
+    return fail(3, "--devices: " + a.devices_file + " lists no device that is not revoked");
   auto analyst_secret = cgp::transport::read_secret(a.analyst_file, "--analyst-credential");
   if (!analyst_secret) return fail(3, analyst_secret.error().message);
   cgp::transport::CoordinatorOptions options;
@@ -370,9 +384,12 @@ int run_serve(const Arguments& a) {
     options.gateway.tls_certificate_chain = std::move(*chain);
     options.gateway.tls_private_key = std::move(*key);
   }
-  for (const auto& [device, digest] : *enrolled) {
+  for (const auto& [device, credential] : *enrolled) {
     options.device_ids.push_back(device);
-    options.gateway.device_credential_digests[device] = digest;
+    if (credential)
+      options.gateway.device_credential_digests[device] = *credential;
+    else
+      options.revoked_device_ids.push_back(device);
   }
   options.analyst_credential_sha256 = cgp::transport::sha256_of(*analyst_secret);
   options.device_budget = a.budget;
@@ -490,5 +507,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cgp::transport::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-coordinator", [&] { return run(argc, argv); });
 }

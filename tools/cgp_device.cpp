@@ -29,6 +29,7 @@
 #include "cgp/common/version.hpp"
 #include "cgp/link/device_client.hpp"
 #include "cgp/transport/files.hpp"
+#include "cgp/transport/grpc_runtime.hpp"
 #include "cgp/transport/log_format.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
@@ -166,5 +167,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cgp::transport::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-device", [&] { return run(argc, argv); });
 }

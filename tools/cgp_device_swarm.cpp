@@ -27,6 +27,7 @@
 #include "cgp/sim/dataset.hpp"
 #include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/files.hpp"
+#include "cgp/transport/grpc_runtime.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 
@@ -172,5 +173,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cgp::transport::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-device-swarm", [&] { return run(argc, argv); });
 }

@@ -308,9 +308,9 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
   {
     transport::CoordinatorOptions options;
     auto enrolled = *transport::read_enrolment(devices);
-    for (const auto& [id, digest] : enrolled) {
+    for (const auto& [id, credential] : enrolled) {
       options.device_ids.push_back(id);
-      options.gateway.device_credential_digests[id] = digest;
+      options.gateway.device_credential_digests[id] = credential.value();
     }
     auto service = *transport::CoordinatorService::start(options);
     const std::string address = "127.0.0.1:" + std::to_string(service->port());
@@ -376,7 +376,8 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
   CHECK(eventually([&] { return connected() == 3; }, 30s));
   auto revoked = run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-2"}, s.dir);
   CHECK(revoked.exit_code == 0);
-  CHECK(slurp(devices).find("device-2,") == std::string::npos);
+  // Its line stays, marked: no other device moves to its user index.
+  CHECK(slurp(devices).find("device-2,revoked\n") != std::string::npos);
   CHECK(eventually([&] { return connected() == 2; }, 20s));
   std::this_thread::sleep_for(1s);
   CHECK(connected() == 2);  // and it stays out
@@ -397,4 +398,136 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
   int status = 0;
   waitpid(server, &status, 0);
   CHECK(WIFEXITED(status));
+}
+
+TEST_CASE("tools: revoke and a restart leave every user index naming the same device",
+          "[transport][tools]") {
+  // Issue 36 defect 3: revoke took the device's line out of the file, so after a restart user 5
+  // was device-6, and a stored result's user indices named other devices. Now the line stays
+  // ("device-2,revoked") and every index keeps its device across the restart.
+  Scratch s;
+  const std::string coordinator = CGP_COORDINATOR_PATH;
+  const std::string devices = s / "devices.csv";
+  REQUIRE(run_tool({coordinator, "credential", "--out", s / "analyst"}, s.dir).exit_code == 0);
+  REQUIRE(run_tool({coordinator, "enrol", "--devices", devices, "--count", "6", "--secrets-out",
+                    s / "secrets.csv"},
+                   s.dir)
+              .exit_code == 0);
+  std::string secret;
+  std::getline(std::ifstream(s / "analyst"), secret);
+  std::vector<transport::SwarmMember> members;  // device-0..4 connect; device-5 never does
+  {
+    std::ifstream in(s / "secrets.csv");
+    std::string line;
+    for (double x = 0; std::getline(in, line) && members.size() < 5; x += 10)
+      members.push_back({line.substr(0, line.find(',')), line.substr(line.find(',') + 1), {x, x}});
+  }
+  int port = 0;
+  {
+    auto probe = transport::DeviceGateway::start("127.0.0.1:0");
+    REQUIRE(probe.has_value());
+    port = (*probe)->port();
+  }
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto serve = [&] {
+    std::vector<std::string> arguments = {
+        coordinator,   "serve",  "--listen", address, "--devices", devices, "--analyst-credential",
+        s / "analyst", "--quiet"};
+    std::vector<char*> argv;
+    for (auto& a : arguments) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t server = 0;
+    REQUIRE(posix_spawn(&server, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    return server;
+  };
+  auto stop = [](pid_t server) {
+    kill(server, SIGTERM);
+    int status = 0;
+    waitpid(server, &status, 0);
+    CHECK(WIFEXITED(status));
+  };
+  auto analyst_when_connected = [&](std::size_t devices_connected) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < until) {
+      // Any share of missing users accepted: device-5 never answers, and that is what is recorded.
+      auto analyst = transport::AnalystClient::connect({address, secret, "", 5s, 0.0, 1.0});
+      if (analyst) {
+        auto status = analyst->status();
+        if (status && status->connected >= devices_connected) return std::move(*analyst);
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    FAIL("the coordinator did not come up with " << devices_connected << " devices");
+    throw std::logic_error("unreachable");
+  };
+  double lo[2] = {-5, -5}, hi[2] = {100, 100};
+  const auto box = *geometry::Box::create(lo, hi);
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+
+  pid_t server = serve();
+  {
+    auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+    auto analyst = analyst_when_connected(5);
+    coordinator::QueryOptions query;
+    query.query_id = "before";
+    auto counted =
+        analyst.range_count(box, transport::RemoteCharges::fixed(coordinator::Charge{0.01}), query);
+    REQUIRE(counted.has_value());
+    REQUIRE(counted->report.unanswered == std::vector<coordinator::UserId>{5});
+    swarm.reset();
+  }
+  stop(server);
+  REQUIRE(run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-2"}, s.dir)
+              .exit_code == 0);
+  // Revoking again changes nothing and is not an error.
+  const std::string revoked_file = slurp(devices);
+  CHECK(run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-2"}, s.dir)
+            .exit_code == 0);
+  CHECK(slurp(devices) == revoked_file);
+  auto enrolled = transport::read_enrolment(devices);
+  REQUIRE(enrolled.has_value());
+  REQUIRE(enrolled->size() == 6);
+  for (std::size_t u = 0; u < 6; ++u) CHECK((*enrolled)[u].id == "device-" + std::to_string(u));
+  CHECK((*enrolled)[2].revoked());
+
+  server = serve();
+  {
+    std::vector<transport::SwarmMember> live;
+    for (const auto& m : members)
+      if (m.id != "device-2") live.push_back(m);
+    auto swarm = *transport::DeviceSwarm::start(swarm_options, live);
+    auto analyst = analyst_when_connected(4);
+    auto status = analyst.status();
+    REQUIRE(status.has_value());
+    CHECK(status->enrolled == 5);
+    // The stored result still names user 5, and user 5 is still device-5.
+    auto stored = analyst.result("before");
+    REQUIRE(stored.has_value());
+    CHECK(stored->report.unanswered == std::vector<coordinator::UserId>{5});
+    // User 2 is the revoked device-2 (with a shifted index it would be device-3, which answers).
+    coordinator::QueryOptions query;
+    auto only_user_2 = analyst.range_count(
+        box, transport::RemoteCharges::fixed(coordinator::Charge{0.01}, {2}), query);
+    REQUIRE_FALSE(only_user_2.has_value());
+    CHECK(only_user_2.error().message.find("revoked") != std::string::npos);
+    // User 4 is device-4, which answers.
+    auto only_user_4 = analyst.range_count(
+        box, transport::RemoteCharges::fixed(coordinator::Charge{0.01}, {4}), query);
+    REQUIRE(only_user_4.has_value());
+    CHECK(only_user_4->coverage.answered == 1);
+    swarm.reset();
+  }
+  stop(server);
+  // Enrolled again, device-2 gets its old line (and so its user index) back.
+  REQUIRE(run_tool({coordinator, "enrol", "--devices", devices, "--id", "device-2",
+                    "--credential-out", s / "device-2-new.key"},
+                   s.dir)
+              .exit_code == 0);
+  enrolled = transport::read_enrolment(devices);
+  REQUIRE(enrolled.has_value());
+  REQUIRE(enrolled->size() == 6);
+  CHECK((*enrolled)[2].id == "device-2");
+  CHECK_FALSE((*enrolled)[2].revoked());
 }

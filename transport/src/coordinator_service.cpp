@@ -1055,6 +1055,13 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
              .second)
       return make_error(ErrorCode::already_exists, "devices",
                         "device id '" + options.device_ids[u] + "' is enrolled twice");
+  for (const auto& id : options.revoked_device_ids) {
+    auto user = impl->user_of_device.find(id);
+    if (user == impl->user_of_device.end())
+      return make_error(ErrorCode::invalid_argument, "revoked_device_ids",
+                        "revoked device id '" + id + "' is not among device_ids");
+    impl->revoked[user->second] = 1;
+  }
   auto config = DeviceConfig::cgp(options.device_budget);
   if (!config) return config.error();
   impl->rho_capacity = config->rho_capacity();

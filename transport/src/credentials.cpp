@@ -45,10 +45,15 @@ std::string new_credential() {
   return sha256_hex(bytes);  // the same hex encoding, of the random bytes themselves
 }
 
+namespace {
+// Where a revoked device's digest was (not 64 hex characters: never a digest).
+constexpr std::string_view kRevokedMark = "revoked";
+}  // namespace
+
 Expected<Enrolment> read_enrolment(const std::string& path) {
   CGP_ASSIGN_OR_RETURN(auto text, read_file(path, "devices", kMaxEnrolmentFileBytes));
   std::istringstream in(std::move(text));
-  std::vector<std::pair<std::string, CredentialSha256>> out;
+  Enrolment out;
   std::set<std::string, std::less<>> seen;
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
@@ -61,27 +66,33 @@ Expected<Enrolment> read_enrolment(const std::string& path) {
     if (auto valid = require_id("devices", std::string_view(line).substr(0, comma)); !valid)
       return make_error(ErrorCode::invalid_argument, "devices",
                         where + ": " + valid.error().message);
+    std::string id = line.substr(0, comma);
+    // A duplicate would make "user i" ambiguous: refused (issue 10 item 8).
+    if (!seen.insert(id).second)
+      return make_error(ErrorCode::already_exists, "devices",
+                        where + ": device id '" + id + "' is enrolled twice");
+    const std::string hex = line.substr(comma + 1);
+    if (hex == kRevokedMark) {
+      out.push_back({std::move(id), std::nullopt});
+      continue;
+    }
     CredentialSha256 digest;
     std::size_t length = 0;
-    const std::string hex = line.substr(comma + 1);
     if (hex.size() != 64 ||
         sodium_hex2bin(digest.data(), digest.size(), hex.data(), hex.size(), nullptr, &length,
                        nullptr) != 0 ||
         length != digest.size())
       return make_error(ErrorCode::invalid_argument, "devices",
-                        where + ": the digest must be 64 hex characters");
-    // A duplicate would make "user i" ambiguous: refused (issue 10 item 8).
-    if (!seen.insert(line.substr(0, comma)).second)
-      return make_error(ErrorCode::already_exists, "devices",
-                        where + ": device id '" + line.substr(0, comma) + "' is enrolled twice");
-    out.emplace_back(line.substr(0, comma), digest);
+                        where + ": the digest must be 64 hex characters (or 'revoked')");
+    out.push_back({std::move(id), digest});
   }
   return out;
 }
 
 Status write_enrolment(const std::string& path, const Enrolment& entries) {
   std::string text = "# cgpkit enrolment: device id, SHA-256 of its credential\n";
-  for (const auto& [id, digest] : entries) text += id + "," + sha256_hex(digest) + "\n";
+  for (const auto& [id, credential] : entries)
+    text += id + "," + (credential ? sha256_hex(*credential) : std::string(kRevokedMark)) + "\n";
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
   // Created afresh (O_EXCL: never through a link someone planted at that name).
   ::unlink(temporary.c_str());

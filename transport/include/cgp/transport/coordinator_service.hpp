@@ -25,6 +25,9 @@ struct CoordinatorOptions {
   GatewayOptions gateway;  // listen address, TLS, device credentials, log
   // The users, in the order analysts index them (the enrolment order).
   std::vector<std::string> device_ids;
+  // Of device_ids, those revoked before this start (an enrolment file's "id,revoked" lines): they
+  // keep their user index, are never asked, and cannot connect (give them no credential digest).
+  std::vector<std::string> revoked_device_ids;
   std::size_t dimension = 2;  // of the component queries are about
   std::string component_id = "location";
   double device_budget = 1.0;  // each device's total ρ (its CGP filter)

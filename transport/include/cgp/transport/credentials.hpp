@@ -3,9 +3,9 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "cgp/common/expected.hpp"
@@ -23,8 +23,16 @@ bool credential_matches(std::string_view secret, const CredentialSha256& digest)
 std::string new_credential();
 // An enrolment file (cgp-coordinator enrol / serve --devices): "id,sha256-hex" lines, '#'
 // comments. Errors name the file and line; an id enrolled twice is an error (already_exists).
-// A file with no entries is an empty enrolment (revoke can leave one); serving needs one device.
-using Enrolment = std::vector<std::pair<std::string, CredentialSha256>>;
+// A revoked device keeps its line as "id,revoked": users are numbered in enrolment order, and
+// stored results, `--users` and watches name them by that number, so a revoke must never move
+// another device to a new number (issue 36). Enrolling a revoked id again fills its line in place.
+// A file with no entries is an empty enrolment; serving needs one device that is not revoked.
+struct EnrolledDevice {
+  std::string id;
+  std::optional<CredentialSha256> credential;  // empty: revoked, never admitted
+  bool revoked() const { return !credential.has_value(); }
+};
+using Enrolment = std::vector<EnrolledDevice>;
 Expected<Enrolment> read_enrolment(const std::string& path);
 // Replaces the enrolment file atomically (a temporary file beside it, synced, renamed over it):
 // a crash leaves the old file or the new one, never half of one.
