@@ -4,6 +4,9 @@
 # cgp-analyst. Reports rounds/s, device replies/s, coordinator memory per connected device and
 # p50/p99 round latency, from the coordinator's own event log.
 #   bench/network_load.sh BUILD_DIR [DEVICES=10000] [SWARMS=2] [QUERIES=5]
+# Knobs (environment): PER_CONNECTION devices per TCP connection (500; 1 is what phones do),
+# TLS=1 (a throwaway self-signed certificate), STAGGER=1 (each swarm starts once the previous
+# one is connected: no connection storm), COORDINATOR_QUEUES, SWARM_QUEUES, PROFILE=/tmp/p.
 set -euo pipefail
 build="$(cd "$1" && pwd)"
 devices="${2:-10000}"
@@ -23,8 +26,18 @@ cd "$work"
 "$build/bin/cgp-coordinator" credential --out analyst.key
 "$build/bin/cgp-coordinator" enrol --devices devices.csv --count "$devices" \
   --secrets-out secrets.csv
+# Every swarm dials from 127.0.0.1: the per-address cap (a guard against hostile peers) is
+# raised to the whole fleet, and the descriptor limit to what one connection per device needs.
+ulimit -n "$(ulimit -Hn)"
+tls_serve=(); tls_dial=()
+if [ "${TLS:-0}" = 1 ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+    -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout key.pem -out cert.pem 2> /dev/null
+  tls_serve=(--tls-cert cert.pem --tls-key key.pem); tls_dial=(--tls-root cert.pem)
+fi
 "$build/bin/cgp-coordinator" serve --listen "$address" --devices devices.csv \
-  --analyst-credential analyst.key --budget 0.003 --deadline-ms 10000 --queues "${COORDINATOR_QUEUES:-8}" 2> coordinator.log &
+  --analyst-credential analyst.key --budget 0.003 --deadline-ms 10000 --queues "${COORDINATOR_QUEUES:-8}" \
+  --max-connections-per-address "$((devices + 64))" "${tls_serve[@]}" 2> coordinator.log &
 coordinator=$!
 pids+=("$coordinator")
 sleep 0.5
@@ -32,12 +45,19 @@ rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 idle_rss=$(rss_kb "$coordinator")
 
 per=$(( (devices + swarms - 1) / swarms ))
+connect_start=$(date +%s.%N)
 for ((s = 0; s < swarms; s++)); do
   offset=$((s * per)); count=$(( devices - offset < per ? devices - offset : per ))
   "$build/bin/cgp-device-swarm" --coordinator "$address" --offset "$offset" \
     --count "$count" --secrets secrets.csv --budget 0.003 --queues "${SWARM_QUEUES:-4}" --streams-per-connection "${PER_CONNECTION:-500}" \
-    2> "swarm-$s.log" &
+    "${tls_dial[@]}" 2> "swarm-$s.log" &
   pids+=("$!")
+  if [ "${STAGGER:-0}" = 1 ]; then
+    for _ in $(seq 1 1200); do
+      [ "$(grep -c ' event=connect ' coordinator.log || true)" -ge $((offset + count)) ] && break
+      sleep 0.1
+    done
+  fi
 done
 connected=0
 for _ in $(seq 1 1200); do
@@ -45,7 +65,7 @@ for _ in $(seq 1 1200); do
   [ "$connected" -ge "$devices" ] && break
   sleep 0.1
 done
-echo "connected: $connected of $devices devices"
+echo "connected: $connected of $devices devices in $(awk -v a="$(date +%s.%N)" -v b="$connect_start" 'BEGIN { printf "%.1f", a - b }') s"
 connected_rss=$(rss_kb "$coordinator")
 
 [ -n "${PROFILE:-}" ] && { perf record -F 999 -g -o "$PROFILE.coordinator" -p "$coordinator" -- sleep 8 > /dev/null 2>&1 & perf record -F 999 -g -o "$PROFILE.swarm" -p "${pids[1]}" -- sleep 8 > /dev/null 2>&1 & }
@@ -61,7 +81,7 @@ for ((q = 0; q < queries; q++)); do
   # rho 1e-6 over 64 rounds: each round asks 1.56e-8, at least what a device of budget 0.003
   # answers (0.003·2^-18 = 1.14e-8; the coordinator refuses a query whose rounds every device
   # would reject), and small enough that most users stay in for many rounds.
-  "$build/bin/cgp-analyst" --coordinator "$address" --credential analyst.key \
+  "$build/bin/cgp-analyst" --coordinator "$address" --credential analyst.key "${tls_dial[@]}" \
     range --box 2000,2000,12000,12000 --rho 1e-6 --method PM1 --c 64 --id "load-$q" > /dev/null
 done
 end=$(date +%s.%N)
@@ -74,19 +94,24 @@ start, end, idle, connected, devices, log, coordinator_cpu, swarm_cpu = sys.argv
 seconds = float(end) - float(start)
 latency, replies = [], 0
 pattern = re.compile(r"event=round query=load-\d+ round=\d+ asked=\d+ sent=\d+ replies=(\d+) "
-                     r"unanswered=\d+ .*\bms=([\d.]+)")
+                     r"unanswered=\d+ .*\bsend_ms=([\d.]+) wait_ms=([\d.]+) ms=([\d.]+)")
+send, wait = [], []
 for line in open(log):
     m = pattern.search(line)
     if m:
         replies += int(m.group(1))
-        latency.append(float(m.group(2)))
-latency.sort()
+        send.append(float(m.group(2)))
+        wait.append(float(m.group(3)))
+        latency.append(float(m.group(4)))
+latency.sort(); send.sort(); wait.sort()
 pct = lambda p: latency[min(len(latency) - 1, int(p * len(latency)))]
 per_device = (int(connected) - int(idle)) / int(devices)
 print(f"wall time              {seconds:.2f} s")
 print(f"rounds                 {len(latency)} ({len(latency) / seconds:.1f} rounds/s)")
 print(f"device replies         {replies} ({replies / seconds:,.0f} replies/s)")
-print(f"round latency          p50 {pct(0.5):.1f} ms, p99 {pct(0.99):.1f} ms")
+print(f"round latency          p50 {pct(0.5):.1f} ms, p99 {pct(0.99):.1f} ms "
+      f"(p50 pushing the requests {send[len(send) // 2]:.1f} ms, "
+      f"then waiting for replies {wait[len(wait) // 2]:.1f} ms)")
 print(f"CPU during the queries coordinator {float(coordinator_cpu):.1f} s "
       f"({1e6 * float(coordinator_cpu) / replies:.1f} µs per reply), swarms {float(swarm_cpu):.1f} s "
       f"({1e6 * float(swarm_cpu) / replies:.1f} µs per reply)")

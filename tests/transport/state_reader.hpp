@@ -51,6 +51,20 @@ class StateReader {
     return out;
   }
 
+  // The stored bytes of a query's result (empty: none).
+  std::string result_bytes(const std::string& query_id) const {
+    sqlite3_stmt* stmt = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db_, "SELECT result FROM results WHERE query_id = ?1", -1, &stmt,
+                               nullptr) == SQLITE_OK);
+    sqlite3_bind_text(stmt, 1, query_id.c_str(), -1, SQLITE_TRANSIENT);
+    std::string out;
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+      out.assign(static_cast<const char*>(sqlite3_column_blob(stmt, 0)),
+                 static_cast<std::size_t>(sqlite3_column_bytes(stmt, 0)));
+    sqlite3_finalize(stmt);
+    return out;
+  }
+
  private:
   sqlite3* db_ = nullptr;
 };

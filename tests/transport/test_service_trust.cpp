@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -493,4 +494,148 @@ TEST_CASE("service: status and results answer while a query waits for its device
   CHECK(answered_during_query);
   running.join();
   CHECK(finished);
+}
+
+TEST_CASE("service: a one-user query's stored result grows with the users it touched",
+          "[transport][state]") {
+  // Issue 36 defect 4: every result carried a dense per-user `charged` array (8 bytes per
+  // enrolled device: 8 MB at 10^6 devices for a one-user query). Now it carries the charged users
+  // only, and the client rebuilds the dense view from `users`.
+  const std::size_t enrolled = 20000;
+  Scratch scratch("cgp-trust-sparse");
+  const std::string state_path = (scratch.dir / "state.db").string();
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(enrolled);
+  options.state_path = state_path;
+  options.round_deadline = 5s;
+  {
+    auto service = *transport::CoordinatorService::start(options);
+    const std::string address = "127.0.0.1:" + std::to_string(service->port());
+    transport::SwarmOptions swarm_options;
+    swarm_options.coordinator_address = address;
+    swarm_options.config = *DeviceConfig::cgp(1.0);
+    swarm_options.seed = 36;
+    // Only user 0 is connected: the query asks it alone.
+    auto swarm = *transport::DeviceSwarm::start(
+        swarm_options, test::swarm_members(test::uniform_square(1, 1000, 36), 1));
+    REQUIRE(service->gateway().wait_for_devices(1, 30s));
+    auto analyst =
+        *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
+    double lo[2] = {-5, -5}, hi[2] = {2000, 2000};
+    coordinator::QueryOptions query;
+    query.query_id = "one-user";
+    auto counted =
+        analyst.range_count(*geometry::Box::create(lo, hi),
+                            transport::RemoteCharges::fixed(coordinator::Charge{0.01}, {0}), query);
+    REQUIRE(counted.has_value());
+    // The client's view is as before: dense, one entry per enrolled user.
+    REQUIRE(counted->report.charged.size() == enrolled);
+    CHECK(counted->report.charged[0] > 0);
+    CHECK(std::count_if(counted->report.charged.begin(), counted->report.charged.end(),
+                        [](double c) { return c > 0; }) == 1);
+    swarm.reset();
+  }
+  // On disk: a few dozen bytes, where the dense array alone was 8 × 20,000 = 160,000.
+  std::string stored;
+  {
+    test::StateReader state(state_path);
+    stored = state.result_bytes("one-user");
+  }
+  REQUIRE_FALSE(stored.empty());
+  CHECK(stored.size() < 1000);
+  v1::QueryResult result;
+  REQUIRE(result.ParseFromString(stored));
+  CHECK(result.charged_size() == 0);
+  REQUIRE(result.charges_size() == 1);
+  CHECK(result.charges(0).user() == 0);
+  CHECK(result.users() == enrolled);
+
+  // A result written before (dense) is made sparse when the state is read at start.
+  v1::QueryResult old_format = result;
+  old_format.clear_charges();
+  old_format.set_users(0);
+  old_format.set_query_id("dense");
+  for (std::size_t u = 0; u < enrolled; ++u) old_format.add_charged(u == 7 ? 0.25 : 0.0);
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(state_path.c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* insert = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "INSERT INTO results (query_id, finished_unix, result) "
+                               "VALUES ('dense', strftime('%s','now'), ?1)",
+                               -1, &insert, nullptr) == SQLITE_OK);
+    const std::string bytes = old_format.SerializeAsString();
+    sqlite3_bind_blob(insert, 1, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
+    CHECK(sqlite3_step(insert) == SQLITE_DONE);
+    sqlite3_finalize(insert);
+    sqlite3_close(db);
+  }
+  auto service = *transport::CoordinatorService::start(options);
+  auto analyst = *transport::AnalystClient::connect(
+      {"127.0.0.1:" + std::to_string(service->port()), "", "", 30s, std::nullopt, std::nullopt});
+  auto dense = analyst.result("dense");
+  REQUIRE(dense.has_value());
+  REQUIRE(dense->report.charged.size() == enrolled);
+  CHECK(dense->report.charged[7] == 0.25);
+  CHECK(std::count_if(dense->report.charged.begin(), dense->report.charged.end(),
+                      [](double c) { return c > 0; }) == 1);
+}
+
+namespace {
+// A coordinator that lies in its results: GetResult answers with whatever the test sets.
+class LyingCoordinator final : public v1::Analyst::Service {
+ public:
+  v1::QueryResult answer;
+  grpc::Status GetResult(grpc::ServerContext*, const v1::ResultRequest*,
+                         v1::QueryResult* out) override {
+    *out = answer;
+    return grpc::Status::OK;
+  }
+};
+}  // namespace
+
+TEST_CASE("analyst client: a result naming too many users or charging outside them is refused",
+          "[transport]") {
+  LyingCoordinator lying;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&lying);
+  auto server = builder.BuildAndStart();
+  REQUIRE(server);
+  auto analyst = *transport::AnalystClient::connect(
+      {"127.0.0.1:" + std::to_string(port), "", "", 10s, std::nullopt, std::nullopt});
+  struct Lie {
+    std::uint32_t users, user;
+    double rho;
+    const char* parameter;
+  };
+  const Lie lies[] = {
+      {std::numeric_limits<std::uint32_t>::max(), 0, 0.1, "users"},  // 32 GB if believed
+      {10, 10, 0.1, "charges"},                                      // past the last user
+      {10, 3, std::numeric_limits<double>::quiet_NaN(), "charges"},
+      {10, 3, -1.0, "charges"},
+  };
+  for (const auto& lie : lies) {
+    lying.answer.Clear();
+    lying.answer.set_query_id("q");
+    lying.answer.set_users(lie.users);
+    auto* charge = lying.answer.add_charges();
+    charge->set_user(lie.user);
+    charge->set_rho(lie.rho);
+    auto result = analyst.result("q");
+    INFO("users " << lie.users << " user " << lie.user << " rho " << lie.rho);
+    REQUIRE_FALSE(result.has_value());
+    CHECK(result.error().parameter == lie.parameter);
+  }
+  // The same message told straight is taken.
+  lying.answer.Clear();
+  lying.answer.set_users(10);
+  auto* charge = lying.answer.add_charges();
+  charge->set_user(9);
+  charge->set_rho(0.5);
+  auto result = analyst.result("q");
+  REQUIRE(result.has_value());
+  CHECK(result->report.charged == std::vector<double>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0.5});
+  server->Shutdown();
 }

@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "cgp/common/validate.hpp"
@@ -47,8 +48,25 @@ Status options_to_wire(const coordinator::QueryOptions& in, const RemoteCharges&
   return {};
 }
 
-RemoteResult result_from_wire(const v1::QueryResult& in) {
+// The most user indices a result may name: the client rebuilds `charged` densely (8 bytes a
+// user), so a coordinator's claim beyond this is refused rather than allocated.
+constexpr std::uint32_t kMaxResultUsers = std::uint32_t{1} << 26;
+
+Expected<RemoteResult> result_from_wire(const v1::QueryResult& in) {
   RemoteResult out;
+  if (in.users() > kMaxResultUsers)
+    return make_error(ErrorCode::too_large, "users",
+                      "the coordinator's result names " + std::to_string(in.users()) +
+                          " users, more than " + std::to_string(kMaxResultUsers));
+  out.report.charged.assign(in.users(), 0.0);
+  for (const auto& charge : in.charges()) {
+    if (charge.user() >= in.users() || !(charge.rho() > 0) || !std::isfinite(charge.rho()))
+      return make_error(ErrorCode::invalid_argument, "charges",
+                        "the coordinator's result charges user " + std::to_string(charge.user()) +
+                            " an invalid amount or outside its " + std::to_string(in.users()) +
+                            " users");
+    out.report.charged[charge.user()] = charge.rho();
+  }
   out.query_id = in.query_id();
   out.estimate = in.estimate();
   out.neighbours.assign(in.neighbour_users().begin(), in.neighbour_users().end());
@@ -64,7 +82,6 @@ RemoteResult result_from_wire(const v1::QueryResult& in) {
   out.report.asked_per_round.assign(in.asked_per_round().begin(), in.asked_per_round().end());
   out.report.eliminated_per_round.assign(in.eliminated_per_round().begin(),
                                          in.eliminated_per_round().end());
-  out.report.charged.assign(in.charged().begin(), in.charged().end());
   out.report.refused.assign(in.refused().begin(), in.refused().end());
   out.report.rejected.assign(in.rejected().begin(), in.rejected().end());
   out.report.unanswered.assign(in.unanswered().begin(), in.unanswered().end());

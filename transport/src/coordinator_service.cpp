@@ -144,12 +144,25 @@ constexpr std::pair<const char*, std::uint64_t GatewayCounters::*> kKeptCounters
     {"round_wait_microseconds", &GatewayCounters::round_wait_microseconds},
 };
 
+// The users a query charged, sparse (issue 36: a result grows with the users it touched).
+void set_charges(const std::vector<double>& charged, v1::QueryResult& out) {
+  out.clear_charged();
+  out.clear_charges();
+  out.set_users(static_cast<std::uint32_t>(charged.size()));
+  for (std::size_t u = 0; u < charged.size(); ++u) {
+    if (!(charged[u] > 0)) continue;
+    auto* charge = out.add_charges();
+    charge->set_user(static_cast<std::uint32_t>(u));
+    charge->set_rho(charged[u]);
+  }
+}
+
 template <class Report>
 void fill_report(const Report& report, v1::QueryResult& out) {
   out.set_rounds_used(static_cast<std::uint32_t>(report.rounds_used));
   for (auto a : report.asked_per_round) out.add_asked_per_round(a);
   for (auto e : report.eliminated_per_round) out.add_eliminated_per_round(e);
-  out.mutable_charged()->Assign(report.charged.begin(), report.charged.end());
+  set_charges(report.charged, out);
   out.mutable_refused()->Assign(report.refused.begin(), report.refused.end());
   out.mutable_rejected()->Assign(report.rejected.begin(), report.rejected.end());
   out.mutable_unanswered()->Assign(report.unanswered.begin(), report.unanswered.end());
@@ -363,6 +376,10 @@ struct ServiceCore {
         continue;  // past the age bound (pruned from the file at the next prune)
       v1::QueryResult result;
       if (!result.ParseFromString(each.bytes)) continue;  // not ours to fail on: skipped
+      if (result.charged_size() > 0) {                    // written before issue 36: made sparse
+        const std::vector<double> dense(result.charged().begin(), result.charged().end());
+        set_charges(dense, result);
+      }
       result_order.push_back(each.query_id);
       results[each.query_id] = std::move(result);
     }
