@@ -191,7 +191,9 @@ struct Arguments {
   double keep_days = 30;
   cgp::transport::ConnectionLimits limits;
   long handshake_ms = limits.handshake_timeout.count(), idle_ms = limits.idle_timeout.count(),
-       hello_ms = 10000, keepalive_ms = limits.keepalive_time.count();
+       hello_ms = 10000, keepalive_ms = limits.keepalive_time.count(),
+       health_watch_ms = limits.health_watches.lifetime.count(),
+       reflection_ms = limits.reflection_streams.lifetime.count();
   // enrol
   std::string enrol_file, id, credential_out, prefix = "device-", secrets_out;
   std::size_t count = 0;
@@ -290,6 +292,37 @@ void serve_flags(CLI::App& sub, Arguments& a) {
       ->add_option("--max-pending-streams-per-address", a.limits.max_pending_streams_per_address,
                    "device streams not yet past Hello, per peer IP address")
       ->check(count_range)
+      ->capture_default_str();
+  // Streams that need no credential (health Watch, reflection): caps and lifetimes, per port.
+  serve
+      ->add_option("--max-health-watches", a.limits.health_watches.total,
+                   "grpc.health.v1 Watch streams open in all (each port)")
+      ->check(count_range)
+      ->capture_default_str();
+  serve
+      ->add_option("--max-health-watches-per-address", a.limits.health_watches.per_address,
+                   "grpc.health.v1 Watch streams per peer IP address")
+      ->check(count_range)
+      ->capture_default_str();
+  serve
+      ->add_option("--health-watch-lifetime-ms", a.health_watch_ms,
+                   "a Watch stream is ended after this, ms (the prober watches again)")
+      ->check(ms_range)
+      ->capture_default_str();
+  serve
+      ->add_option("--max-reflection-streams", a.limits.reflection_streams.total,
+                   "server reflection streams open in all (each port)")
+      ->check(count_range)
+      ->capture_default_str();
+  serve
+      ->add_option("--max-reflection-streams-per-address", a.limits.reflection_streams.per_address,
+                   "server reflection streams per peer IP address")
+      ->check(count_range)
+      ->capture_default_str();
+  serve
+      ->add_option("--reflection-lifetime-ms", a.reflection_ms,
+                   "a reflection stream is ended after this, ms")
+      ->check(ms_range)
       ->capture_default_str();
   serve->add_option("--handshake-timeout-ms", a.handshake_ms, "TCP accept to HTTP/2 settings, ms")
       ->check(ms_range)
@@ -408,6 +441,11 @@ int run_serve(const Arguments& a) {
   options.retention.max_results = a.keep_results;
   options.retention.max_age = std::chrono::seconds(static_cast<long>(a.keep_days * 86400));
   limits.handshake_timeout = std::chrono::milliseconds(a.handshake_ms);
+  limits.health_watches.lifetime = std::chrono::milliseconds(a.health_watch_ms);
+  limits.reflection_streams.lifetime = std::chrono::milliseconds(a.reflection_ms);
+  // A stream per connection may not exceed the per-address cap.
+  for (auto* caps : {&limits.health_watches, &limits.reflection_streams})
+    caps->per_connection = std::min(caps->per_connection, caps->per_address);
   limits.idle_timeout = std::chrono::milliseconds(a.idle_ms);
   limits.keepalive_time = std::chrono::milliseconds(a.keepalive_ms);
   options.gateway.limits = limits;
@@ -415,6 +453,8 @@ int run_serve(const Arguments& a) {
   options.analyst_limits.handshake_timeout = limits.handshake_timeout;
   options.analyst_limits.idle_timeout = limits.idle_timeout;
   options.analyst_limits.keepalive_time = limits.keepalive_time;
+  options.analyst_limits.health_watches = limits.health_watches;
+  options.analyst_limits.reflection_streams = limits.reflection_streams;
   options.gateway.hello_timeout = std::chrono::milliseconds(a.hello_ms);
   static std::mutex log_mutex;
   if (!a.quiet) {

@@ -43,6 +43,8 @@ namespace {
 // GET path over HTTP/1.0 on 127.0.0.1:port; the body, or "" on any failure.
 std::string http_get(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval wait{30, 0};  // a stalled server fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -380,4 +382,31 @@ TEST_CASE("operations: a coordinator that cannot be reached is unavailable and n
   CHECK(bad.error().code == ErrorCode::out_of_range);
   CHECK(bad.error().parameter == "beta");
   CHECK(bad.error().message.rfind("beta: beta:", 0) != 0);
+}
+
+TEST_CASE("operations: /metrics answers with 200 idle sockets open on its port",
+          "[transport][operations]") {
+  // Issue 36: behind 200 idle sockets a scrape waited over a minute (civetweb gave each socket
+  // one of its 2 worker threads until its request timeout). Served by one Asio thread now, an
+  // idle socket holds no worker.
+  transport::CoordinatorOptions options;
+  options.device_ids = {"d-0"};
+  options.metrics_address = "127.0.0.1:0";
+  auto service = *transport::CoordinatorService::start(options);
+  const int port = service->metrics_port();
+  REQUIRE(port > 0);
+  std::vector<int> idle;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<std::uint16_t>(port));
+    to.sin_addr.s_addr = inet_addr("127.0.0.1");
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    idle.push_back(fd);
+  }
+  const std::string metrics = http_get(port, "/metrics");
+  CHECK(has_line(metrics, "cgp_devices_enrolled 1"));
+  CHECK(http_get(port, "/elsewhere").empty());  // 404: no body
+  for (int fd : idle) close(fd);
 }

@@ -1,11 +1,11 @@
 #include "analyst_listener.hpp"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-
 #include "cgp/common/validate.hpp"
 #include "cgp/transport/log_format.hpp"
+#include "cgp/v1/service.grpc.pb.h"
 #include "connection_admission.hpp"
+#include "health_service.hpp"
+#include "reflection_service.hpp"
 #include "refusal_log.hpp"
 #include "server_setup.hpp"
 
@@ -37,29 +37,39 @@ Expected<std::unique_ptr<AnalystListener>> AnalystListener::start(
   std::unique_ptr<AnalystListener> out(new AnalystListener());
   out->analyst_ = std::move(analyst);
   out->admission_ = std::move(*admission);
-  // Process-wide switches in gRPC, as on the device port: health and reflection here too.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Health and reflection as on the device port (our own, bounded), counted for this port.
+  grpc::EnableDefaultHealthCheckService(false);
+  const auto refused_stream = [refusals](const std::string& reason) {
+    refusals->refused(reason, "event=refused port=analyst reason=" + reason);
+  };
+  out->health_ = std::make_unique<HealthService>(limits.health_watches, refused_stream);
+  out->reflection_ = std::make_unique<ReflectionService>(
+      limits.reflection_streams,
+      std::vector<std::string>{v1::Analyst::service_full_name(),
+                               grpc::health::v1::Health::service_full_name(),
+                               grpc::reflection::v1alpha::ServerReflection::service_full_name()},
+      refused_stream);
   grpc::ServerBuilder builder;
   apply_limits(builder, limits);
   auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, *credentials);
   builder.RegisterService(out->analyst_.get());
+  builder.RegisterService(out->health_.get());
+  builder.RegisterService(out->reflection_.get());
   out->server_ = builder.BuildAndStart();
   if (!out->server_)
     return make_error(ErrorCode::internal_error, "analyst_listen",
                       "analyst_listen: the gRPC server did not start");
-  if (auto* health = out->server_->GetHealthCheckService()) {
-    health->SetServingStatus(true);
-    health->SetServingStatus("cgp.v1.Analyst", true);
-  }
+  out->health_->set_serving("", true);
+  out->health_->set_serving(v1::Analyst::service_full_name(), true);
   out->admission_->start(std::move(acceptor));
   return out;
 }
 
 AnalystListener::~AnalystListener() {
   if (!server_) return;
-  if (auto* health = server_->GetHealthCheckService()) health->Shutdown();
+  health_->shutdown();
+  reflection_->shutdown();
   admission_->stop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }

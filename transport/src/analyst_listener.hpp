@@ -18,6 +18,8 @@
 namespace cgp::transport::detail {
 
 class ConnectionAdmission;
+class HealthService;
+class ReflectionService;
 
 class AnalystListener {
  public:
@@ -39,6 +41,9 @@ class AnalystListener {
   AnalystListener() = default;
   std::unique_ptr<grpc::Service> analyst_;
   std::unique_ptr<ConnectionAdmission> admission_;
+  // Health and reflection, bounded (issue 36): made before the server, destroyed after it.
+  std::unique_ptr<HealthService> health_;
+  std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;
 };
 

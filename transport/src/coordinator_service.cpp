@@ -1121,9 +1121,9 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   const bool own_analyst_port = !options.analyst_address.empty();
   if (!own_analyst_port)
     gateway_options.extra_services.push_back(
-        [core = impl.get()]() -> std::unique_ptr<grpc::Service> {
-          return std::make_unique<AnalystEndpoint>(*core);
-        });
+        {v1::Analyst::service_full_name(), [core = impl.get()]() -> std::unique_ptr<grpc::Service> {
+           return std::make_unique<AnalystEndpoint>(*core);
+         }});
   auto gateway = DeviceGateway::start(gateway_options);
   if (!gateway) return gateway.error();
   impl->gateway = std::move(*gateway);

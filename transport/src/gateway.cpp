@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <sodium.h>
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
@@ -152,7 +150,8 @@ void GatewayCore::serve() {
 
 void GatewayCore::shutdown() {
   // Probes see NOT_SERVING while the streams are ended, so that a load balancer drains first.
-  if (auto* health = server ? server->GetHealthCheckService() : nullptr) health->Shutdown();
+  if (health) health->shutdown();
+  if (reflection) reflection->shutdown();
   if (admission) admission->stop();  // no new connections while the streams are ended
   hellos.stop();
   for (const auto& session : sessions.all()) session->finish(grpc::Status::OK);
@@ -225,10 +224,21 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   impl->port = impl->admission->port();
 
   // Operators' hooks: grpc.health.v1 (no credential: load balancers and orchestrators probe it)
-  // and server reflection (grpcurl lists and calls the services). Both are process-wide
-  // switches in gRPC, set before the builder is made.
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // and server reflection (grpcurl lists and calls the services), both our own so that their
+  // streams are bounded (health_service.hpp). gRPC's default health service is a process-wide
+  // switch: off.
+  grpc::EnableDefaultHealthCheckService(false);
+  std::vector<std::string> service_names = {v1::DeviceGateway::service_full_name()};
+  for (const auto& extra : options.extra_services) service_names.push_back(extra.name);
+  const auto refused_stream = [core = impl.get()](const std::string& reason) {
+    core->log_refused(reason, "event=refused reason=" + reason);
+  };
+  impl->health = std::make_unique<detail::HealthService>(limits.health_watches, refused_stream);
+  std::vector<std::string> reflected = service_names;
+  reflected.push_back(grpc::health::v1::Health::service_full_name());
+  reflected.push_back(grpc::reflection::v1alpha::ServerReflection::service_full_name());
+  impl->reflection = std::make_unique<detail::ReflectionService>(
+      limits.reflection_streams, std::move(reflected), refused_stream);
   grpc::ServerBuilder builder;
   detail::apply_limits(builder, limits);
   auto acceptor = builder.experimental().AddExternalConnectionAcceptor(
@@ -240,10 +250,12 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
                       "completion_queues must be 1..256");
   for (std::size_t q = 0; q < options.completion_queues; ++q)
     impl->queues.push_back(builder.AddCompletionQueue());
-  for (const auto& make : options.extra_services) {
-    impl->endpoints.push_back(make());
+  for (const auto& extra : options.extra_services) {
+    impl->endpoints.push_back(extra.make());
     builder.RegisterService(impl->endpoints.back().get());
   }
+  builder.RegisterService(impl->health.get());
+  builder.RegisterService(impl->reflection.get());
   impl->server = builder.BuildAndStart();
   if (!impl->server) {
     for (auto& queue : impl->queues) {
@@ -255,10 +267,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     }
     return make_error(ErrorCode::internal_error, "listen", "the gRPC server did not start");
   }
-  if (auto* health = impl->server->GetHealthCheckService()) {
-    health->SetServingStatus(true);
-    health->SetServingStatus("cgp.v1.DeviceGateway", true);
-  }
+  // Further services say SERVING themselves when they are ready (set_serving).
+  impl->health->set_serving("", true);
+  impl->health->set_serving(v1::DeviceGateway::service_full_name(), true);
   impl->admission->start(std::move(acceptor));
   impl->serve();
   return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
@@ -283,8 +294,7 @@ std::size_t DeviceGateway::connected() const {
 }
 
 void DeviceGateway::set_serving(const std::string& service, bool serving) {
-  if (auto* health = impl_->server->GetHealthCheckService())
-    health->SetServingStatus(service, serving);
+  impl_->health->set_serving(service, serving);
 }
 
 bool DeviceGateway::revoke(const std::string& device_id) {

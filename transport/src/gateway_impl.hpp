@@ -22,7 +22,9 @@
 #include "connection_admission.hpp"
 #include "device_session.hpp"
 #include "gateway_counters.hpp"
+#include "health_service.hpp"
 #include "hello_watchdog.hpp"
+#include "reflection_service.hpp"
 #include "refusal_log.hpp"
 #include "round_table.hpp"
 #include "session_registry.hpp"
@@ -73,7 +75,10 @@ class GatewayCore {
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> queue_threads;
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
-  std::unique_ptr<ConnectionAdmission> admission;         // the listening socket
+  // Health and reflection, bounded (issue 36): made before the server, destroyed after it.
+  std::unique_ptr<HealthService> health;
+  std::unique_ptr<ReflectionService> reflection;
+  std::unique_ptr<ConnectionAdmission> admission;  // the listening socket
   std::unique_ptr<grpc::Server> server;
   std::map<std::string, CredentialSha256> credential_digests;  // device id -> SHA-256, fixed
   int port = 0;

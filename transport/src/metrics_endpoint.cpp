@@ -4,15 +4,16 @@
 
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <map>
 #include <mutex>
 
 #include "cgp/common/validate.hpp"
 #include "connection_admission.hpp"
+#include "metrics_http_server.hpp"
 
 namespace cgp::transport::detail {
 namespace {
@@ -103,7 +104,7 @@ class GatewayCollectable final : public prometheus::Collectable {
 struct MetricsEndpoint::State {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::shared_ptr<GatewayCollectable> gateway;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<MetricsHttpServer> server;  // last: stopped before what it reads goes
   prometheus::Family<prometheus::Histogram>* durations = nullptr;
   prometheus::Family<prometheus::Counter>* queries = nullptr;
   std::mutex mutex;  // the per-kind metrics are made on first use
@@ -130,17 +131,17 @@ Expected<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::str
                         .Name("cgp_queries_total")
                         .Help("Analyst queries that ran, by kind and outcome (valid/incomplete)")
                         .Register(*state->registry);
-  try {
-    // civetweb takes "HOST:PORT" for IPv4 and "[HOST]:PORT" for IPv6, as we do.
-    state->exposer = std::make_unique<prometheus::Exposer>(address, 2);
-  } catch (const std::exception& e) {
-    return make_error(ErrorCode::unavailable, "metrics_listen",
-                      "metrics_listen: cannot listen on " + address + ": " + e.what());
-  }
-  state->exposer->RegisterCollectable(state->gateway);
-  state->exposer->RegisterCollectable(state->registry);
-  const auto ports = state->exposer->GetListeningPorts();
-  state->port = ports.empty() ? 0 : ports.front();
+  auto exposition = [gateway = state->gateway, registry = state->registry] {
+    auto families = gateway->Collect();
+    auto more = registry->Collect();
+    families.insert(families.end(), std::make_move_iterator(more.begin()),
+                    std::make_move_iterator(more.end()));
+    return prometheus::TextSerializer().Serialize(families);
+  };
+  auto server = MetricsHttpServer::start(parsed->host, parsed->port, {}, std::move(exposition));
+  if (!server) return server.error();
+  state->server = std::move(*server);
+  state->port = state->server->port();
   return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(state)));
 }
 

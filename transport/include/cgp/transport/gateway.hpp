@@ -7,6 +7,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -35,6 +36,16 @@ class NetworkFleet;
 // What one peer, and everyone together, may hold open (issue 10 items 4–5). Every limit is applied
 // before a credential is looked at; the defaults suit one coordinator of tens of thousands of
 // devices. README "Network" lists them.
+// Streams of one kind that need no credential (health Watch, server reflection): counted per
+// TCP connection, per peer address and in all before they are served, and ended after their
+// lifetime (the client opens another). Over a cap a stream ends at once, RESOURCE_EXHAUSTED.
+struct StreamCaps {
+  std::size_t total = 1024;
+  std::size_t per_address = 64;
+  std::size_t per_connection = 8;
+  std::chrono::milliseconds lifetime{300000};
+};
+
 struct ConnectionLimits {
   // Open TCP connections in all; lowered at start to the descriptor budget (the soft
   // RLIMIT_NOFILE, raised to the hard one, less an eighth and at least 128 kept for files).
@@ -59,6 +70,10 @@ struct ConnectionLimits {
   // the connection closed when it is not acknowledged within keepalive_timeout.
   std::chrono::milliseconds keepalive_time{60000};
   std::chrono::milliseconds keepalive_timeout{20000};
+  // grpc.health.v1 Watch streams (~20 KB each: ≤ 20 MB in all) and server reflection streams
+  // (grpcurl list/describe: one short stream per command).
+  StreamCaps health_watches{1024, 64, 8, std::chrono::milliseconds(300000)};
+  StreamCaps reflection_streams{64, 16, 4, std::chrono::milliseconds(60000)};
 };
 
 struct GatewayOptions {
@@ -70,8 +85,13 @@ struct GatewayOptions {
   std::map<std::string, std::string> device_credentials;
   // The same by SHA-256 digest, as an enrolment file keeps them (the secrets stay on devices).
   std::map<std::string, CredentialSha256> device_credential_digests;
-  // Further gRPC services served on the same port (e.g. the analyst service), each made once.
-  std::vector<std::function<std::unique_ptr<grpc::Service>()>> extra_services;
+  // Further gRPC services served on the same port (e.g. the analyst service), each made once;
+  // `name` (e.g. "cgp.v1.Analyst") is what health checks and reflection know it by.
+  struct ExtraService {
+    std::string name;
+    std::function<std::unique_ptr<grpc::Service>()> make;
+  };
+  std::vector<ExtraService> extra_services;
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
   std::size_t completion_queues = 8;

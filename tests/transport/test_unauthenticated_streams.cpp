@@ -1,0 +1,337 @@
+// Issue 36 item 1: health Watch and reflection streams need no credential, and on 3f97682 they
+// were outside every cap and timeout (40,000 Watch streams from one address: 58 -> 778 MB, held
+// as long as the client liked). Now each kind is counted per connection, per address and in all,
+// refused beyond (RESOURCE_EXHAUSTED) and ended after a lifetime.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cgp/transport/gateway.hpp"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+
+extern char** environ;
+
+using namespace cgp;
+using namespace std::chrono_literals;
+using grpc::health::v1::HealthCheckRequest;
+using grpc::health::v1::HealthCheckResponse;
+using Reflection = grpc::reflection::v1alpha::ServerReflection;
+using grpc::reflection::v1alpha::ServerReflectionRequest;
+using grpc::reflection::v1alpha::ServerReflectionResponse;
+
+namespace {
+
+// A channel of its own TCP connection (gRPC would share one between channels to one target).
+std::shared_ptr<grpc::Channel> own_connection(const std::string& address) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+}
+
+// One health Watch as a prober holds it: admitted when its first message (the status) came.
+struct Watch {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> reader;
+  HealthCheckResponse first;
+  bool admitted = false;
+  grpc::Status refusal;  // when not admitted
+};
+
+std::unique_ptr<Watch> open_watch(grpc::health::v1::Health::Stub& stub) {
+  auto watch = std::make_unique<Watch>();
+  watch->context.set_deadline(std::chrono::system_clock::now() + 30s);
+  HealthCheckRequest request;  // "": the server as a whole
+  watch->reader = stub.Watch(&watch->context, request);
+  watch->admitted = watch->reader->Read(&watch->first);
+  if (!watch->admitted) watch->refusal = watch->reader->Finish();
+  return watch;
+}
+
+// One reflection stream, admitted when its list_services got an answer.
+struct ReflectionCall {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<ServerReflectionRequest, ServerReflectionResponse>>
+      stream;
+  bool admitted = false;
+  grpc::Status refusal;
+};
+
+std::unique_ptr<ReflectionCall> open_reflection(Reflection::Stub& stub) {
+  auto call = std::make_unique<ReflectionCall>();
+  call->context.set_deadline(std::chrono::system_clock::now() + 30s);
+  call->stream = stub.ServerReflectionInfo(&call->context);
+  ServerReflectionRequest request;
+  request.set_list_services("");
+  ServerReflectionResponse response;
+  call->admitted = call->stream->Write(request) && call->stream->Read(&response) &&
+                   response.has_list_services_response();
+  if (!call->admitted) {
+    call->stream->WritesDone();
+    call->refusal = call->stream->Finish();
+  }
+  return call;
+}
+
+struct Gateway {
+  std::mutex log_mutex;
+  std::vector<std::string> log;
+  std::unique_ptr<transport::DeviceGateway> gateway;
+  std::string address;
+  explicit Gateway(const transport::ConnectionLimits& limits) {
+    transport::GatewayOptions options;
+    options.limits = limits;
+    options.log = [this](const std::string& line) {
+      std::lock_guard lock(log_mutex);
+      log.push_back(line);
+    };
+    auto started = transport::DeviceGateway::start(options);
+    REQUIRE(started.has_value());
+    gateway = std::move(*started);
+    address = "127.0.0.1:" + std::to_string(gateway->port());
+  }
+  bool logged(const std::string& text) {
+    std::lock_guard lock(log_mutex);
+    for (const auto& line : log)
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+std::size_t count_admitted(const auto& calls) {
+  std::size_t n = 0;
+  for (const auto& call : calls) n += call->admitted ? 1 : 0;
+  return n;
+}
+
+void check_refused(const auto& calls) {
+  for (const auto& call : calls)
+    if (!call->admitted) CHECK(call->refusal.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+long rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("health: Watch streams beyond a connection's, an address's or the total cap are refused",
+          "[transport][health]") {
+  transport::ConnectionLimits limits;
+  limits.health_watches = {10, 6, 3, 60s};
+  Gateway g(limits);
+  std::vector<std::unique_ptr<Watch>> first_connection, second_connection, third_connection;
+  auto one = own_connection(g.address), two = own_connection(g.address),
+       three = own_connection(g.address);
+  auto stub_one = grpc::health::v1::Health::NewStub(one);
+  auto stub_two = grpc::health::v1::Health::NewStub(two);
+  auto stub_three = grpc::health::v1::Health::NewStub(three);
+  for (int i = 0; i < 5; ++i) first_connection.push_back(open_watch(*stub_one));
+  CHECK(count_admitted(first_connection) == 3);  // per connection
+  for (int i = 0; i < 5; ++i) second_connection.push_back(open_watch(*stub_two));
+  CHECK(count_admitted(second_connection) == 3);
+  for (int i = 0; i < 2; ++i) third_connection.push_back(open_watch(*stub_three));
+  CHECK(count_admitted(third_connection) == 0);  // the address holds 6
+  for (const auto* calls : {&first_connection, &second_connection, &third_connection})
+    check_refused(*calls);
+  for (const auto& watch : first_connection)
+    if (watch->admitted) CHECK(watch->first.status() == HealthCheckResponse::SERVING);
+  CHECK(g.logged("reason=health-watch-connection-cap"));
+  CHECK(g.logged("reason=health-watch-address-cap"));
+
+  // Given back when the prober goes: one connection's watches cancelled, the third gets in.
+  for (auto& watch : first_connection) watch->context.TryCancel();
+  first_connection.clear();
+  bool again = false;
+  for (int attempt = 0; attempt < 100 && !again; ++attempt) {
+    auto watch = open_watch(*stub_three);
+    again = watch->admitted;
+    if (!again) std::this_thread::sleep_for(50ms);
+  }
+  CHECK(again);
+
+  // The total cap, from one address whose own cap is larger.
+  transport::ConnectionLimits total_only;
+  total_only.health_watches = {4, 100, 100, 60s};
+  Gateway small(total_only);
+  auto stub = grpc::health::v1::Health::NewStub(own_connection(small.address));
+  std::vector<std::unique_ptr<Watch>> watches;
+  for (int i = 0; i < 6; ++i) watches.push_back(open_watch(*stub));
+  CHECK(count_admitted(watches) == 4);
+  check_refused(watches);
+  CHECK(small.logged("reason=health-watch-total-cap"));
+}
+
+TEST_CASE("health: a Watch stream ends after its lifetime and the prober watches again",
+          "[transport][health]") {
+  transport::ConnectionLimits limits;
+  limits.health_watches = {10, 2, 2, 500ms};
+  Gateway g(limits);
+  auto stub = grpc::health::v1::Health::NewStub(own_connection(g.address));
+  std::vector<std::unique_ptr<Watch>> watches;
+  for (int i = 0; i < 2; ++i) watches.push_back(open_watch(*stub));
+  REQUIRE(count_admitted(watches) == 2);
+  // Each stream ends by itself (within the 30 s deadline the client set: not a timing check),
+  // with status OK: the lifetime, not an error.
+  for (auto& watch : watches) {
+    HealthCheckResponse next;
+    while (watch->reader->Read(&next)) {
+    }
+    const grpc::Status ended = watch->reader->Finish();
+    CHECK(ended.ok());
+  }
+  auto again = open_watch(*stub);
+  CHECK(again->admitted);
+}
+
+TEST_CASE("health: a stopping gateway tells its watchers NOT_SERVING, then ends their streams",
+          "[transport][health]") {
+  transport::ConnectionLimits limits;
+  auto g = std::make_unique<Gateway>(limits);
+  auto stub = grpc::health::v1::Health::NewStub(own_connection(g->address));
+  auto watch = open_watch(*stub);
+  REQUIRE(watch->admitted);
+  std::thread stopper([&] { g->gateway.reset(); });
+  HealthCheckResponse next;
+  bool saw_not_serving = false;
+  while (watch->reader->Read(&next))
+    saw_not_serving = saw_not_serving || next.status() == HealthCheckResponse::NOT_SERVING;
+  watch->reader->Finish();
+  stopper.join();
+  CHECK(saw_not_serving);
+}
+
+TEST_CASE("reflection: streams beyond the caps are refused and each ends after its lifetime",
+          "[transport][reflection]") {
+  transport::ConnectionLimits limits;
+  limits.reflection_streams = {10, 3, 2, 500ms};
+  Gateway g(limits);
+  auto one = Reflection::NewStub(own_connection(g.address));
+  auto two = Reflection::NewStub(own_connection(g.address));
+  std::vector<std::unique_ptr<ReflectionCall>> calls_one, calls_two;
+  for (int i = 0; i < 3; ++i) calls_one.push_back(open_reflection(*one));
+  CHECK(count_admitted(calls_one) == 2);  // per connection
+  for (int i = 0; i < 3; ++i) calls_two.push_back(open_reflection(*two));
+  CHECK(count_admitted(calls_two) == 1);  // the address holds 3
+  check_refused(calls_one);
+  check_refused(calls_two);
+  CHECK(g.logged("reason=reflection-connection-cap"));
+  CHECK(g.logged("reason=reflection-address-cap"));
+  // An admitted stream answers what grpcurl asks, then ends by itself (status OK).
+  for (auto* calls : {&calls_one, &calls_two})
+    for (auto& call : *calls) {
+      if (!call->admitted) continue;
+      ServerReflectionRequest describe;
+      describe.set_file_containing_symbol("cgp.v1.DeviceGateway");
+      ServerReflectionResponse response;
+      if (call->stream->Write(describe) && call->stream->Read(&response)) {
+        REQUIRE(response.has_file_descriptor_response());
+        CHECK(response.file_descriptor_response().file_descriptor_proto_size() >= 1);
+      }
+      while (call->stream->Read(&response)) {
+      }
+      CHECK(call->stream->Finish().ok());
+    }
+  auto again = open_reflection(*one);
+  CHECK(again->admitted);
+}
+
+TEST_CASE("health: a flood of Watch streams holds no more than the caps, and memory comes back",
+          "[transport][health][exec]") {
+  // A real coordinator process with the default caps (64 per address, 8 per connection);
+  // 4,000 Watch attempts over 40 connections from 127.0.0.1. Unbounded, each held stream cost
+  // ~18 KB (40,000: 720 MB); bounded, at most 64 are held.
+  const std::string dir = "/tmp/cgp-health-flood-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream devices(dir + "/devices.csv");
+    devices << "d-0," << std::string(64, 'a') << "\n";
+    std::ofstream(dir + "/analyst") << "unused-analyst-credential\n";
+  }
+  int port = 0;
+  {
+    auto probe = transport::DeviceGateway::start("127.0.0.1:0");
+    REQUIRE(probe.has_value());
+    port = (*probe)->port();
+  }
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> arguments = {CGP_COORDINATOR_PATH,
+                                        "serve",
+                                        "--listen",
+                                        address,
+                                        "--devices",
+                                        dir + "/devices.csv",
+                                        "--analyst-credential",
+                                        dir + "/analyst",
+                                        "--no-state",
+                                        "--quiet"};
+  std::vector<char*> argv;
+  for (auto& a : arguments) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t server = 0;
+  REQUIRE(posix_spawn(&server, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  auto probe_stub = grpc::health::v1::Health::NewStub(own_connection(address));
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 1s);
+    HealthCheckResponse response;
+    up = probe_stub->Check(&context, HealthCheckRequest(), &response).ok();
+    if (!up) std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(up);
+  const long before = rss_kib(server);
+  std::vector<std::unique_ptr<Watch>> held;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::size_t admitted = 0;
+  for (int c = 0; c < 40; ++c) {
+    channels.push_back(own_connection(address));
+    auto stub = grpc::health::v1::Health::NewStub(channels.back());
+    for (int i = 0; i < 100; ++i) {
+      auto watch = open_watch(*stub);
+      if (watch->admitted) ++admitted;
+      held.push_back(std::move(watch));
+    }
+  }
+  const long during = rss_kib(server);
+  CHECK(admitted == 64);
+  // Stated bound: 32 MiB over the idle coordinator while 4,000 attempts (64 held) are open.
+  INFO("coordinator RSS before " << before << " KiB, during the flood " << during << " KiB");
+  CHECK(during - before < 32 * 1024);
+  for (auto& watch : held) watch->context.TryCancel();
+  held.clear();
+  channels.clear();
+  std::this_thread::sleep_for(1s);
+  const long after = rss_kib(server);
+  INFO("after " << after << " KiB");
+  // Memory comes back within a stated factor: at most 1.5× the idle coordinator's, + 16 MiB.
+  CHECK(after < before * 3 / 2 + 16 * 1024);
+  // And the prober still gets in.
+  auto watch = open_watch(*probe_stub);
+  CHECK(watch->admitted);
+  watch->context.TryCancel();
+  kill(server, SIGTERM);
+  int status = 0;
+  waitpid(server, &status, 0);
+  CHECK(WIFEXITED(status));
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,172 @@
+#include "reflection_service.hpp"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
+
+#include <mutex>
+#include <utility>
+
+namespace cgp::transport::detail {
+
+namespace {
+
+using Request = ReflectionService::Request;
+using Response = ReflectionService::Response;
+
+// A stream refused at its start: ends at once, holding nothing.
+class RefusedStream final : public grpc::ServerBidiReactor<Request, Response> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// `file` and what it imports, each once per stream.
+void add_files(const google::protobuf::FileDescriptor* file, std::set<std::string>& sent,
+               Response& out) {
+  std::vector<const google::protobuf::FileDescriptor*> todo{file};
+  while (!todo.empty()) {
+    const auto* next = todo.back();
+    todo.pop_back();
+    if (!sent.insert(next->name()).second) continue;
+    google::protobuf::FileDescriptorProto proto;
+    next->CopyTo(&proto);
+    out.mutable_file_descriptor_response()->add_file_descriptor_proto(proto.SerializeAsString());
+    for (int i = 0; i < next->dependency_count(); ++i) todo.push_back(next->dependency(i));
+  }
+}
+
+}  // namespace
+
+// One reflection stream: read a request, write its answer, read the next, until the client is
+// done, the registry ends it (lifetime, shutdown) or an operation fails.
+class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, Response>,
+                                        public BoundedStream {
+ public:
+  Stream(const ReflectionService& owner, StreamRegistry& registry)
+      : owner_(owner), registry_(registry) {}
+
+  void begin() {
+    std::unique_lock lock(mutex_);
+    if (!finishing_) read(lock);  // the registry may have ended it already
+  }
+  void end(const grpc::Status& status) override {
+    std::unique_lock lock(mutex_);
+    if (finishing_) return;
+    finishing_ = true;
+    final_ = status;
+    finish_unless_writing(lock);
+  }
+  void OnReadDone(bool ok) override {
+    std::unique_lock lock(mutex_);
+    if (!ok && !finishing_) {  // the client is done (or gone)
+      finishing_ = true;
+      final_ = grpc::Status::OK;
+    }
+    if (finishing_) return finish_unless_writing(lock);
+    response_ = owner_.answer(request_, sent_);
+    writing_ = true;
+    lock.unlock();
+    StartWrite(&response_);
+  }
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mutex_);
+    writing_ = false;
+    if (!ok && !finishing_) {
+      finishing_ = true;
+      final_ = grpc::Status::CANCELLED;
+    }
+    if (finishing_) return finish_unless_writing(lock);
+    read(lock);
+  }
+  void OnCancel() override { end(grpc::Status::CANCELLED); }
+  void OnDone() override {
+    registry_.forget(*this);
+    delete this;
+  }
+
+ private:
+  void read(std::unique_lock<std::mutex>& lock) {
+    lock.unlock();
+    StartRead(&request_);
+  }
+  // A read may be outstanding: Finish ends it (it completes with ok = false).
+  void finish_unless_writing(std::unique_lock<std::mutex>& lock) {
+    if (writing_ || finish_called_) return;
+    finish_called_ = true;
+    const grpc::Status status = final_;
+    lock.unlock();
+    Finish(status);
+  }
+  const ReflectionService& owner_;
+  StreamRegistry& registry_;
+  std::mutex mutex_;
+  Request request_;
+  Response response_;           // the message in flight
+  std::set<std::string> sent_;  // files sent on this stream
+  bool writing_ = false, finishing_ = false, finish_called_ = false;
+  grpc::Status final_;
+};
+
+ReflectionService::ReflectionService(StreamCaps caps, std::vector<std::string> services,
+                                     std::function<void(const std::string&)> refused)
+    : services_(std::move(services)), refused_(std::move(refused)), streams_(caps, "reflection") {}
+
+void ReflectionService::shutdown() {
+  streams_.end_all(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is stopping"));
+}
+
+Response ReflectionService::answer(const Request& request, std::set<std::string>& sent) const {
+  Response out;
+  out.set_valid_host(request.host());
+  *out.mutable_original_request() = request;
+  auto error = [&out](grpc::StatusCode code, const std::string& message) {
+    out.mutable_error_response()->set_error_code(static_cast<int>(code));
+    out.mutable_error_response()->set_error_message(message);
+  };
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  switch (request.message_request_case()) {
+    case Request::kListServices:
+      for (const auto& name : services_)
+        out.mutable_list_services_response()->add_service()->set_name(name);
+      break;
+    case Request::kFileContainingSymbol:
+      if (const auto* file = pool->FindFileContainingSymbol(request.file_containing_symbol()))
+        add_files(file, sent, out);
+      else
+        error(grpc::StatusCode::NOT_FOUND, "symbol not found");
+      break;
+    case Request::kFileByFilename:
+      if (const auto* file = pool->FindFileByName(request.file_by_filename()))
+        add_files(file, sent, out);
+      else
+        error(grpc::StatusCode::NOT_FOUND, "file not found");
+      break;
+    case Request::kFileContainingExtension:
+    case Request::kAllExtensionNumbersOfType:
+      error(grpc::StatusCode::UNIMPLEMENTED, "extensions are not served");
+      break;
+    case Request::MESSAGE_REQUEST_NOT_SET:
+      error(grpc::StatusCode::INVALID_ARGUMENT, "the request asks nothing");
+      break;
+  }
+  return out;
+}
+
+grpc::ServerBidiReactor<Request, Response>* ReflectionService::ServerReflectionInfo(
+    grpc::CallbackServerContext* context) {
+  auto* stream = new Stream(*this, streams_);
+  const std::string refusal = streams_.admit(*stream, context->peer());
+  if (!refusal.empty()) {
+    delete stream;  // never given to gRPC
+    if (refused_) refused_(refusal);
+    const bool stopping = refusal.ends_with("-stopping");
+    return new RefusedStream(grpc::Status(
+        stopping ? grpc::StatusCode::UNAVAILABLE : grpc::StatusCode::RESOURCE_EXHAUSTED,
+        stopping ? "the coordinator is stopping"
+                 : "too many reflection streams (" + refusal + ")"));
+  }
+  stream->begin();
+  return stream;
+}
+
+}  // namespace cgp::transport::detail
