@@ -100,6 +100,51 @@ inline std::optional<std::string> config_file_problem(const std::string& path) {
   return std::nullopt;
 }
 
+// Values in a --config file are typed (issue 36 item 5): CLI11 converts "5" (a TOML string) for
+// an option that takes a number, so a quoted value for such an option is refused here, naming
+// the line and the key. Sections name subcommands ([serve]); keys not found are left to CLI11
+// (which refuses unknown keys).
+inline std::optional<std::string> config_type_problem(CLI::App& app, const std::string& path) {
+  auto text = transport::read_file(path, "--config", kMaxConfigBytes);
+  if (!text) return text.error().message;
+  auto trim = [](std::string_view v) {
+    const auto first = v.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) return std::string_view{};
+    return v.substr(first, v.find_last_not_of(" \t\r") - first + 1);
+  };
+  CLI::App* section = &app;
+  std::size_t line_number = 0, begin = 0;
+  while (begin < text->size()) {
+    std::size_t end = text->find('\n', begin);
+    if (end == std::string::npos) end = text->size();
+    ++line_number;
+    const std::string_view line = trim(std::string_view(*text).substr(begin, end - begin));
+    begin = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    if (line.front() == '[') {
+      const std::string name(trim(line.substr(1, line.find(']') - 1)));
+      section = nullptr;
+      for (auto* sub : app.get_subcommands([&](CLI::App* a) { return a->get_name() == name; }))
+        section = sub;
+      continue;
+    }
+    const auto equals = line.find('=');
+    if (section == nullptr || equals == std::string_view::npos) continue;
+    const std::string key(trim(line.substr(0, equals)));
+    const std::string_view value = trim(line.substr(equals + 1));
+    if (value.empty() || (value.front() != '"' && value.front() != '\'')) continue;
+    const CLI::Option* option = section->get_option_no_throw("--" + key);
+    if (option == nullptr) continue;
+    // "UINT", or "UINT:<a validator's description>".
+    const std::string full_type = option->get_type_name();
+    const std::string type = full_type.substr(0, full_type.find(':'));
+    if (type == "INT" || type == "UINT" || type == "FLOAT" || type == "NUMBER")
+      return "--config: line " + std::to_string(line_number) + ": " + key +
+             " takes a number, not a string (" + std::string(value) + ")";
+  }
+  return std::nullopt;
+}
+
 // Parses the command line. Set: the program is done, with this exit code (0 after --help or
 // --version; 2 after a bad flag, reported as "<program>: <what>"; 3 for a --config file out of
 // bounds).
@@ -115,6 +160,10 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
       if (auto problem = config_file_problem(*path)) {
         std::fprintf(stderr, "%s: %s\n", program, problem->c_str());
         return 3;
+      }
+      if (auto problem = config_type_problem(app, *path)) {
+        std::fprintf(stderr, "%s: %s\n", program, problem->c_str());
+        return 2;
       }
     }
   }

@@ -100,6 +100,8 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
     std::string section = "a";
     for (int level = 0; level < 200; ++level, section += ".a") deep << "[" << section << "]\n";
     std::ofstream(s / "big.toml") << std::string(70000, '#') << "\n";
+    // Issue 36 item 5: strings were taken for numbers.
+    std::ofstream(s / "typed.toml") << "[serve]\nmax-connections = \"50\"\n";
   }
   const std::string dir = s / "a-directory";
   // serve with a valid enrolment; `credential` and `listen` replaceable, `more` appended.
@@ -167,6 +169,9 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       {{coordinator, "--config", s / "deep.toml", "serve"}, 3, "nested more than 4 deep"},
       {{coordinator, "--config", s / "big.toml", "serve"}, 3, "more than the 65536 allowed"},
       {{coordinator, "--config=/dev/zero", "serve"}, 3, "--config: /dev/zero is not a regular"},
+      {{coordinator, "--config", s / "typed.toml", "serve"},
+       2,
+       "line 2: max-connections takes a number, not a string"},
       // Issue 36: garbage TLS material started a coordinator that said tls=on.
       {serve(analyst_file, any, {"--tls-cert", analyst_file, "--tls-key", analyst_file}), 3,
        "tls: the certificate chain holds no PEM certificate"},
