@@ -384,11 +384,11 @@ TEST_CASE("operations: a coordinator that cannot be reached is unavailable and n
   CHECK(bad.error().message.rfind("beta: beta:", 0) != 0);
 }
 
-TEST_CASE("operations: /metrics answers with 200 idle sockets open on its port",
+TEST_CASE("operations: /metrics answers with 200 idle sockets open on its port, and with 300",
           "[transport][operations]") {
   // Issue 36: behind 200 idle sockets a scrape waited over a minute (civetweb gave each socket
   // one of its 2 worker threads until its request timeout). Served by one Asio thread now, an
-  // idle socket holds no worker.
+  // idle socket holds no worker; past the 256-connection cap the longest-idle one makes room.
   transport::CoordinatorOptions options;
   options.device_ids = {"d-0"};
   options.metrics_address = "127.0.0.1:0";
@@ -405,8 +405,17 @@ TEST_CASE("operations: /metrics answers with 200 idle sockets open on its port",
     REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
     idle.push_back(fd);
   }
-  const std::string metrics = http_get(port, "/metrics");
-  CHECK(has_line(metrics, "cgp_devices_enrolled 1"));
+  CHECK(has_line(http_get(port, "/metrics"), "cgp_devices_enrolled 1"));
   CHECK(http_get(port, "/elsewhere").empty());  // 404: no body
+  for (int i = 0; i < 100; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<std::uint16_t>(port));
+    to.sin_addr.s_addr = inet_addr("127.0.0.1");
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    idle.push_back(fd);
+  }
+  CHECK(has_line(http_get(port, "/metrics"), "cgp_devices_enrolled 1"));
   for (int fd : idle) close(fd);
 }

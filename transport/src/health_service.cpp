@@ -24,8 +24,8 @@ class RefusedWatch final : public grpc::ServerWriteReactor<HealthCheckResponse> 
 class HealthService::WatchStream final : public grpc::ServerWriteReactor<HealthCheckResponse>,
                                          public BoundedStream {
  public:
-  WatchStream(StreamRegistry& registry, std::string watched)
-      : service(std::move(watched)), registry_(registry) {}
+  WatchStream(StreamRegistry& registry, grpc::CallbackServerContext& context, std::string watched)
+      : service(std::move(watched)), registry_(registry), context_(context) {}
   const std::string service;
 
   void post(ServingStatus status) {
@@ -37,10 +37,19 @@ class HealthService::WatchStream final : public grpc::ServerWriteReactor<HealthC
   }
   void end(const grpc::Status& status) override {
     std::unique_lock lock(mutex_);
-    if (finishing_) return;
-    finishing_ = true;
-    final_ = status;
-    if (!writing_) finish(lock);  // else OnWriteDone finishes
+    if (!finishing_) {
+      finishing_ = true;
+      final_ = status;
+      if (!writing_) finish(lock);  // else OnWriteDone finishes, once the write is out
+      return;
+    }
+    // Ended before and a write still in flight (the reaper asks again a tick later): a client
+    // that never reads (no HTTP/2 window) would hold it, and so the stream, for good.
+    // Cancelling fails the write, and OnWriteDone finishes.
+    if (!writing_ || cancelled_) return;
+    cancelled_ = true;
+    lock.unlock();
+    context_.TryCancel();
   }
   void OnWriteDone(bool ok) override {
     std::unique_lock lock(mutex_);
@@ -76,10 +85,12 @@ class HealthService::WatchStream final : public grpc::ServerWriteReactor<HealthC
     Finish(status);
   }
   StreamRegistry& registry_;
+  grpc::CallbackServerContext& context_;  // valid until OnDone
   std::mutex mutex_;
   HealthCheckResponse response_;  // the message in flight
   ServingStatus pending_ = HealthCheckResponse::UNKNOWN;
-  bool has_pending_ = false, writing_ = false, finishing_ = false, finish_called_ = false;
+  bool has_pending_ = false, writing_ = false, finishing_ = false, finish_called_ = false,
+       cancelled_ = false;
   grpc::Status final_;
 };
 
@@ -117,6 +128,12 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
                                                const HealthCheckRequest* request,
                                                HealthCheckResponse* response) {
   auto* reactor = context->DefaultReactor();
+  if (request->service().size() > kMaxServiceNameBytes) {
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "service: a name is at most " + std::to_string(kMaxServiceNameBytes) + " bytes"));
+    return reactor;
+  }
   ServingStatus status;
   {
     std::lock_guard lock(mutex_);
@@ -133,7 +150,13 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
 
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
-  auto* watch = new WatchStream(watches_, request->service());
+  // gRPC keeps the request until the stream ends: a long name would make each admitted stream
+  // hold up to a message's size (1 MB), not the ~20 KB the caps are sized for.
+  if (request->service().size() > kMaxServiceNameBytes)
+    return new RefusedWatch(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "service: a name is at most " + std::to_string(kMaxServiceNameBytes) + " bytes"));
+  auto* watch = new WatchStream(watches_, *context, request->service());
   std::unique_lock lock(mutex_);
   const std::string refusal = watches_.admit(*watch, context->peer());
   if (!refusal.empty()) {

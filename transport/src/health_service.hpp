@@ -5,6 +5,7 @@
 // a lifetime), and a refused one ends at once with RESOURCE_EXHAUSTED. Check holds nothing.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -17,6 +18,8 @@ namespace cgp::transport::detail {
 
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
+  // A service name longer than this is INVALID_ARGUMENT (ours are ~20 bytes).
+  static constexpr std::size_t kMaxServiceNameBytes = 256;
   // `refused` is told the reason of each refused Watch ("health-watch-address-cap", ...).
   HealthService(StreamCaps caps, std::function<void(const std::string& reason)> refused);
   // The server must be shut down before this is destroyed.

@@ -1,9 +1,12 @@
 #include "metrics_http_server.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -16,15 +19,23 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+namespace {
+class Connection;
+}
+
 struct MetricsHttpServer::State {
   Limits limits;
   std::function<std::string()> exposition;
+  // Connections, touched on the io thread only; before `io`, which destroys the connections
+  // that are left.
+  std::set<Connection*> connections;
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
-  std::size_t open = 0;  // connections; touched on the io thread only
+  asio::steady_timer retry{io};
   int port = 0;
   std::thread thread;
   void accept();
+  void admit(tcp::socket socket);
 };
 
 namespace {
@@ -35,11 +46,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, MetricsHttpServer::State& server)
       : stream_(std::move(socket)), server_(server) {
-    ++server_.open;
+    server_.connections.insert(this);
   }
-  ~Connection() { --server_.open; }
+  ~Connection() { server_.connections.erase(this); }
+  // Since when it waits for a request (none: a request is being answered).
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().close(ignored);  // its read ends (operation_aborted), and it goes
+  }
   void read() {
     request_ = {};
+    waiting_since = std::chrono::steady_clock::now();
     stream_.expires_after(server_.limits.request_timeout);
     http::async_read(stream_, buffer_, request_,
                      [self = shared_from_this()](beast::error_code error, std::size_t) {
@@ -49,6 +67,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void answer() {
+    waiting_since.reset();
     response_ = {};
     response_.version(request_.version());
     response_.keep_alive(request_.keep_alive());
@@ -86,13 +105,34 @@ class Connection : public std::enable_shared_from_this<Connection> {
 void MetricsHttpServer::State::accept() {
   acceptor.async_accept([this](beast::error_code error, tcp::socket socket) {
     if (error == asio::error::operation_aborted) return;  // stopping
-    if (!error) {
-      if (open < limits.max_connections)
-        std::make_shared<Connection>(std::move(socket), *this)->read();
-      // else: closed here (the socket's destructor), before a byte is read
+    if (error) {
+      // Out of descriptors (or another accept error): try again a little later, not in a loop.
+      retry.expires_after(std::chrono::milliseconds(50));
+      retry.async_wait([this](beast::error_code waited) {
+        if (!waited) accept();
+      });
+      return;
     }
-    accept();
+    accept();  // first: nothing below may leave the port without an accept pending
+    try {
+      admit(std::move(socket));
+    } catch (const std::exception&) {  // out of memory: this connection is dropped
+    }
   });
+}
+
+// At the cap, the connection that has waited longest for a request makes room: idle sockets
+// (an attacker's, or forgotten keep-alives) cannot keep a scraper out. When every connection is
+// busy answering, the new one is closed.
+void MetricsHttpServer::State::admit(tcp::socket socket) {
+  if (connections.size() >= limits.max_connections) {
+    Connection* oldest = nullptr;
+    for (auto* c : connections)
+      if (c->waiting_since && (!oldest || *c->waiting_since < *oldest->waiting_since)) oldest = c;
+    if (!oldest) return;  // the socket closes here
+    oldest->close();
+  }
+  std::make_shared<Connection>(std::move(socket), *this)->read();
 }
 
 MetricsHttpServer::MetricsHttpServer(std::unique_ptr<State> state) : state_(std::move(state)) {}

@@ -20,10 +20,11 @@ class RefusedStream final : public grpc::ServerBidiReactor<Request, Response> {
   void OnDone() override { delete this; }
 };
 
-// `file` and what it imports, each once per stream.
+// `file` (always: a client asked for it) and what it imports (each once per stream).
 void add_files(const google::protobuf::FileDescriptor* file, std::set<std::string>& sent,
                Response& out) {
   std::vector<const google::protobuf::FileDescriptor*> todo{file};
+  sent.erase(file->name());
   while (!todo.empty()) {
     const auto* next = todo.back();
     todo.pop_back();
@@ -42,8 +43,9 @@ void add_files(const google::protobuf::FileDescriptor* file, std::set<std::strin
 class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, Response>,
                                         public BoundedStream {
  public:
-  Stream(const ReflectionService& owner, StreamRegistry& registry)
-      : owner_(owner), registry_(registry) {}
+  Stream(const ReflectionService& owner, StreamRegistry& registry,
+         grpc::CallbackServerContext& context)
+      : owner_(owner), registry_(registry), context_(context) {}
 
   void begin() {
     std::unique_lock lock(mutex_);
@@ -51,10 +53,16 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
   }
   void end(const grpc::Status& status) override {
     std::unique_lock lock(mutex_);
-    if (finishing_) return;
-    finishing_ = true;
-    final_ = status;
-    finish_unless_writing(lock);
+    if (!finishing_) {
+      finishing_ = true;
+      final_ = status;
+      return finish_unless_writing(lock);
+    }
+    // Asked again with a write still in flight: a client that never reads holds it; cancel.
+    if (!writing_ || cancelled_) return;
+    cancelled_ = true;
+    lock.unlock();
+    context_.TryCancel();
   }
   void OnReadDone(bool ok) override {
     std::unique_lock lock(mutex_);
@@ -63,7 +71,21 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
       final_ = grpc::Status::OK;
     }
     if (finishing_) return finish_unless_writing(lock);
-    response_ = owner_.answer(request_, sent_);
+    if (request_.ByteSizeLong() > kMaxRequestBytes) {
+      request_ = Request();  // not held until the stream goes
+      finishing_ = true;
+      final_ = grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          "a reflection request is at most " + std::to_string(kMaxRequestBytes) + " bytes");
+      return finish_unless_writing(lock);
+    }
+    try {
+      response_ = owner_.answer(request_, sent_);
+    } catch (const std::exception&) {  // out of memory: this stream ends, the process goes on
+      finishing_ = true;
+      final_ = grpc::Status(grpc::StatusCode::INTERNAL, "the answer could not be made");
+      return finish_unless_writing(lock);
+    }
     writing_ = true;
     lock.unlock();
     StartWrite(&response_);
@@ -97,13 +119,16 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
     lock.unlock();
     Finish(status);
   }
+  // Names and symbols are short (ours ~40 bytes); a 1 MB request would be held and echoed.
+  static constexpr std::size_t kMaxRequestBytes = 1024;
   const ReflectionService& owner_;
   StreamRegistry& registry_;
+  grpc::CallbackServerContext& context_;  // valid until OnDone
   std::mutex mutex_;
   Request request_;
   Response response_;           // the message in flight
   std::set<std::string> sent_;  // files sent on this stream
-  bool writing_ = false, finishing_ = false, finish_called_ = false;
+  bool writing_ = false, finishing_ = false, finish_called_ = false, cancelled_ = false;
   grpc::Status final_;
 };
 
@@ -154,7 +179,7 @@ Response ReflectionService::answer(const Request& request, std::set<std::string>
 
 grpc::ServerBidiReactor<Request, Response>* ReflectionService::ServerReflectionInfo(
     grpc::CallbackServerContext* context) {
-  auto* stream = new Stream(*this, streams_);
+  auto* stream = new Stream(*this, streams_, *context);
   const std::string refusal = streams_.admit(*stream, context->peer());
   if (!refusal.empty()) {
     delete stream;  // never given to gRPC

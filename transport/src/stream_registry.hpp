@@ -20,6 +20,9 @@ namespace cgp::transport::detail {
 
 // What the registry can end: a stream's reactor. end() may be called more than once and from
 // any thread; it must not call back into the registry (the reactor's OnDone calls forget()).
+// The first call ends the stream gracefully (a write in flight goes out first); the reaper
+// calls again each tick while the stream is still there, and a later call cancels it (a client
+// that stops reading would otherwise hold its stream past the lifetime).
 class BoundedStream {
  public:
   virtual void end(const grpc::Status& status) = 0;
