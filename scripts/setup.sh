@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config       # toolchain
-  libboost-dev                           # Boost.Geometry (polygons, projections), Boost.Math
+  libboost-dev                           # Boost.Geometry (polygons, projections), Boost.Math, Beast (/metrics)
   libnanoflann-dev                       # k-d trees for exact kNN
   libprotobuf-dev protobuf-compiler      # cgp.v1 wire protocol
   libeigen3-dev                          # dense linear algebra
@@ -17,7 +17,7 @@ packages=(
   catch2                                 # tests (Catch2 v2)
   libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox   # cgp-sim: CLI, JSON, tables, plots
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
-  prometheus-cpp-dev                     # the coordinator's /metrics endpoint
+  prometheus-cpp-dev                     # the coordinator's metrics (served with Boost.Beast)
   openssl libssl-dev                     # TLS material checked at start; tests make certificates
   systemd                                # tests: systemd-analyze verify deploy/*.service
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
