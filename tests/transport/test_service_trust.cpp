@@ -542,6 +542,7 @@ TEST_CASE("service: a one-user query's stored result grows with the users it tou
     stored = state.result_bytes("one-user");
   }
   REQUIRE_FALSE(stored.empty());
+  INFO("stored result: " << stored.size() << " bytes");
   CHECK(stored.size() < 1000);
   v1::QueryResult result;
   REQUIRE(result.ParseFromString(stored));
