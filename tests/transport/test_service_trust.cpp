@@ -629,6 +629,13 @@ TEST_CASE("analyst client: a result naming too many users or charging outside th
     REQUIRE_FALSE(result.has_value());
     CHECK(result.error().parameter == lie.parameter);
   }
+  // A page that does not move on (the same page again and again) is refused, not followed.
+  lying.answer.Clear();
+  lying.answer.set_users(10);
+  lying.answer.set_users_next(5);
+  auto looping = analyst.result("q");
+  REQUIRE_FALSE(looping.has_value());
+  CHECK(looping.error().parameter == "users_next");
   // The same message told straight is taken.
   lying.answer.Clear();
   lying.answer.set_users(10);
@@ -639,4 +646,73 @@ TEST_CASE("analyst client: a result naming too many users or charging outside th
   REQUIRE(result.has_value());
   CHECK(result->report.charged == std::vector<double>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0.5});
   server->Shutdown();
+}
+
+TEST_CASE("service: a large result comes in pages of user indices and the client joins them",
+          "[transport][state]") {
+  // Issue 36 item 4: results paged through GetResult. Pages of at most 3 entries here, over 8
+  // users of whom 6 answer: the query's answer and GetResult both give every page's entries.
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(8);
+  options.result_page_entries = 3;
+  options.round_deadline = 2s;
+  auto service = *transport::CoordinatorService::start(options);
+  const std::string address = "127.0.0.1:" + std::to_string(service->port());
+  transport::SwarmOptions swarm_options;
+  swarm_options.coordinator_address = address;
+  swarm_options.config = *DeviceConfig::cgp(1.0);
+  swarm_options.seed = 364;
+  auto swarm = *transport::DeviceSwarm::start(
+      swarm_options, test::swarm_members(test::uniform_square(6, 1000, 364), 6));
+  REQUIRE(service->gateway().wait_for_devices(6, 30s));
+  auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, 0.0, 1.0});
+  double lo[2] = {-5, -5}, hi[2] = {2000, 2000};
+  coordinator::QueryOptions query;
+  query.query_id = "paged";
+  auto counted =
+      analyst.range_count(*geometry::Box::create(lo, hi),
+                          transport::RemoteCharges::fixed(coordinator::Charge{0.01}), query);
+  REQUIRE(counted.has_value());
+  std::vector<coordinator::UserId> charged;
+  for (std::size_t u = 0; u < counted->report.charged.size(); ++u)
+    if (counted->report.charged[u] > 0) charged.push_back(static_cast<coordinator::UserId>(u));
+  CHECK(counted->report.charged.size() == 8);
+  CHECK(charged.size() >= 6);  // every answering user (the silent ones may be charged too)
+  CHECK(counted->report.unanswered == std::vector<coordinator::UserId>{6, 7});
+  // The same through GetResult, and one page by hand: at most 3 entries, and where it stops.
+  auto stored = analyst.result("paged");
+  REQUIRE(stored.has_value());
+  CHECK(stored->report.charged == counted->report.charged);
+  CHECK(stored->report.unanswered == counted->report.unanswered);
+  auto page = [&](std::uint32_t from) {
+    v1::QueryResult out;
+    auto status = send_by_hand(address, [&](v1::Analyst::Stub& stub, grpc::ClientContext& c) {
+      v1::ResultRequest request;
+      request.set_query_id("paged");
+      request.set_users_from(from);
+      return stub.GetResult(&c, request, &out);
+    });
+    REQUIRE(status.ok());
+    return out;
+  };
+  const auto first = page(0);
+  CHECK(first.users_from() == 0);
+  CHECK(first.charges_size() + first.unanswered_size() <= 3);
+  CHECK(first.users_next() > 0);
+  std::size_t entries = 0, pages = 0;
+  for (std::uint32_t from = 0;; ++pages) {
+    const auto next = page(from);
+    entries += static_cast<std::size_t>(next.charges_size() + next.unanswered_size() +
+                                        next.refused_size() + next.rejected_size());
+    for (const auto& charge : next.charges()) {
+      CHECK(charge.user() >= from);
+      if (next.users_next() != 0) CHECK(charge.user() < next.users_next());
+    }
+    if (next.users_next() == 0) break;
+    REQUIRE(next.users_next() > from);
+    from = next.users_next();
+  }
+  CHECK(pages >= 2);
+  CHECK(entries == charged.size() + 2);
+  swarm.reset();
 }

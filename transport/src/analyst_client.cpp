@@ -114,6 +114,40 @@ Status accuracy_to_wire(const RemoteAccuracy& in, v1::QueryOptions& options,
   return {};
 }
 
+// The rest of a paged result (its users_next), asked page by page with GetResult and appended
+// to `result`. Each page must start where asked and end further on: a coordinator cannot make
+// the client loop.
+template <class ClientState>
+Status fetch_remaining_pages(const ClientState& impl, v1::QueryResult& result) {
+  std::uint32_t next = result.users_next();
+  while (next != 0) {
+    if (next >= result.users())
+      return make_error(
+          ErrorCode::invalid_argument, "users_next",
+          "the coordinator's result pages past its " + std::to_string(result.users()) + " users");
+    grpc::ClientContext context;
+    impl.prepare(context);
+    v1::ResultRequest request;
+    request.set_query_id(result.query_id());
+    request.set_users_from(next);
+    v1::QueryResult page;
+    const grpc::Status status = impl.stub->GetResult(&context, request, &page);
+    if (!status.ok()) return error_of(context, status);
+    if (page.users_from() != next || (page.users_next() != 0 && page.users_next() <= next))
+      return make_error(
+          ErrorCode::invalid_argument, "users_next",
+          "the coordinator's result page does not move on from user " + std::to_string(next));
+    for (const auto& charge : page.charges()) *result.add_charges() = charge;
+    result.mutable_refused()->MergeFrom(page.refused());
+    result.mutable_rejected()->MergeFrom(page.rejected());
+    result.mutable_unanswered()->MergeFrom(page.unanswered());
+    result.mutable_not_reached()->MergeFrom(page.not_reached());
+    next = page.users_next();
+  }
+  result.set_users_next(0);
+  return {};
+}
+
 // The client's state type is deduced: AnalystClient::Impl is private.
 template <class ClientState, class Request, class Call>
 Expected<RemoteResult> call(const ClientState& impl, const Request& request, Call&& rpc) {
@@ -122,6 +156,7 @@ Expected<RemoteResult> call(const ClientState& impl, const Request& request, Cal
   v1::QueryResult response;
   const grpc::Status status = rpc(&context, request, &response);
   if (!status.ok()) return error_of(context, status);
+  CGP_RETURN_IF_ERROR(fetch_remaining_pages(impl, response));
   return result_from_wire(response);
 }
 

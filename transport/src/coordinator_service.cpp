@@ -32,6 +32,7 @@
 #include "cgp/v1/service.grpc.pb.h"
 #include "coordinator_state.hpp"
 #include "metrics_endpoint.hpp"
+#include "result_pages.hpp"
 #include "status_codec.hpp"
 
 namespace cgp::transport {
@@ -233,7 +234,8 @@ struct ServiceCore {
   }
 
   // Keeps a finished result in memory and in the state file, within the retention bound.
-  void keep_result(const std::string& id, const v1::QueryResult& result) {
+  void keep_result(const std::string& id, v1::QueryResult& result) {
+    detail::sort_user_lists(result);  // pages are windows of user indices
     used_ids.insert(id);
     {
       std::lock_guard lock(results_mutex);
@@ -380,6 +382,7 @@ struct ServiceCore {
         const std::vector<double> dense(result.charged().begin(), result.charged().end());
         set_charges(dense, result);
       }
+      detail::sort_user_lists(result);
       result_order.push_back(each.query_id);
       results[each.query_id] = std::move(result);
     }
@@ -613,7 +616,15 @@ struct ServiceCore {
     if (metrics)
       metrics->observe_query(kind, out->coverage().valid() && out->missing().valid(),
                              out->seconds());
+    if (out->users() == 0) out->set_users(static_cast<std::uint32_t>(options.device_ids.size()));
     keep_result(query.query_id, *out);
+    // The analyst gets the first page; GetResult gives the rest.
+    if (static_cast<std::size_t>(out->charges_size() + out->refused_size() + out->rejected_size() +
+                                 out->unanswered_size() + out->not_reached_size()) >
+        options.result_page_entries) {
+      const v1::QueryResult full = *out;
+      detail::result_page(full, 0, options.result_page_entries, *out);
+    }
     log("event=query id=" + log_value(query.query_id) + " kind=" + kind +
         " rounds=" + std::to_string(out->rounds_used()) +
         " unanswered=" + std::to_string(out->unanswered_size()) + " answered=" +
@@ -819,7 +830,7 @@ struct ServiceCore {
           Error{ErrorCode::invalid_argument, "query_id",
                 "query_id: no finished query has this id (or it is past the retention bound)"},
           grpc::StatusCode::NOT_FOUND);
-    *out = it->second;
+    detail::result_page(it->second, request->users_from(), options.result_page_entries, *out);
     return grpc::Status::OK;
   }
 

@@ -52,6 +52,9 @@ struct CoordinatorOptions {
     std::size_t max_results = 10000;
     std::chrono::seconds max_age{30 * 24 * 3600};
   } retention;
+  // A result's per-user lists go out in pages of at most this many entries (~14 bytes each:
+  // ~1 MB); the client asks GetResult for the rest (issue 36).
+  std::size_t result_page_entries = 65536;
   // The analyst's own port (issue 35): "HOST:PORT" for the Analyst API, grpc.health.v1 and
   // reflection, with its own connection caps (analyst_limits), so that devices filling the
   // device port never lock operators and health checks out. Empty: served on the device port
