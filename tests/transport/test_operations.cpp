@@ -29,8 +29,9 @@
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
-#include "cgp_test/reflection_messages.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.pb.h"
+#include "idle_flood.hpp"
 
 extern char** environ;
 
@@ -87,7 +88,7 @@ std::vector<std::string> reflected_services(const std::shared_ptr<grpc::Channel>
   std::vector<std::string> names;
   call->StartCall(tag(1));
   REQUIRE(step(1));
-  test::reflection::ServerReflectionRequest request;
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
   request.set_list_services("");
   const std::string bytes = request.SerializeAsString();
   grpc::Slice slice(bytes);
@@ -103,7 +104,7 @@ std::vector<std::string> reflected_services(const std::shared_ptr<grpc::Channel>
   REQUIRE(incoming.Dump(&slices).ok());
   std::string received;
   for (const auto& s : slices) received.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  test::reflection::ServerReflectionResponse response;
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
   REQUIRE(response.ParseFromString(received));
   for (const auto& each : response.list_services_response().service()) names.push_back(each.name());
   grpc::Status status;
@@ -395,27 +396,10 @@ TEST_CASE("operations: /metrics answers with 200 idle sockets open on its port, 
   auto service = *transport::CoordinatorService::start(options);
   const int port = service->metrics_port();
   REQUIRE(port > 0);
-  std::vector<int> idle;
-  for (int i = 0; i < 200; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<std::uint16_t>(port));
-    to.sin_addr.s_addr = inet_addr("127.0.0.1");
-    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
-    idle.push_back(fd);
-  }
+  test::Flood idle;  // connections that never send a request
+  idle.open("127.0.0.1", port, 200);
   CHECK(has_line(http_get(port, "/metrics"), "cgp_devices_enrolled 1"));
   CHECK(http_get(port, "/elsewhere").empty());  // 404: no body
-  for (int i = 0; i < 100; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<std::uint16_t>(port));
-    to.sin_addr.s_addr = inet_addr("127.0.0.1");
-    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
-    idle.push_back(fd);
-  }
+  idle.open("127.0.0.1", port, 100);
   CHECK(has_line(http_get(port, "/metrics"), "cgp_devices_enrolled 1"));
-  for (int fd : idle) close(fd);
 }
