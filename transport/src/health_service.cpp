@@ -58,10 +58,12 @@ class HealthService::WatchStream final : public grpc::ServerWriteReactor<HealthC
       finishing_ = true;
       final_ = grpc::Status::CANCELLED;
     }
-    if (finishing_)
-      finish(lock);
-    else if (has_pending_)
+    // A status posted while the last write was out goes first, also when the stream is ending
+    // (NOT_SERVING at shutdown), unless the write failed or was cancelled.
+    if (has_pending_ && ok && !cancelled_)
       start_write(lock);
+    else if (finishing_)
+      finish(lock);
   }
   void OnCancel() override { end(grpc::Status::CANCELLED); }
   void OnDone() override {
