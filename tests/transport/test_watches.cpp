@@ -342,12 +342,15 @@ TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags e
       run_program(analyst + " watch-start --id cli-fence" + fence + " --epsilon 1 --users 0,1,2");
   REQUIRE(started.exit_code == 0);
   CHECK(started.text.find("\"watch_id\": \"cli-fence\"") != std::string::npos);
-  // Poll `cgp-analyst watch` until both inside devices alerted (2 s of ticks at most).
+  // Poll `cgp-analyst watch` until both inside devices alerted and the far one's acknowledgement
+  // is in (each device reports on its own stream: an alert can overtake another device's ack).
   ProgramOutput shown;
   for (int i = 0; i < 100; ++i) {
     shown = run_program(analyst + " watch --id cli-fence");
     REQUIRE(shown.exit_code == 0);
-    if (shown.text.find("\"alerts\": 2") != std::string::npos) break;
+    if (shown.text.find("\"alerts\": 2") != std::string::npos &&
+        shown.text.find("\"armed\": 3") != std::string::npos)
+      break;
     std::this_thread::sleep_for(100ms);
   }
   CHECK(shown.text.find("\"alerts\": 2") != std::string::npos);
