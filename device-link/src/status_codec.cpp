@@ -30,14 +30,15 @@ grpc::StatusCode grpc_code_of(ErrorCode code) noexcept {
   }
 }
 
-grpc::Status to_grpc_status(grpc::ServerContext* context, const Error& error, grpc::StatusCode as) {
+grpc::Status to_grpc_status(grpc::ServerContextBase* context, const Error& error,
+                            grpc::StatusCode as) {
   context->AddTrailingMetadata(kErrorCodeKey, std::to_string(static_cast<int>(error.code)));
   const std::string prefix = error.parameter + ":";
   const bool named = error.message.rfind(prefix, 0) == 0;
   return {as, named ? error.message : error.parameter + ": " + error.message};
 }
 
-grpc::Status to_grpc_status(grpc::ServerContext* context, const Error& error) {
+grpc::Status to_grpc_status(grpc::ServerContextBase* context, const Error& error) {
   return to_grpc_status(context, error, grpc_code_of(error.code));
 }
 

@@ -23,8 +23,9 @@ grpc::StatusCode grpc_code_of(ErrorCode code) noexcept;
 
 // For a handler's return: the status, with the cgp code added to the trailing metadata.
 // `as` overrides the gRPC code (NOT_FOUND for a missing result).
-grpc::Status to_grpc_status(grpc::ServerContext* context, const Error& error);
-grpc::Status to_grpc_status(grpc::ServerContext* context, const Error& error, grpc::StatusCode as);
+grpc::Status to_grpc_status(grpc::ServerContextBase* context, const Error& error);
+grpc::Status to_grpc_status(grpc::ServerContextBase* context, const Error& error,
+                            grpc::StatusCode as);
 
 // For a client: the named error a call's status stands for.
 Error from_grpc_status(const grpc::Status& status,

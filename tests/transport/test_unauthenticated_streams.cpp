@@ -27,6 +27,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "idle_flood.hpp"
+#include "raw_http2.hpp"
 
 extern char** environ;
 
@@ -462,4 +463,49 @@ TEST_CASE("health: a service name longer than 256 bytes is refused, not held",
   grpc::ClientContext check_context;
   CHECK(stub->Check(&check_context, request, &response).error_code() ==
         grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_CASE(
+    "connections: 5,000 streams on one connection that never acknowledges SETTINGS are "
+    "refused beyond the caps, whatever the method",
+    "[transport][exec][hostile]") {
+  // gRPC 1.51 holds a peer to max-concurrent-streams (1,024) only once it acknowledged the
+  // server's SETTINGS, and hands a unary or server-streaming call over only once its request is
+  // in: on 4f0e9b5, 5,000 health Watch or Check streams without their request were all held on
+  // one connection (~60 MB). Every method is now taken at its headers and counted. Each row:
+  // a fresh connection from its own address opens 5,000 streams of one method and never
+  // acknowledges SETTINGS; at most `held` of them may stay open.
+  struct Row {
+    const char* path;
+    bool with_message;
+    std::size_t held;
+  };
+  const std::vector<Row> rows = {
+      {"/grpc.health.v1.Health/Watch", false, 8},  // health_watches.per_connection
+      {"/grpc.health.v1.Health/Watch", true, 8},
+      {"/grpc.health.v1.Health/Check", false, 8},  // health_checks.per_connection
+      {"/cgp.v1.Analyst/Status", false, 0},        // no credential: ended at the headers
+      {"/cgp.v1.Analyst/RangeCount", true, 0},
+      {"/no.such.Service/Method", false, 0},           // UNIMPLEMENTED
+      {"/cgp.v1.DeviceGateway/Connect", false, 1024},  // max_pending_streams_per_address
+  };
+  CoordinatorProcess coordinator("hostile-h2");
+  auto probe_stub = grpc::health::v1::Health::NewStub(own_connection(coordinator.address));
+  int source = 20;
+  for (const Row& row : rows) {
+    INFO(row.path << (row.with_message ? " with its request" : " without a request"));
+    const std::string from = "127.0.0." + std::to_string(source++);
+    test::RawHttp2Peer peer(from.c_str(), coordinator.port());
+    REQUIRE(peer.connected());
+    const auto ids = peer.open_streams(row.path, 5000, row.with_message);
+    peer.read_until(10s, [&] { return peer.ended().size() >= ids.size() - row.held; });
+    INFO("ended " << peer.ended().size() << " of " << ids.size());
+    CHECK(peer.connected());
+    CHECK(peer.ended().size() >= ids.size() - row.held);
+    // A prober on its own connection is answered meanwhile.
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 5s);
+    HealthCheckResponse response;
+    CHECK(probe_stub->Check(&context, HealthCheckRequest(), &response).ok());
+  }
 }

@@ -42,11 +42,11 @@ Expected<std::unique_ptr<AnalystListener>> AnalystListener::start(
   const auto refused_stream = [refusals](const std::string& reason) {
     refusals->refused(reason, "event=refused port=analyst reason=" + reason);
   };
-  out->health_ = std::make_unique<HealthService>(limits.health_watches, refused_stream);
+  out->health_ =
+      std::make_unique<HealthService>(limits.health_watches, limits.health_checks, refused_stream);
   out->reflection_ = std::make_unique<ReflectionService>(
       limits.reflection_streams,
-      std::vector<std::string>{v1::Analyst::service_full_name(),
-                               grpc::health::v1::Health::service_full_name(),
+      std::vector<std::string>{v1::Analyst::service_full_name(), HealthService::kServiceName,
                                grpc::reflection::v1alpha::ServerReflection::service_full_name()},
       refused_stream);
   grpc::ServerBuilder builder;

@@ -31,7 +31,9 @@
 #include "cgp/transport/log_format.hpp"
 #include "cgp/v1/service.grpc.pb.h"
 #include "coordinator_state.hpp"
+#include "header_time_service.hpp"
 #include "metrics_endpoint.hpp"
+#include "refusal_log.hpp"
 #include "result_pages.hpp"
 #include "status_codec.hpp"
 
@@ -42,11 +44,11 @@ constexpr const char* kCredentialHeader = "cgp-analyst-credential";
 
 // Every error crosses the wire through status_codec.hpp: a kind (gRPC code), the cgp code in
 // trailing metadata, "parameter: message".
-grpc::Status to_status(grpc::ServerContext* context, const Error& error) {
+grpc::Status to_status(grpc::ServerContextBase* context, const Error& error) {
   return link::detail::to_grpc_status(context, error);
 }
 
-grpc::Status unauthenticated(grpc::ServerContext* context) {
+grpc::Status unauthenticated(grpc::ServerContextBase* context) {
   return link::detail::to_grpc_status(
       context, Error{ErrorCode::unauthenticated, "credential",
                      "credential: the analyst credential is missing or refused"});
@@ -450,7 +452,7 @@ struct ServiceCore {
   std::mutex revoked_mutex;
   std::vector<char> revoked;
 
-  bool authorised(grpc::ServerContext* context) const {
+  bool authorised(grpc::ServerContextBase* context) const {
     if (!options.analyst_credential_sha256) return true;
     const auto& metadata = context->client_metadata();
     auto it = metadata.find(kCredentialHeader);
@@ -561,7 +563,7 @@ struct ServiceCore {
   }
 
   template <class Run>
-  grpc::Status run(grpc::ServerContext* context, const v1::QueryOptions& in, const char* kind,
+  grpc::Status run(grpc::ServerContextBase* context, const v1::QueryOptions& in, const char* kind,
                    v1::QueryResult* out, Run&& body, QueryShape shape = {}) {
     if (!authorised(context)) return unauthenticated(context);
     std::lock_guard lock(query_mutex);
@@ -688,7 +690,7 @@ struct ServiceCore {
     fill_report(c.report, result);
   }
 
-  grpc::Status RangeCount(grpc::ServerContext* context, const v1::RangeCountQuery* request,
+  grpc::Status RangeCount(grpc::ServerContextBase* context, const v1::RangeCountQuery* request,
                           v1::QueryResult* out) {
     return run(context, request->options(), "range", out,
                [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
@@ -714,7 +716,7 @@ struct ServiceCore {
                {.subject = {}, .k = 0, .scheduled = request->has_accuracy()});
   }
 
-  grpc::Status Kde(grpc::ServerContext* context, const v1::KdeQuery* request,
+  grpc::Status Kde(grpc::ServerContextBase* context, const v1::KdeQuery* request,
                    v1::QueryResult* out) {
     return run(
         context, request->options(), "kde", out,
@@ -740,7 +742,7 @@ struct ServiceCore {
         {.subject = {}, .k = 0, .scheduled = request->has_accuracy()});
   }
 
-  grpc::Status Knn(grpc::ServerContext* context, const v1::KnnQuery* request,
+  grpc::Status Knn(grpc::ServerContextBase* context, const v1::KnnQuery* request,
                    v1::QueryResult* out) {
     return run(context, request->options(), "knn", out,
                [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
@@ -758,7 +760,7 @@ struct ServiceCore {
                {.subject = {}, .k = request->k(), .scheduled = false});
   }
 
-  grpc::Status Threshold(grpc::ServerContext* context, const v1::ThresholdQuery* request,
+  grpc::Status Threshold(grpc::ServerContextBase* context, const v1::ThresholdQuery* request,
                          v1::QueryResult* out) {
     if (!authorised(context)) return unauthenticated(context);
     auto user = user_of_device.find(request->device_id());
@@ -778,7 +780,7 @@ struct ServiceCore {
                {.subject = {user->second}, .k = 0, .scheduled = false});
   }
 
-  grpc::Status TopRegions(grpc::ServerContext* context, const v1::TopRegionsQuery* request,
+  grpc::Status TopRegions(grpc::ServerContextBase* context, const v1::TopRegionsQuery* request,
                           v1::QueryResult* out) {
     return run(
         context, request->options(), "top-regions", out,
@@ -819,7 +821,7 @@ struct ServiceCore {
         {.subject = {}, .k = 0, .scheduled = true});
   }
 
-  grpc::Status GetResult(grpc::ServerContext* context, const v1::ResultRequest* request,
+  grpc::Status GetResult(grpc::ServerContextBase* context, const v1::ResultRequest* request,
                          v1::QueryResult* out) {
     if (!authorised(context)) return unauthenticated(context);
     std::lock_guard lock(results_mutex);  // not the query lock: a running query never delays it
@@ -837,7 +839,7 @@ struct ServiceCore {
   // Watches are not queries: no round. Each device charges itself at arming (a laplace watch
   // costs ρ = (ε(1 + 2^-10))²/2 once, public), so the mirror is charged that too — before the
   // spec leaves, under the query lock, so that no query plans with a mirror that predates it.
-  grpc::Status StartWatch(grpc::ServerContext* context, const v1::StartWatchRequest* request,
+  grpc::Status StartWatch(grpc::ServerContextBase* context, const v1::StartWatchRequest* request,
                           v1::WatchReport* out) {
     if (!authorised(context)) return unauthenticated(context);
     v1::WatchSpec spec = request->spec();
@@ -950,7 +952,7 @@ struct ServiceCore {
     return {};
   }
 
-  grpc::Status GetWatch(grpc::ServerContext* context, const v1::WatchReportRequest* request,
+  grpc::Status GetWatch(grpc::ServerContextBase* context, const v1::WatchReportRequest* request,
                         v1::WatchReport* out) {
     if (!authorised(context)) return unauthenticated(context);
     auto report = gateway->watch_report(request->watch_id());
@@ -960,7 +962,7 @@ struct ServiceCore {
     return grpc::Status::OK;
   }
 
-  grpc::Status Status(grpc::ServerContext* context, const v1::StatusRequest*,
+  grpc::Status Status(grpc::ServerContextBase* context, const v1::StatusRequest*,
                       v1::CoordinatorStatus* out) {
     if (!authorised(context)) return unauthenticated(context);
     out->set_enrolled(enrolled_not_revoked());
@@ -987,7 +989,7 @@ namespace {
 // No exception leaves a handler: gRPC would answer UNKNOWN with no name. An unexpected
 // failure is INTERNAL with the internal_error code, like every other named error.
 template <class Body>
-grpc::Status guarded(grpc::ServerContext* context, Body&& body) noexcept {
+grpc::Status guarded(grpc::ServerContextBase* context, Body&& body) noexcept {
   try {
     return body();
   } catch (const std::exception& e) {
@@ -1001,52 +1003,61 @@ grpc::Status guarded(grpc::ServerContext* context, Body&& body) noexcept {
   return {grpc::StatusCode::INTERNAL, "query: the coordinator failed"};
 }
 
-grpc::Status starting(grpc::ServerContext* context) {
+grpc::Status starting(grpc::ServerContextBase* context) {
   return to_status(context, Error{ErrorCode::unavailable, "coordinator",
                                   "coordinator: starting; retry in a moment"});
 }
 
-// The Analyst gRPC service, forwarding to the coordinator (which outlives the server).
-class AnalystEndpoint final : public v1::Analyst::Service {
+// The Analyst gRPC service, forwarding to the coordinator (which outlives the server). Calls are
+// taken at their headers (header_time_service.hpp): one without the analyst credential ends
+// there, holding nothing; an admitted one is counted (ConnectionLimits::analyst_calls) until it
+// is answered. Queries run on one lane (they take the query lock one at a time anyway), reads
+// (status, results, watches) on another, so that a read never waits behind a query.
+class AnalystEndpoint final : public detail::HeaderTimeService {
  public:
-  explicit AnalystEndpoint(ServiceCore& impl) : impl_(impl) {}
-  grpc::Status RangeCount(grpc::ServerContext* c, const v1::RangeCountQuery* q,
-                          v1::QueryResult* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.RangeCount(c, q, r); });
-  }
-  grpc::Status Kde(grpc::ServerContext* c, const v1::KdeQuery* q, v1::QueryResult* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Kde(c, q, r); });
-  }
-  grpc::Status Knn(grpc::ServerContext* c, const v1::KnnQuery* q, v1::QueryResult* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Knn(c, q, r); });
-  }
-  grpc::Status Threshold(grpc::ServerContext* c, const v1::ThresholdQuery* q,
-                         v1::QueryResult* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Threshold(c, q, r); });
-  }
-  grpc::Status TopRegions(grpc::ServerContext* c, const v1::TopRegionsQuery* q,
-                          v1::QueryResult* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.TopRegions(c, q, r); });
-  }
-  grpc::Status GetResult(grpc::ServerContext* c, const v1::ResultRequest* q,
-                         v1::QueryResult* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.GetResult(c, q, r); });
-  }
-  grpc::Status StartWatch(grpc::ServerContext* c, const v1::StartWatchRequest* q,
-                          v1::WatchReport* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.StartWatch(c, q, r); });
-  }
-  grpc::Status GetWatch(grpc::ServerContext* c, const v1::WatchReportRequest* q,
-                        v1::WatchReport* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.GetWatch(c, q, r); });
-  }
-  grpc::Status Status(grpc::ServerContext* c, const v1::StatusRequest* q,
-                      v1::CoordinatorStatus* r) override {
-    return guarded(c, [&] { return !impl_.ready ? starting(c) : impl_.Status(c, q, r); });
+  AnalystEndpoint(ServiceCore& impl, StreamCaps caps, std::function<void(const std::string&)> log)
+      : impl_(impl), calls_(caps, "analyst-call"), refusals_(std::move(log)) {
+    add("/cgp.v1.Analyst/RangeCount", queries_, &ServiceCore::RangeCount);
+    add("/cgp.v1.Analyst/Kde", queries_, &ServiceCore::Kde);
+    add("/cgp.v1.Analyst/Knn", queries_, &ServiceCore::Knn);
+    add("/cgp.v1.Analyst/GetResult", reads_, &ServiceCore::GetResult);
+    add("/cgp.v1.Analyst/Status", reads_, &ServiceCore::Status);
+    add("/cgp.v1.Analyst/StartWatch", queries_, &ServiceCore::StartWatch);
+    add("/cgp.v1.Analyst/GetWatch", reads_, &ServiceCore::GetWatch);
+    add("/cgp.v1.Analyst/Threshold", queries_, &ServiceCore::Threshold);
+    add("/cgp.v1.Analyst/TopRegions", queries_, &ServiceCore::TopRegions);
   }
 
  private:
+  template <class Request, class Response>
+  void add(const char* path, detail::CallLane& lane,
+           grpc::Status (ServiceCore::*method)(grpc::ServerContextBase*, const Request*,
+                                               Response*)) {
+    using Call = detail::UnaryCall<Request, Response>;
+    auto handler = std::make_shared<typename Call::Handler>(
+        [this, method](grpc::CallbackServerContext& c, const Request& q, Response& r) {
+          return guarded(&c,
+                         [&] { return !impl_.ready ? starting(&c) : (impl_.*method)(&c, &q, &r); });
+        });
+    handlers_.push_back(handler);
+    add_method<Request, Response>(
+        path,
+        [this, &lane, h = handler.get()](
+            grpc::CallbackServerContext* context) -> grpc::ServerBidiReactor<Request, Response>* {
+          if (!impl_.authorised(context))
+            return new detail::RefusedCall<Request, Response>(unauthenticated(context));
+          return Call::start(context, calls_, *h, &lane, "analyst calls",
+                             [this](const std::string& reason) {
+                               refusals_.refused(reason, "event=refused reason=" + reason);
+                             });
+        });
+  }
+
   ServiceCore& impl_;
+  detail::StreamRegistry calls_;
+  detail::RefusalLog refusals_;
+  std::vector<std::shared_ptr<void>> handlers_;  // each method's, for as long as the server
+  detail::CallLane queries_{2}, reads_{4};       // joined first: their calls are answered
 };
 
 }  // namespace
@@ -1133,7 +1144,8 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   if (!own_analyst_port)
     gateway_options.extra_services.push_back(
         {v1::Analyst::service_full_name(), [core = impl.get()]() -> std::unique_ptr<grpc::Service> {
-           return std::make_unique<AnalystEndpoint>(*core);
+           return std::make_unique<AnalystEndpoint>(
+               *core, core->options.gateway.limits.analyst_calls, core->options.gateway.log);
          }});
   auto gateway = DeviceGateway::start(gateway_options);
   if (!gateway) return gateway.error();
@@ -1141,7 +1153,9 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   if (own_analyst_port) {
     auto listener = detail::AnalystListener::start(
         options.analyst_address, options.analyst_limits, options.gateway.tls_certificate_chain,
-        options.gateway.tls_private_key, std::make_unique<AnalystEndpoint>(*impl),
+        options.gateway.tls_private_key,
+        std::make_unique<AnalystEndpoint>(*impl, options.analyst_limits.analyst_calls,
+                                          options.gateway.log),
         options.gateway.log);
     if (!listener) return listener.error();
     impl->analyst_listener = std::move(*listener);

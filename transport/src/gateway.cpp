@@ -233,9 +233,10 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   const auto refused_stream = [core = impl.get()](const std::string& reason) {
     core->log_refused(reason, "event=refused reason=" + reason);
   };
-  impl->health = std::make_unique<detail::HealthService>(limits.health_watches, refused_stream);
+  impl->health = std::make_unique<detail::HealthService>(limits.health_watches,
+                                                         limits.health_checks, refused_stream);
   std::vector<std::string> reflected = service_names;
-  reflected.push_back(grpc::health::v1::Health::service_full_name());
+  reflected.push_back(detail::HealthService::kServiceName);
   reflected.push_back(grpc::reflection::v1alpha::ServerReflection::service_full_name());
   impl->reflection = std::make_unique<detail::ReflectionService>(
       limits.reflection_streams, std::move(reflected), refused_stream);

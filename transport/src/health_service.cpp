@@ -4,29 +4,46 @@
 
 namespace cgp::transport::detail {
 
-using grpc::health::v1::HealthCheckRequest;
-using grpc::health::v1::HealthCheckResponse;
-
 namespace {
 
-// A Watch refused at its start: ends at once, holding nothing.
-class RefusedWatch final : public grpc::ServerWriteReactor<HealthCheckResponse> {
- public:
-  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
+grpc::Status name_too_long() {
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          "service: a name is at most " + std::to_string(HealthService::kMaxServiceNameBytes) +
+              " bytes"};
+}
 
 }  // namespace
 
-// One Watch stream: the current status at once, then every change, until the client goes, the
-// registry ends it (lifetime, shutdown) or a write fails. The newest status wins when several
-// come while a write is in flight.
-class HealthService::WatchStream final : public grpc::ServerWriteReactor<HealthCheckResponse>,
-                                         public BoundedStream {
+// One Watch stream: admitted at its headers; once its request is in, the current status, then
+// every change, until the client goes, the registry ends it (lifetime, shutdown) or a write
+// fails. The newest status wins when several come while a write is in flight.
+class HealthService::WatchStream final
+    : public grpc::ServerBidiReactor<HealthCheckRequest, HealthCheckResponse>,
+      public BoundedStream {
  public:
-  WatchStream(StreamRegistry& registry, grpc::CallbackServerContext& context, std::string watched)
-      : service(std::move(watched)), registry_(registry), context_(context) {}
-  const std::string service;
+  WatchStream(HealthService& owner, StreamRegistry& registry, grpc::CallbackServerContext& context)
+      : owner_(owner), registry_(registry), context_(context) {}
+  // What it watches: set under the owner's lock once the request is in.
+  std::string service;
+  bool subscribed = false;
+
+  void start() { StartRead(&request_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      end(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       "request: the call ended before its request message"));
+      return;
+    }
+    // A long name would make each admitted stream hold up to a message's size (1 MB), not the
+    // ~20 KB the caps are sized for.
+    if (request_.service().size() > kMaxServiceNameBytes) {
+      request_.Clear();
+      end(name_too_long());
+      return;
+    }
+    owner_.subscribe(*this, request_.service());
+    request_.Clear();
+  }
 
   void post(ServingStatus status) {
     std::unique_lock lock(mutex_);
@@ -86,9 +103,11 @@ class HealthService::WatchStream final : public grpc::ServerWriteReactor<HealthC
     lock.unlock();
     Finish(status);
   }
+  HealthService& owner_;
   StreamRegistry& registry_;
   grpc::CallbackServerContext& context_;  // valid until OnDone
   std::mutex mutex_;
+  HealthCheckRequest request_;
   HealthCheckResponse response_;  // the message in flight
   ServingStatus pending_ = HealthCheckResponse::UNKNOWN;
   bool has_pending_ = false, writing_ = false, finishing_ = false, finish_called_ = false,
@@ -96,14 +115,47 @@ class HealthService::WatchStream final : public grpc::ServerWriteReactor<HealthC
   grpc::Status final_;
 };
 
-HealthService::HealthService(StreamCaps caps, std::function<void(const std::string&)> refused)
-    : refused_(std::move(refused)), watches_(caps, "health-watch") {}
+HealthService::HealthService(StreamCaps watch_caps, StreamCaps check_caps,
+                             std::function<void(const std::string&)> refused)
+    : refused_(std::move(refused)),
+      watches_(watch_caps, "health-watch"),
+      checks_(check_caps, "health-check"),
+      check_handler_([this](grpc::CallbackServerContext&, const HealthCheckRequest& request,
+                            HealthCheckResponse& response) { return check(request, response); }) {
+  add_method<HealthCheckRequest, HealthCheckResponse>(
+      "/grpc.health.v1.Health/Check", [this](grpc::CallbackServerContext* context) {
+        return UnaryCall<HealthCheckRequest, HealthCheckResponse>::start(
+            context, checks_, check_handler_, nullptr, "health checks", refused_);
+      });
+  add_method<HealthCheckRequest, HealthCheckResponse>(
+      "/grpc.health.v1.Health/Watch",
+      [this](grpc::CallbackServerContext* context)
+          -> grpc::ServerBidiReactor<HealthCheckRequest, HealthCheckResponse>* {
+        auto* watch = new WatchStream(*this, watches_, *context);
+        const std::string reason = watches_.admit(*watch, context->peer());
+        if (!reason.empty()) {
+          delete watch;  // never given to gRPC
+          if (refused_) refused_(reason);
+          return new RefusedCall<HealthCheckRequest, HealthCheckResponse>(
+              refusal_status(reason, "health watches"));
+        }
+        watch->start();
+        return watch;
+      });
+}
 
 HealthService::ServingStatus HealthService::status_of(const std::string& service) const {
   if (shut_down_) return HealthCheckResponse::NOT_SERVING;
   auto it = serving_.find(service);
   if (it == serving_.end()) return HealthCheckResponse::SERVICE_UNKNOWN;
   return it->second ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+}
+
+void HealthService::subscribe(WatchStream& watch, const std::string& service) {
+  std::lock_guard lock(mutex_);
+  watch.service = service;
+  watch.subscribed = true;
+  watch.post(status_of(service));
 }
 
 void HealthService::set_serving(const std::string& service, bool serving) {
@@ -113,7 +165,7 @@ void HealthService::set_serving(const std::string& service, bool serving) {
   const ServingStatus now = status_of(service);
   watches_.for_each([&](BoundedStream& stream) {
     auto& watch = static_cast<WatchStream&>(stream);
-    if (watch.service == service) watch.post(now);
+    if (watch.subscribed && watch.service == service) watch.post(now);
   });
 }
 
@@ -121,57 +173,25 @@ void HealthService::shutdown() {
   std::lock_guard lock(mutex_);
   shut_down_ = true;
   watches_.for_each([](BoundedStream& stream) {
-    static_cast<WatchStream&>(stream).post(HealthCheckResponse::NOT_SERVING);
+    auto& watch = static_cast<WatchStream&>(stream);
+    if (watch.subscribed) watch.post(HealthCheckResponse::NOT_SERVING);
   });
+  // Checks go on answering NOT_SERVING until the server stops (it cancels what is left).
   watches_.end_all(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is stopping"));
 }
 
-grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* context,
-                                               const HealthCheckRequest* request,
-                                               HealthCheckResponse* response) {
-  auto* reactor = context->DefaultReactor();
-  if (request->service().size() > kMaxServiceNameBytes) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        "service: a name is at most " + std::to_string(kMaxServiceNameBytes) + " bytes"));
-    return reactor;
-  }
+grpc::Status HealthService::check(const HealthCheckRequest& request,
+                                  HealthCheckResponse& response) {
+  if (request.service().size() > kMaxServiceNameBytes) return name_too_long();
   ServingStatus status;
   {
     std::lock_guard lock(mutex_);
-    status = status_of(request->service());
+    status = status_of(request.service());
   }
-  if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
-  } else {
-    response->set_status(status);
-    reactor->Finish(grpc::Status::OK);
-  }
-  return reactor;
-}
-
-grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
-    grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
-  // gRPC keeps the request until the stream ends: a long name would make each admitted stream
-  // hold up to a message's size (1 MB), not the ~20 KB the caps are sized for.
-  if (request->service().size() > kMaxServiceNameBytes)
-    return new RefusedWatch(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        "service: a name is at most " + std::to_string(kMaxServiceNameBytes) + " bytes"));
-  auto* watch = new WatchStream(watches_, *context, request->service());
-  std::unique_lock lock(mutex_);
-  const std::string refusal = watches_.admit(*watch, context->peer());
-  if (!refusal.empty()) {
-    lock.unlock();
-    delete watch;  // never given to gRPC
-    if (refused_) refused_(refusal);
-    const bool stopping = refusal.ends_with("-stopping");
-    return new RefusedWatch(grpc::Status(
-        stopping ? grpc::StatusCode::UNAVAILABLE : grpc::StatusCode::RESOURCE_EXHAUSTED,
-        stopping ? "the coordinator is stopping" : "too many health watches (" + refusal + ")"));
-  }
-  watch->post(status_of(watch->service));
-  return watch;
+  if (status == HealthCheckResponse::SERVICE_UNKNOWN)
+    return {grpc::StatusCode::NOT_FOUND, "unknown service"};
+  response.set_status(status);
+  return grpc::Status::OK;
 }
 
 }  // namespace cgp::transport::detail

@@ -1,8 +1,9 @@
-// grpc.health.v1 on the coordinator's ports, bounded (issue 36 item 1). Health checks need no
-// credential (load balancers probe them), and gRPC's default service let anyone hold Watch
-// streams without limit: 40,000 from one address took the coordinator from 58 to 778 MB. Here
-// every Watch stream is admitted by a StreamRegistry (caps per connection, per address, in all;
-// a lifetime), and a refused one ends at once with RESOURCE_EXHAUSTED. Check holds nothing.
+// grpc.health.v1 on the coordinator's ports, bounded. Health checks need no credential (load
+// balancers probe them), and gRPC's default service let anyone hold Watch streams without
+// limit: 40,000 from one address took the coordinator from 58 to 778 MB. Here both methods are
+// served from their headers (header_time_service.hpp): every Check and Watch is admitted by a
+// StreamRegistry (caps per connection, per address, in all; a lifetime), and a refused one ends
+// at once with RESOURCE_EXHAUSTED.
 #pragma once
 
 #include <cstddef>
@@ -11,17 +12,20 @@
 #include <mutex>
 #include <string>
 
-#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/health/v1/health.pb.h"
+#include "header_time_service.hpp"
 #include "stream_registry.hpp"
 
 namespace cgp::transport::detail {
 
-class HealthService final : public grpc::health::v1::Health::CallbackService {
+class HealthService final : public HeaderTimeService {
  public:
+  static constexpr const char* kServiceName = "grpc.health.v1.Health";
   // A service name longer than this is INVALID_ARGUMENT (ours are ~20 bytes).
   static constexpr std::size_t kMaxServiceNameBytes = 256;
-  // `refused` is told the reason of each refused Watch ("health-watch-address-cap", ...).
-  HealthService(StreamCaps caps, std::function<void(const std::string& reason)> refused);
+  // `refused` is told the reason of each refused call ("health-watch-address-cap", ...).
+  HealthService(StreamCaps watch_caps, StreamCaps check_caps,
+                std::function<void(const std::string& reason)> refused);
   // The server must be shut down before this is destroyed.
   ~HealthService() override = default;
   HealthService(const HealthService&) = delete;
@@ -33,23 +37,22 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   void shutdown();
   std::size_t open_watches() const { return watches_.open(); }
 
-  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
-                                  const grpc::health::v1::HealthCheckRequest* request,
-                                  grpc::health::v1::HealthCheckResponse* response) override;
-  grpc::ServerWriteReactor<grpc::health::v1::HealthCheckResponse>* Watch(
-      grpc::CallbackServerContext* context,
-      const grpc::health::v1::HealthCheckRequest* request) override;
-
  private:
   class WatchStream;
-  using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
+  using HealthCheckRequest = grpc::health::v1::HealthCheckRequest;
+  using HealthCheckResponse = grpc::health::v1::HealthCheckResponse;
+  using ServingStatus = HealthCheckResponse::ServingStatus;
   ServingStatus status_of(const std::string& service) const;  // under mutex_
+  grpc::Status check(const HealthCheckRequest& request, HealthCheckResponse& response);
+  // A Watch's request came: from now on it hears `service`'s changes.
+  void subscribe(WatchStream& watch, const std::string& service);
 
   const std::function<void(const std::string&)> refused_;
-  mutable std::mutex mutex_;  // the statuses; taken before the registry's lock
+  mutable std::mutex mutex_;  // the statuses and subscriptions; taken before a registry's lock
   std::map<std::string, bool, std::less<>> serving_;
   bool shut_down_ = false;
-  StreamRegistry watches_;
+  StreamRegistry watches_, checks_;
+  UnaryCall<HealthCheckRequest, HealthCheckResponse>::Handler check_handler_;
 };
 
 }  // namespace cgp::transport::detail

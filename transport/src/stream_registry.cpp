@@ -48,6 +48,16 @@ std::string StreamRegistry::admit(BoundedStream& stream, const std::string& peer
   return {};
 }
 
+void StreamRegistry::hold(BoundedStream& stream) {
+  std::lock_guard lock(mutex_);
+  if (streams_.count(&stream)) stream.ends_at = std::chrono::steady_clock::time_point::max();
+}
+
+void StreamRegistry::renew(BoundedStream& stream) {
+  std::lock_guard lock(mutex_);
+  if (streams_.count(&stream)) stream.ends_at = std::chrono::steady_clock::now() + caps_.lifetime;
+}
+
 void StreamRegistry::forget(BoundedStream& stream) {
   std::lock_guard lock(mutex_);
   if (streams_.erase(&stream) == 0) return;

@@ -1,6 +1,6 @@
-// Streams that need no credential (health Watch, server reflection), bounded (issue 36 item 1):
-// each is counted per TCP connection, per peer address and in all before it is served, and is
-// ended after a lifetime, so that no client can make the coordinator hold them without limit.
+// Streams and calls counted from their headers (health, reflection, analyst calls): each is
+// counted per TCP connection, per peer address and in all before it is served, and is ended
+// after a lifetime, so that no client can make the coordinator hold them without limit.
 #pragma once
 
 #include <chrono>
@@ -46,6 +46,10 @@ class StreamRegistry {
   // refusal reason ("<kind>-total-cap", "-address-cap", "-connection-cap", "-stopping"), and
   // then nothing is counted.
   std::string admit(BoundedStream& stream, const std::string& peer);
+  // A call whose request is in: no longer ended by the lifetime (the handler takes its time).
+  void hold(BoundedStream& stream);
+  // Its lifetime starts again from now (an answer the client must take in time).
+  void renew(BoundedStream& stream);
   // The stream's OnDone: it is no longer counted (and no longer ended by the registry).
   void forget(BoundedStream& stream);
   // Ends every stream now and refuses new ones from now on.

@@ -36,9 +36,11 @@ class NetworkFleet;
 // What one peer, and everyone together, may hold open (issue 10 items 4–5). Every limit is applied
 // before a credential is looked at; the defaults suit one coordinator of tens of thousands of
 // devices. README "Network" lists them.
-// Streams of one kind that need no credential (health Watch, server reflection): counted per
-// TCP connection, per peer address and in all before they are served, and ended after their
-// lifetime (the client opens another). Over a cap a stream ends at once, RESOURCE_EXHAUSTED.
+// Calls of one kind other than device streams (health checks and Watch, server reflection,
+// analyst calls): counted at their headers per TCP connection, per peer address and in all,
+// before the request is read (gRPC would hold a call waiting for its request outside every
+// cap). Over a cap a call ends at once, RESOURCE_EXHAUSTED. A stream ends after its lifetime
+// (the client opens another); a unary call's request must come within it.
 struct StreamCaps {
   std::size_t total = 1024;
   std::size_t per_address = 64;
@@ -58,7 +60,10 @@ struct ConnectionLimits {
   // A connection with no call open is closed after this (devices hold one long call).
   std::chrono::milliseconds idle_timeout{300000};
   // HTTP/2 streams one connection may have open at once (a device needs one; the load-test
-  // swarm multiplexes 500 devices on a connection).
+  // swarm multiplexes 500 devices on a connection), as announced in SETTINGS. gRPC 1.51 holds
+  // only peers that acknowledged it to this; against others the per-kind caps below hold (a
+  // connection keeps at most max_pending_streams_per_address streams before Hello and each
+  // StreamCaps::per_connection of the other kinds).
   std::size_t max_streams_per_connection = 1024;
   // Device streams not yet past Hello, in all and per peer address; more are ended at once
   // (RESOURCE_EXHAUSTED). Each costs ~17 KB until its Hello or the hello timeout, so these bound
@@ -74,6 +79,11 @@ struct ConnectionLimits {
   // (grpcurl list/describe: one short stream per command).
   StreamCaps health_watches{1024, 64, 8, std::chrono::milliseconds(300000)};
   StreamCaps reflection_streams{64, 16, 4, std::chrono::milliseconds(60000)};
+  // grpc.health.v1 Check (answered at once: held only while a client withholds its request).
+  StreamCaps health_checks{1024, 64, 8, std::chrono::milliseconds(10000)};
+  // Analyst calls with the analyst credential (others end at their headers, UNAUTHENTICATED),
+  // waiting or running: queries run one at a time, reads (status, results, watches) beside.
+  StreamCaps analyst_calls{1024, 256, 256, std::chrono::milliseconds(10000)};
 };
 
 struct GatewayOptions {
