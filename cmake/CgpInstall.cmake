@@ -19,7 +19,7 @@ cgp_install_export_set(cgpkitClientTargets cgp_common cgp_client)
 # The device link (cgpkit::link, cgp/cgp_link.h) in a set of its own: it adds gRPC, which a
 # client-only app that speaks the protocol itself does not need.
 if(CGP_DEVICE_LINK)
-  cgp_install_export_set(cgpkitLinkTargets cgp_device_link)
+  cgp_install_export_set(cgpkitLinkTargets cgp_protocol cgp_device_link)
 endif()
 if(NOT CGP_CLIENT_ONLY)
   cgp_install_export_set(cgpkitTargets cgp_coordinator cgp_simulation)

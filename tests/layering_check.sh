@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Layers point down only (issue 11 item 3): common <- client-sdk, coordinator; client-sdk <-
-# device-link (a device's side of the network); client-sdk + coordinator <- simulation;
-# client-sdk + coordinator + device-link <- transport; simulation <- sim; everything <- tools. The coordinator
-# does not depend on the device SDK, and the transport (the coordinator service) not on the
-# simulation. Fails on an #include of a higher layer's header or a link to a higher layer's
-# library, naming the file and line.
+# Layers point down only: common <- client-sdk, coordinator, protocol (the wire both ends speak);
+# client-sdk + protocol <- device-link (a device's side of the network); client-sdk +
+# coordinator <- simulation; coordinator + protocol <- transport (the coordinator's server; its
+# load-test swarm, cgp_swarm, also uses device-link); simulation <- sim; everything <- tools.
+# The coordinator does not depend on the device SDK, and the transport not on the simulation.
+# Fails on an #include of a higher layer's header or a link to a higher layer's library, naming
+# the file and line.
 #   tests/layering_check.sh [ROOT]
 set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -12,21 +13,23 @@ cd "$root"
 status=0
 # directory | header folders it may include (cgp/<folder>/) | library targets it must not link
 layers=(
-  "common|common|cgp_client cgp_device_link cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
-  "client-sdk|common client|cgp_device_link cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
-  "device-link|common client link|cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
-  "coordinator|common coordinator|cgp_client cgp_device_link cgp_simulation cgp_transport cgp_swarm cgp_sim"
-  "simulation|common client coordinator simulation|cgp_device_link cgp_transport cgp_swarm cgp_sim"
-  "transport|common client coordinator link transport|cgp_simulation cgp_sim"
+  "common|common|cgp_protocol cgp_client cgp_device_link cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "protocol|common protocol|cgp_client cgp_device_link cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "client-sdk|common client|cgp_protocol cgp_device_link cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "device-link|common client protocol link|cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "coordinator|common coordinator|cgp_protocol cgp_client cgp_device_link cgp_simulation cgp_transport cgp_swarm cgp_sim"
+  "simulation|common client coordinator simulation|cgp_protocol cgp_device_link cgp_transport cgp_swarm cgp_sim"
+  "transport|common client coordinator protocol link transport|cgp_simulation cgp_sim"
   "sim|common client coordinator simulation sim|cgp_transport cgp_swarm"
 )
 for layer in "${layers[@]}"; do
   IFS='|' read -r dir allowed forbidden <<< "$layer"
   while IFS= read -r hit; do
     folder="$(sed -E 's|.*#include [<"]cgp/([a-z_0-9]+)/.*|\1|' <<< "$hit")"
-    # Generated messages: cgp/v1/cgp.pb.h is common's, cgp/v1/service*.h the device link's.
+    # Generated messages: cgp/v1/cgp.pb.h is common's, the services' (device_gateway, analyst)
+    # the protocol's.
     if [ "$folder" = v1 ]; then
-      [[ "$hit" == *cgp/v1/service* ]] && folder=link || folder=common
+      [[ "$hit" == *cgp/v1/cgp.pb.h* ]] && folder=common || folder=protocol
     fi
     if ! grep -qw -- "$folder" <<< "$allowed"; then
       echo "layering: $hit: $dir may not include cgp/$folder/ (a higher layer)" >&2

@@ -1,6 +1,6 @@
 #include "cgp/link/device_client.hpp"
 #include "cgp/common/version.hpp"
-#include "status_codec.hpp"
+#include "cgp/protocol/status_codec.hpp"
 
 #include <grpcpp/grpcpp.h>
 
@@ -16,10 +16,10 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
-#include "cgp/v1/service.grpc.pb.h"
-#include "device_channel.hpp"
-#include "watch_admission.hpp"
-#include "watch_schedule.hpp"
+#include "cgp/link/watch_admission.hpp"
+#include "cgp/link/watch_schedule.hpp"
+#include "cgp/protocol/channel_settings.hpp"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 
 namespace cgp::link {
 namespace {
@@ -52,10 +52,10 @@ class WatchTicker {
       std::lock_guard lock(mutex_);
       ticking = watches_.size();
     }
-    detail::WatchAnswer answer;
+    WatchAnswer answer;
     {
       std::lock_guard lock(device_mutex_);
-      answer = detail::answer_start_watch(
+      answer = answer_start_watch(
           device_, {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, limits_,
           ticking, unix_now());
     }
@@ -120,7 +120,7 @@ class WatchTicker {
   std::mutex mutex_;
   std::uint64_t generation_ = 0;
   std::condition_variable_any changed_;
-  detail::WatchSchedule watches_;
+  WatchSchedule watches_;
   std::jthread thread_;  // last: stopped and joined before the members it uses go
 };
 
@@ -194,8 +194,8 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
                             std::to_string(i) + " (value " +
                             std::to_string(static_cast<unsigned char>(device_id[i])) + ")");
   auto channel = grpc::CreateCustomChannel(
-      coordinator_address, detail::device_channel_credentials(connection.tls_root_certificate),
-      detail::device_channel_arguments());
+      coordinator_address, protocol::device_channel_credentials(connection.tls_root_certificate),
+      protocol::device_channel_arguments());
   auto stub = v1::DeviceGateway::NewStub(channel);
   grpc::ClientContext context;
   auto stream = stub->Connect(&context);
@@ -360,7 +360,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
                       "credential: the coordinator refused device " + device_id);
   if (connection.stop.stop_requested()) return {};
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED)
-    return detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
+    return protocol::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
   return {};
 }
 

@@ -1,9 +1,9 @@
-#include "watch_admission.hpp"
+#include "cgp/link/watch_admission.hpp"
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 
-namespace cgp::link::detail {
+namespace cgp::link {
 
 std::optional<std::string> refuse_watch(const client::Device& device, const v1::WatchSpec& spec,
                                         const WatchLimits& limits, std::size_t ticking,
@@ -52,4 +52,4 @@ WatchAnswer answer_start_watch(client::Device& device, std::span<const std::uint
   return answer;
 }
 
-}  // namespace cgp::link::detail
+}  // namespace cgp::link

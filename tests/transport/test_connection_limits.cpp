@@ -29,7 +29,8 @@
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/analyst.grpc.pb.h"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 #include "idle_flood.hpp"
 #include "network_fixtures.hpp"
 

@@ -17,7 +17,8 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/link/device_client.hpp"
 #include "cgp/transport/gateway.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/analyst.grpc.pb.h"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 #include "client/device_fixtures.hpp"
 #include "network_fixtures.hpp"
 

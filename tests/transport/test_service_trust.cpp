@@ -28,7 +28,7 @@
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/device_swarm.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/analyst.grpc.pb.h"
 #include "network_fixtures.hpp"
 #include "state_reader.hpp"
 #include "support/seed.hpp"

@@ -497,9 +497,14 @@ TEST_CASE(
     const std::string from = "127.0.0." + std::to_string(source++);
     test::RawHttp2Peer peer(from.c_str(), coordinator.port());
     REQUIRE(peer.connected());
+    const auto opened = std::chrono::steady_clock::now();
     const auto ids = peer.open_streams(row.path, 5000, row.with_message);
-    peer.read_until(10s, [&] { return peer.ended().size() >= ids.size() - row.held; });
-    INFO("ended " << peer.ended().size() << " of " << ids.size());
+    peer.read_until(30s, [&] { return peer.ended().size() >= ids.size() - row.held; });
+    INFO("ended " << peer.ended().size() << " of " << ids.size() << " in "
+                  << std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - opened)
+                         .count()
+                  << " ms");
     CHECK(peer.connected());
     CHECK(peer.ended().size() >= ids.size() - row.held);
     // A prober on its own connection is answered meanwhile.

@@ -19,7 +19,7 @@
 #include "cgp/transport/credentials.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "cgp/transport/log_format.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 #include "support/seed.hpp"
 
 using namespace cgp;

@@ -1,5 +1,5 @@
 #include "cgp/transport/analyst_client.hpp"
-#include "status_codec.hpp"
+#include "cgp/protocol/status_codec.hpp"
 
 #include <grpcpp/grpcpp.h>
 
@@ -8,7 +8,7 @@
 
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/analyst.grpc.pb.h"
 
 namespace cgp::transport {
 
@@ -27,7 +27,7 @@ struct AnalystClient::Impl {
 namespace {
 
 Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
-  return link::detail::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
+  return protocol::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
 }
 
 // Checked here, before anything is sent (and again by the service).

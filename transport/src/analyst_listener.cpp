@@ -2,7 +2,7 @@
 
 #include "cgp/common/validate.hpp"
 #include "cgp/transport/log_format.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/analyst.grpc.pb.h"
 #include "connection_admission.hpp"
 #include "health_service.hpp"
 #include "reflection_service.hpp"

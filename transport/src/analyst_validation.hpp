@@ -5,7 +5,7 @@
 #pragma once
 
 #include "cgp/common/expected.hpp"
-#include "cgp/v1/service.pb.h"
+#include "cgp/v1/analyst.pb.h"
 
 namespace cgp::transport::detail {
 

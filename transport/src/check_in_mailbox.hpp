@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cgp/v1/service.pb.h"
+#include "cgp/v1/cgp.pb.h"
 #include "round_table.hpp"
 
 namespace cgp::transport::detail {

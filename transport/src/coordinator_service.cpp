@@ -28,14 +28,15 @@
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/top_regions.hpp"
+#include "cgp/protocol/status_codec.hpp"
 #include "cgp/transport/log_format.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/analyst.grpc.pb.h"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 #include "coordinator_state.hpp"
 #include "header_time_service.hpp"
 #include "metrics_endpoint.hpp"
 #include "refusal_log.hpp"
 #include "result_pages.hpp"
-#include "status_codec.hpp"
 
 namespace cgp::transport {
 namespace {
@@ -45,11 +46,11 @@ constexpr const char* kCredentialHeader = "cgp-analyst-credential";
 // Every error crosses the wire through status_codec.hpp: a kind (gRPC code), the cgp code in
 // trailing metadata, "parameter: message".
 grpc::Status to_status(grpc::ServerContextBase* context, const Error& error) {
-  return link::detail::to_grpc_status(context, error);
+  return protocol::to_grpc_status(context, error);
 }
 
 grpc::Status unauthenticated(grpc::ServerContextBase* context) {
-  return link::detail::to_grpc_status(
+  return protocol::to_grpc_status(
       context, Error{ErrorCode::unauthenticated, "credential",
                      "credential: the analyst credential is missing or refused"});
 }
@@ -827,7 +828,7 @@ struct ServiceCore {
     std::lock_guard lock(results_mutex);  // not the query lock: a running query never delays it
     auto it = results.find(request->query_id());
     if (it == results.end())
-      return link::detail::to_grpc_status(
+      return protocol::to_grpc_status(
           context,
           Error{ErrorCode::invalid_argument, "query_id",
                 "query_id: no finished query has this id (or it is past the retention bound)"},
@@ -957,7 +958,7 @@ struct ServiceCore {
     if (!authorised(context)) return unauthenticated(context);
     auto report = gateway->watch_report(request->watch_id());
     if (!report)
-      return link::detail::to_grpc_status(context, report.error(), grpc::StatusCode::NOT_FOUND);
+      return protocol::to_grpc_status(context, report.error(), grpc::StatusCode::NOT_FOUND);
     *out = std::move(*report);
     return grpc::Status::OK;
   }
@@ -1015,8 +1016,14 @@ grpc::Status starting(grpc::ServerContextBase* context) {
 // (status, results, watches) on another, so that a read never waits behind a query.
 class AnalystEndpoint final : public detail::HeaderTimeService {
  public:
-  AnalystEndpoint(ServiceCore& impl, StreamCaps caps, std::function<void(const std::string&)> log)
-      : impl_(impl), calls_(caps, "analyst-call"), refusals_(std::move(log)) {
+  // `port` names the port in refusal lines ("analyst": its own; empty: the device port).
+  AnalystEndpoint(ServiceCore& impl, StreamCaps caps, std::function<void(const std::string&)> log,
+                  const std::string& port)
+      : impl_(impl),
+        calls_(caps, "analyst-call"),
+        refusals_(std::move(log)),
+        refusal_line_(port.empty() ? "event=refused reason="
+                                   : "event=refused port=" + port + " reason=") {
     add("/cgp.v1.Analyst/RangeCount", queries_, &ServiceCore::RangeCount);
     add("/cgp.v1.Analyst/Kde", queries_, &ServiceCore::Kde);
     add("/cgp.v1.Analyst/Knn", queries_, &ServiceCore::Knn);
@@ -1035,9 +1042,12 @@ class AnalystEndpoint final : public detail::HeaderTimeService {
                                                Response*)) {
     using Call = detail::UnaryCall<Request, Response>;
     auto handler = std::make_shared<typename Call::Handler>(
-        [this, method](grpc::CallbackServerContext& c, const Request& q, Response& r) {
-          return guarded(&c,
-                         [&] { return !impl_.ready ? starting(&c) : (impl_.*method)(&c, &q, &r); });
+        [&core = impl_, method](grpc::CallbackServerContext& c, const Request& q, Response& r) {
+          // No implicit `this` in the inner lambda: GCC 12's -fsanitize=vptr checks the inner
+          // closure's own address as the endpoint there (a false "invalid vptr").
+          return guarded(&c, [&core, method, &c, &q, &r] {
+            return !core.ready ? starting(&c) : (core.*method)(&c, &q, &r);
+          });
         });
     handlers_.push_back(handler);
     add_method<Request, Response>(
@@ -1048,7 +1058,7 @@ class AnalystEndpoint final : public detail::HeaderTimeService {
             return new detail::RefusedCall<Request, Response>(unauthenticated(context));
           return Call::start(context, calls_, *h, &lane, "analyst calls",
                              [this](const std::string& reason) {
-                               refusals_.refused(reason, "event=refused reason=" + reason);
+                               refusals_.refused(reason, refusal_line_ + reason);
                              });
         });
   }
@@ -1056,6 +1066,7 @@ class AnalystEndpoint final : public detail::HeaderTimeService {
   ServiceCore& impl_;
   detail::StreamRegistry calls_;
   detail::RefusalLog refusals_;
+  const std::string refusal_line_;
   std::vector<std::shared_ptr<void>> handlers_;  // each method's, for as long as the server
   detail::CallLane queries_{2}, reads_{4};       // joined first: their calls are answered
 };
@@ -1145,7 +1156,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     gateway_options.extra_services.push_back(
         {v1::Analyst::service_full_name(), [core = impl.get()]() -> std::unique_ptr<grpc::Service> {
            return std::make_unique<AnalystEndpoint>(
-               *core, core->options.gateway.limits.analyst_calls, core->options.gateway.log);
+               *core, core->options.gateway.limits.analyst_calls, core->options.gateway.log, "");
          }});
   auto gateway = DeviceGateway::start(gateway_options);
   if (!gateway) return gateway.error();
@@ -1155,7 +1166,7 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
         options.analyst_address, options.analyst_limits, options.gateway.tls_certificate_chain,
         options.gateway.tls_private_key,
         std::make_unique<AnalystEndpoint>(*impl, options.analyst_limits.analyst_calls,
-                                          options.gateway.log),
+                                          options.gateway.log, "analyst"),
         options.gateway.log);
     if (!listener) return listener.error();
     impl->analyst_listener = std::move(*listener);

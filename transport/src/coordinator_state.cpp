@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "cgp/common/validate.hpp"
-#include "cgp/v1/service.pb.h"
+#include "cgp/v1/analyst.pb.h"
 
 namespace cgp::transport::detail {
 namespace {

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 
 namespace cgp::transport::detail {
 

@@ -19,10 +19,10 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
-#include "cgp/v1/service.grpc.pb.h"
-#include "device_channel.hpp"
-#include "watch_admission.hpp"
-#include "watch_schedule.hpp"
+#include "cgp/link/watch_admission.hpp"
+#include "cgp/link/watch_schedule.hpp"
+#include "cgp/protocol/channel_settings.hpp"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 
 namespace cgp::transport {
 namespace {
@@ -241,10 +241,10 @@ class SwarmStream {
   // public schedule, one alert each. Ticks run on this stream's queue thread, woken by an alarm.
   void start_watch(std::string_view body) {
     Member& member = *swarm_.members[index_];
-    link::detail::WatchAnswer answer;
+    link::WatchAnswer answer;
     {
       std::lock_guard lock(member.device_mutex);
-      answer = link::detail::answer_start_watch(
+      answer = link::answer_start_watch(
           member.device, {reinterpret_cast<const std::uint8_t*>(body.data()), body.size()},
           swarm_.options.watch_limits, watches_.size(), unix_now());
     }
@@ -314,7 +314,7 @@ class SwarmStream {
   grpc::CompletionQueue* completion_queue_ = nullptr;
   grpc::Alarm alarm_;
   bool alarm_set_ = false;
-  link::detail::WatchSchedule watches_;
+  link::WatchSchedule watches_;
   grpc::ByteBuffer incoming_;
   std::deque<std::pair<grpc::ByteBuffer, bool>> queue_;  // message, is a reply
   grpc::Status status_;
@@ -430,11 +430,11 @@ Expected<std::unique_ptr<DeviceSwarm>> DeviceSwarm::start(const SwarmOptions& op
     impl->members.push_back(std::unique_ptr<Member>(
         new Member{std::move(members[i]), std::move(device), {}, nullptr, true}));
   }
-  const auto credentials = link::detail::device_channel_credentials(options.tls_root_certificate);
+  const auto credentials = protocol::device_channel_credentials(options.tls_root_certificate);
   const std::size_t connections =
       (impl->members.size() + options.streams_per_connection - 1) / options.streams_per_connection;
   for (std::size_t c = 0; c < connections; ++c) {
-    grpc::ChannelArguments arguments = link::detail::device_channel_arguments();
+    grpc::ChannelArguments arguments = protocol::device_channel_arguments();
     // gRPC's minimal filter stack: the swarm is a test harness talking to our own coordinator,
     // and the filters it drops (deadlines, message size, compression) cost ~20% of its CPU per
     // reply (bench/network_load.sh: 28 -> 23 µs). The coordinator keeps the full stack: it

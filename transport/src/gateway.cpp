@@ -1,5 +1,7 @@
 #include "cgp/transport/gateway.hpp"
 
+#include "cgp/protocol/service_descriptors.hpp"
+
 #include <cmath>
 
 #include <sodium.h>
@@ -228,7 +230,7 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   // streams are bounded (health_service.hpp). gRPC's default health service is a process-wide
   // switch: off.
   grpc::EnableDefaultHealthCheckService(false);
-  std::vector<std::string> service_names = {v1::DeviceGateway::service_full_name()};
+  std::vector<std::string> service_names = {protocol::device_gateway_descriptor().full_name()};
   for (const auto& extra : options.extra_services) service_names.push_back(extra.name);
   const auto refused_stream = [core = impl.get()](const std::string& reason) {
     core->log_refused(reason, "event=refused reason=" + reason);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cgp/transport/gateway.hpp"
-#include "cgp/v1/service.grpc.pb.h"
+#include "cgp/v1/device_gateway.grpc.pb.h"
 #include "check_in_mailbox.hpp"
 #include "connection_admission.hpp"
 #include "device_session.hpp"

@@ -89,7 +89,8 @@ class UnaryCall final : public grpc::ServerBidiReactor<Request, Response>, publi
   }
 
   // From the registry: the request did not come within the lifetime, or the server stops.
-  // A call already running ends with its answer; an answer not taken is cancelled.
+  // A call already running ends with its answer; a call already finished (an answer not taken
+  // in time, or ended before and still held by its client) is cancelled.
   void end(const grpc::Status& status) override {
     std::unique_lock lock(mutex_);
     if (phase_ == Phase::finished && !cancelled_) {
@@ -139,7 +140,11 @@ class UnaryCall final : public grpc::ServerBidiReactor<Request, Response>, publi
   void answer() {
     grpc::Status status;
     try {
-      status = handler_(context_, request_, response_);
+      // A call that waited on its lane past the client's deadline (or a server that stops) is
+      // not run: a query would charge devices for an answer nobody takes.
+      status = context_.IsCancelled()
+                   ? grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled")
+                   : handler_(context_, request_, response_);
     } catch (const std::exception&) {
       status = grpc::Status(grpc::StatusCode::INTERNAL, "internal error");
     } catch (...) {
@@ -149,7 +154,7 @@ class UnaryCall final : public grpc::ServerBidiReactor<Request, Response>, publi
       std::lock_guard lock(mutex_);
       phase_ = Phase::finished;
     }
-    // An answer the client does not take within the lifetime is cancelled (end() again).
+    // An answer the client does not take within the lifetime is cancelled (the reaper's end()).
     registry_.renew(*this);
     if (status.ok())
       this->StartWriteAndFinish(&response_, grpc::WriteOptions(), status);

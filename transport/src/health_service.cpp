@@ -60,10 +60,11 @@ class HealthService::WatchStream final
       if (!writing_) finish(lock);  // else OnWriteDone finishes, once the write is out
       return;
     }
-    // Ended before and a write still in flight (the reaper asks again a tick later): a client
-    // that never reads (no HTTP/2 window) would hold it, and so the stream, for good.
-    // Cancelling fails the write, and OnWriteDone finishes.
-    if (!writing_ || cancelled_) return;
+    // Ended before and still here (the reaper asks again a tick later): a client that never
+    // reads (no HTTP/2 window) would hold a write in flight, or one that never sends its
+    // request and blocks its TCP the stream, for good. Cancelling fails the write (OnWriteDone
+    // finishes) or the read.
+    if (cancelled_) return;
     cancelled_ = true;
     lock.unlock();
     context_.TryCancel();

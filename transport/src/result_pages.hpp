@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cgp/v1/service.pb.h"
+#include "cgp/v1/analyst.pb.h"
 
 namespace cgp::transport::detail {
 

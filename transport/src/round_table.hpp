@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cgp/coordinator/fleet.hpp"
-#include "cgp/v1/service.pb.h"
+#include "cgp/v1/cgp.pb.h"
 
 namespace cgp::transport::detail {
 

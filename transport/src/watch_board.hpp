@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cgp/common/expected.hpp"
-#include "cgp/v1/service.pb.h"
+#include "cgp/v1/analyst.pb.h"
 
 namespace cgp::transport::detail {
 

@@ -79,8 +79,9 @@ struct ConnectionLimits {
   // (grpcurl list/describe: one short stream per command).
   StreamCaps health_watches{1024, 64, 8, std::chrono::milliseconds(300000)};
   StreamCaps reflection_streams{64, 16, 4, std::chrono::milliseconds(60000)};
-  // grpc.health.v1 Check (answered at once: held only while a client withholds its request).
-  StreamCaps health_checks{1024, 64, 8, std::chrono::milliseconds(10000)};
+  // grpc.health.v1 Check (answered at once: held only while a client withholds its request,
+  // which a prober sends with its headers; 4,096 such at ~18 KB: ~72 MB).
+  StreamCaps health_checks{4096, 64, 8, std::chrono::milliseconds(1000)};
   // Analyst calls with the analyst credential (others end at their headers, UNAUTHENTICATED),
   // waiting or running: queries run one at a time, reads (status, results, watches) beside.
   StreamCaps analyst_calls{1024, 256, 256, std::chrono::milliseconds(10000)};

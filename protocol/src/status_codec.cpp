@@ -1,9 +1,9 @@
-#include "status_codec.hpp"
+#include "cgp/protocol/status_codec.hpp"
 
 #include <charconv>
 #include <string>
 
-namespace cgp::link::detail {
+namespace cgp::protocol {
 
 grpc::StatusCode grpc_code_of(ErrorCode code) noexcept {
   switch (code) {
@@ -82,4 +82,4 @@ Error from_grpc_status(const grpc::Status& status,
   }
 }
 
-}  // namespace cgp::link::detail
+}  // namespace cgp::protocol

@@ -9,7 +9,7 @@
 
 #include "cgp/common/wire/limits.hpp"
 
-namespace cgp::link::detail {
+namespace cgp::protocol {
 
 // Plaintext for an empty root, else TLS checked against the PEM root certificate.
 inline std::shared_ptr<grpc::ChannelCredentials> device_channel_credentials(
@@ -36,4 +36,4 @@ inline grpc::ChannelArguments device_channel_arguments() {
   return arguments;
 }
 
-}  // namespace cgp::link::detail
+}  // namespace cgp::protocol

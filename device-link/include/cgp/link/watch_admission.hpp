@@ -15,7 +15,7 @@
 #include "cgp/link/device_client.hpp"
 #include "cgp/v1/cgp.pb.h"
 
-namespace cgp::link::detail {
+namespace cgp::link {
 
 // The serialized WatchStarted refusing `spec`, or nullopt if the device may be asked.
 std::optional<std::string> refuse_watch(const client::Device& device, const v1::WatchSpec& spec,
@@ -37,4 +37,4 @@ struct WatchAnswer {
 WatchAnswer answer_start_watch(client::Device& device, std::span<const std::uint8_t> spec_bytes,
                                const WatchLimits& limits, std::size_t ticking, double now);
 
-}  // namespace cgp::link::detail
+}  // namespace cgp::link

@@ -11,7 +11,7 @@
 
 #include "cgp/common/watch.hpp"
 
-namespace cgp::link::detail {
+namespace cgp::link {
 
 class WatchSchedule {
  public:
@@ -57,4 +57,4 @@ class WatchSchedule {
   std::map<std::string, Scheduled> watches_;
 };
 
-}  // namespace cgp::link::detail
+}  // namespace cgp::link

@@ -15,7 +15,7 @@
 
 #include "cgp/common/error.hpp"
 
-namespace cgp::link::detail {
+namespace cgp::protocol {
 
 inline constexpr const char* kErrorCodeKey = "cgp-error-code";
 
@@ -32,4 +32,4 @@ Error from_grpc_status(const grpc::Status& status,
                        const std::multimap<grpc::string_ref, grpc::string_ref>& trailing,
                        std::string_view peer);
 
-}  // namespace cgp::link::detail
+}  // namespace cgp::protocol
