@@ -109,10 +109,9 @@ Reply Device::State::process(const DeviceRequest& request, const RequestDigest& 
 
   // The filter decides on the public charge alone (Thm 4.3).
   const double charge = plan->charged_rho;
-  if (!filter.admits(charge)) {
-    if (filter.halt_if_sticky()) {
-      if (auto s = ledger->record_halt(); !s) ledger_status = s;  // fail closed from now on
-    }
+  if (!admit_or_halt(filter, charge, [&] {
+        if (auto s = ledger->record_halt(); !s) ledger_status = s;  // fail closed from now on
+      })) {
     Reply reply;
     reply.id = id;
     reply.status = ReplyStatus::refused_budget;

@@ -106,10 +106,9 @@ Expected<WatchArming> Device::start_watch(const WatchSpec& spec) noexcept {
 
     // The filter decides on the public charge alone (Thm 4.3), as for a release.
     const double charge = plan.charged_rho;
-    if (!s.filter.admits(charge)) {
-      if (s.filter.halt_if_sticky()) {
-        if (auto st = s.ledger->record_halt(); !st) s.ledger_status = st;
-      }
+    if (!admit_or_halt(s.filter, charge, [&] {
+          if (auto st = s.ledger->record_halt(); !st) s.ledger_status = st;
+        })) {
       arming.status = WatchStartStatus::refused_budget;
       arming.remaining_budget = s.filter.remaining();
       return arming;

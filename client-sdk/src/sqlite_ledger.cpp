@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "cgp/client/ledger.hpp"
@@ -232,6 +233,44 @@ struct SqliteLedger::Impl {
     kept_bytes = static_cast<std::size_t>(sqlite3_column_int64(total.get(), 0));
     return true;
   }
+
+  // The ledger's one charge transaction, for every write that moves a total: BEGIN IMMEDIATE;
+  // the stored total must be the one this handle believes in (`before`; for `spent`, the
+  // ledger not halted either) — anything else means another writer or damage, and a charge on
+  // top of it could overspend, so nothing is written; then `write` (the rows the charge pays
+  // for) and the new total; COMMIT. Any failure rolls back: a charge is whole or not at all.
+  enum class Total { spent, expost_spent };
+  Status charge(const std::string& path, Total total, double before, double after,
+                const std::string& what, const std::function<Status()>& write) {
+    if (!exec("BEGIN IMMEDIATE;")) return failure("cannot begin");
+    auto rollback = [&](Error e) -> Status {
+      exec("ROLLBACK;");
+      return e;
+    };
+    const bool spent = total == Total::spent;
+    {
+      Statement read(db, spent ? "SELECT spent, halted FROM state WHERE id = 0;"
+                               : "SELECT expost_spent, 0 FROM state WHERE id = 0;");
+      if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
+        return rollback(failure("cannot read the recorded total"));
+      const double stored = sqlite3_column_double(read.get(), 0);
+      if (stored != before || sqlite3_column_int(read.get(), 1) != 0)
+        return rollback(ledger_error(path + " changed underneath this handle: recorded " +
+                                     (spent ? "spent " : "ex-post spent ") + format_number(stored) +
+                                     ", expected " + format_number(before)));
+    }
+    if (Status written = write(); !written.ok()) return rollback(written.error());
+    {
+      Statement update(db, spent ? "UPDATE state SET spent = ?1 WHERE id = 0;"
+                                 : "UPDATE state SET expost_spent = ?1 WHERE id = 0;");
+      if (!update.ok()) return rollback(failure("cannot prepare"));
+      sqlite3_bind_double(update.get(), 1, after);
+      if (sqlite3_step(update.get()) != SQLITE_DONE)
+        return rollback(failure("cannot record " + what));
+    }
+    if (!exec("COMMIT;")) return rollback(failure("cannot commit " + what));
+    return {};
+  }
 };
 
 SqliteLedger::SqliteLedger(std::string path, LedgerRetention retention)
@@ -386,47 +425,30 @@ Status SqliteLedger::record_answer(const RequestId& id, const AnsweredRequest& a
   CGP_RETURN_IF_ERROR(s.usable(path_));
   if (s.file_moved())
     return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
-  if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
-  auto rollback = [&](Error e) -> Status {
-    s.exec("ROLLBACK;");
-    return e;
-  };
-  {
-    // The total this handle believes in must be the stored one: anything else means another
-    // writer or damage, and a charge on top of it could overspend.
-    Statement read(s.db, "SELECT spent, halted FROM state WHERE id = 0;");
-    if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
-      return rollback(s.failure("cannot read the recorded total"));
-    const double stored = sqlite3_column_double(read.get(), 0);
-    if (stored != spent_before || sqlite3_column_int(read.get(), 1) != 0)
-      return rollback(ledger_error(path_ + " changed underneath this handle: recorded spent " +
-                                   format_number(stored) + ", expected " +
-                                   format_number(spent_before)));
-  }
-  {
-    Statement insert(s.db,
-                     "INSERT INTO answers(query_id, round, digest, charge, reply, answered_at) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6);");
-    Statement update(s.db, "UPDATE state SET spent = ?1 WHERE id = 0;");
-    if (!insert.ok() || !update.ok()) return rollback(s.failure("cannot prepare"));
-    sqlite3_bind_text(insert.get(), 1, id.query_id.data(), static_cast<int>(id.query_id.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_int64(insert.get(), 2, id.round);
-    sqlite3_bind_blob(insert.get(), 3, answer.digest.data(), static_cast<int>(answer.digest.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_double(insert.get(), 4, answer.charge);
-    sqlite3_bind_blob(insert.get(), 5, answer.reply.data(), static_cast<int>(answer.reply.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_int64(insert.get(), 6, unix_seconds());
-    sqlite3_bind_double(update.get(), 1, spent_after);
-    if (sqlite3_step(insert.get()) != SQLITE_DONE || sqlite3_step(update.get()) != SQLITE_DONE)
-      return rollback(s.failure("cannot record the charge"));
-  }
-  s.kept_bytes += answer.reply.size();
-  if (s.kept_bytes > s.retention.max_reply_bytes && !s.prune())
-    return rollback(s.failure("cannot prune old replies"));
-  if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit the charge"));
-  return {};
+  const std::size_t kept_before = s.kept_bytes;
+  Status recorded =
+      s.charge(path_, Impl::Total::spent, spent_before, spent_after, "the charge", [&]() -> Status {
+        Statement insert(s.db,
+                         "INSERT INTO answers(query_id, round, digest, charge, reply, answered_at) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6);");
+        if (!insert.ok()) return s.failure("cannot prepare");
+        sqlite3_bind_text(insert.get(), 1, id.query_id.data(), static_cast<int>(id.query_id.size()),
+                          SQLITE_STATIC);
+        sqlite3_bind_int64(insert.get(), 2, id.round);
+        sqlite3_bind_blob(insert.get(), 3, answer.digest.data(),
+                          static_cast<int>(answer.digest.size()), SQLITE_STATIC);
+        sqlite3_bind_double(insert.get(), 4, answer.charge);
+        sqlite3_bind_blob(insert.get(), 5, answer.reply.data(),
+                          static_cast<int>(answer.reply.size()), SQLITE_STATIC);
+        sqlite3_bind_int64(insert.get(), 6, unix_seconds());
+        if (sqlite3_step(insert.get()) != SQLITE_DONE) return s.failure("cannot record the charge");
+        s.kept_bytes += answer.reply.size();
+        if (s.kept_bytes > s.retention.max_reply_bytes && !s.prune())
+          return s.failure("cannot prune old replies");
+        return {};
+      });
+  if (!recorded.ok()) s.kept_bytes = kept_before;  // rolled back with the rows
+  return recorded;
 }
 
 Status SqliteLedger::record_halt() {
@@ -472,42 +494,24 @@ Status SqliteLedger::record_watch(const std::string& watch_id, const WatchRecord
   CGP_RETURN_IF_ERROR(s.usable(path_));
   if (s.file_moved())
     return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
-  if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
-  auto rollback = [&](Error e) -> Status {
-    s.exec("ROLLBACK;");
-    return e;
-  };
-  {
-    Statement read(s.db, "SELECT spent, halted FROM state WHERE id = 0;");
-    if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
-      return rollback(s.failure("cannot read the recorded total"));
-    const double stored = sqlite3_column_double(read.get(), 0);
-    if (stored != spent_before || sqlite3_column_int(read.get(), 1) != 0)
-      return rollback(ledger_error(path_ + " changed underneath this handle: recorded spent " +
-                                   format_number(stored) + ", expected " +
-                                   format_number(spent_before)));
-  }
-  {
-    Statement insert(s.db,
-                     "INSERT INTO watches(watch_id, digest, charge, noise_high, noise_low, spec) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6);");
-    Statement update(s.db, "UPDATE state SET spent = ?1 WHERE id = 0;");
-    if (!insert.ok() || !update.ok()) return rollback(s.failure("cannot prepare"));
-    sqlite3_bind_text(insert.get(), 1, watch_id.data(), static_cast<int>(watch_id.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_blob(insert.get(), 2, watch.digest.data(), static_cast<int>(watch.digest.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_double(insert.get(), 3, watch.charge);
-    sqlite3_bind_int64(insert.get(), 4, watch.threshold_noise_high);
-    sqlite3_bind_int64(insert.get(), 5, static_cast<sqlite3_int64>(watch.threshold_noise_low));
-    sqlite3_bind_blob(insert.get(), 6, watch.spec.data(), static_cast<int>(watch.spec.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_double(update.get(), 1, spent_after);
-    if (sqlite3_step(insert.get()) != SQLITE_DONE || sqlite3_step(update.get()) != SQLITE_DONE)
-      return rollback(s.failure("cannot record the watch"));
-  }
-  if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit the watch"));
-  return {};
+  return s.charge(
+      path_, Impl::Total::spent, spent_before, spent_after, "the watch", [&]() -> Status {
+        Statement insert(s.db,
+                         "INSERT INTO watches(watch_id, digest, charge, noise_high, "
+                         "noise_low, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6);");
+        if (!insert.ok()) return s.failure("cannot prepare");
+        sqlite3_bind_text(insert.get(), 1, watch_id.data(), static_cast<int>(watch_id.size()),
+                          SQLITE_STATIC);
+        sqlite3_bind_blob(insert.get(), 2, watch.digest.data(),
+                          static_cast<int>(watch.digest.size()), SQLITE_STATIC);
+        sqlite3_bind_double(insert.get(), 3, watch.charge);
+        sqlite3_bind_int64(insert.get(), 4, watch.threshold_noise_high);
+        sqlite3_bind_int64(insert.get(), 5, static_cast<sqlite3_int64>(watch.threshold_noise_low));
+        sqlite3_bind_blob(insert.get(), 6, watch.spec.data(), static_cast<int>(watch.spec.size()),
+                          SQLITE_STATIC);
+        if (sqlite3_step(insert.get()) != SQLITE_DONE) return s.failure("cannot record the watch");
+        return {};
+      });
 }
 
 Status SqliteLedger::record_watch_tick(const std::string& watch_id, const WatchTickRecord& tick,
@@ -516,45 +520,28 @@ Status SqliteLedger::record_watch_tick(const std::string& watch_id, const WatchT
   CGP_RETURN_IF_ERROR(s.usable(path_));
   if (s.file_moved())
     return ledger_error(path_ + " was deleted or replaced while open: nothing more is recorded");
-  if (!s.exec("BEGIN IMMEDIATE;")) return s.failure("cannot begin");
-  auto rollback = [&](Error e) -> Status {
-    s.exec("ROLLBACK;");
-    return e;
-  };
-  {
-    Statement read(s.db, "SELECT expost_spent FROM state WHERE id = 0;");
-    if (!read.ok() || sqlite3_step(read.get()) != SQLITE_ROW)
-      return rollback(s.failure("cannot read the recorded ex-post total"));
-    if (sqlite3_column_double(read.get(), 0) != expost_before)
-      return rollback(ledger_error(path_ + " changed underneath this handle (ex-post total)"));
-  }
-  {
-    // Only a later tick of a watch still running: a stale handle cannot rewrite a decision.
-    Statement update(s.db,
-                     "UPDATE watches SET last_tick = ?2, "
-                     "alert_tick = CASE WHEN ?3 THEN ?2 ELSE 0 END, budget_exhausted = ?4, "
-                     "expost_spent = expost_spent + ?5 "
-                     "WHERE watch_id = ?1 AND last_tick < ?2 AND alert_tick = 0 AND "
-                     "budget_exhausted = 0;");
-    Statement total(s.db, "UPDATE state SET expost_spent = ?1 WHERE id = 0;");
-    if (!update.ok() || !total.ok()) return rollback(s.failure("cannot prepare"));
-    sqlite3_bind_text(update.get(), 1, watch_id.data(), static_cast<int>(watch_id.size()),
-                      SQLITE_STATIC);
-    sqlite3_bind_int64(update.get(), 2, static_cast<sqlite3_int64>(tick.tick));
-    sqlite3_bind_int(update.get(), 3, tick.alert ? 1 : 0);
-    sqlite3_bind_int(update.get(), 4, tick.budget_exhausted ? 1 : 0);
-    sqlite3_bind_double(update.get(), 5, tick.expost_charge);
-    sqlite3_bind_double(total.get(), 1, expost_after);
-    if (sqlite3_step(update.get()) != SQLITE_DONE)
-      return rollback(s.failure("cannot record the tick"));
-    if (sqlite3_changes(s.db) != 1)
-      return rollback(ledger_error(path_ + " changed underneath this handle: watch '" + watch_id +
-                                   "' is not at an earlier tick"));
-    if (sqlite3_step(total.get()) != SQLITE_DONE)
-      return rollback(s.failure("cannot record the tick"));
-  }
-  if (!s.exec("COMMIT;")) return rollback(s.failure("cannot commit the tick"));
-  return {};
+  return s.charge(
+      path_, Impl::Total::expost_spent, expost_before, expost_after, "the tick", [&]() -> Status {
+        // Only a later tick of a watch still running: a stale handle cannot rewrite a decision.
+        Statement update(s.db,
+                         "UPDATE watches SET last_tick = ?2, "
+                         "alert_tick = CASE WHEN ?3 THEN ?2 ELSE 0 END, budget_exhausted = ?4, "
+                         "expost_spent = expost_spent + ?5 "
+                         "WHERE watch_id = ?1 AND last_tick < ?2 AND alert_tick = 0 AND "
+                         "budget_exhausted = 0;");
+        if (!update.ok()) return s.failure("cannot prepare");
+        sqlite3_bind_text(update.get(), 1, watch_id.data(), static_cast<int>(watch_id.size()),
+                          SQLITE_STATIC);
+        sqlite3_bind_int64(update.get(), 2, static_cast<sqlite3_int64>(tick.tick));
+        sqlite3_bind_int(update.get(), 3, tick.alert ? 1 : 0);
+        sqlite3_bind_int(update.get(), 4, tick.budget_exhausted ? 1 : 0);
+        sqlite3_bind_double(update.get(), 5, tick.expost_charge);
+        if (sqlite3_step(update.get()) != SQLITE_DONE) return s.failure("cannot record the tick");
+        if (sqlite3_changes(s.db) != 1)
+          return ledger_error(path_ + " changed underneath this handle: watch '" + watch_id +
+                              "' is not at an earlier tick");
+        return {};
+      });
 }
 
 Expected<std::optional<WatchRecord>> SqliteLedger::find_watch(const std::string& watch_id) {

@@ -293,8 +293,7 @@ class RoundRunner {
       return nullptr;
     }
     const double charge = plan->charged_rho;
-    if (!filter.admits(charge)) {
-      if (filter.halt_if_sticky()) s.halted[user] = 1;
+    if (!client::admit_or_halt(filter, charge, [&] { s.halted[user] = 1; })) {
       replies.kind[k] = ReplyKind::refused;
       replies.remaining[k] = filter.remaining();
       return nullptr;

@@ -61,4 +61,15 @@ class PrivacyFilter {
   bool halted_;
 };
 
+// The filter's decision on a public charge, the one rule every device path follows (the
+// device's releases, its watches, the simulated fleet): admitted, or refused, and on a refusal
+// a sticky filter halts for good, which `on_halt` records (the ledger, or a fleet's array).
+// An admitted charge is committed by the caller once it is recorded (charge before release).
+template <class OnHalt>
+[[nodiscard]] inline bool admit_or_halt(PrivacyFilter& filter, double charge, OnHalt&& on_halt) {
+  if (filter.admits(charge)) return true;
+  if (filter.halt_if_sticky()) on_halt();
+  return false;
+}
+
 }  // namespace cgp::client
