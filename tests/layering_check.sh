@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Layers point down only: common <- client-sdk, coordinator, protocol (the wire both ends speak);
 # client-sdk + protocol <- device-link (a device's side of the network); client-sdk +
-# coordinator <- simulation; coordinator + protocol <- transport (the coordinator's server; its
-# load-test swarm, cgp_swarm, also uses device-link); simulation <- sim; everything <- tools.
+# coordinator <- simulation; coordinator + protocol <- transport (the coordinator's server and
+# the analyst's client: no device code); simulation <- sim; everything <- tools (the programs and
+# the load-test swarm, an emulator over device-link).
 # The coordinator does not depend on the device SDK, and the transport not on the simulation.
 # Fails on an #include of a higher layer's header or a link to a higher layer's library, naming
 # the file and line.
@@ -19,7 +20,7 @@ layers=(
   "device-link|common client protocol link|cgp_coordinator cgp_simulation cgp_transport cgp_swarm cgp_sim"
   "coordinator|common coordinator|cgp_protocol cgp_client cgp_device_link cgp_simulation cgp_transport cgp_swarm cgp_sim"
   "simulation|common client coordinator simulation|cgp_protocol cgp_device_link cgp_transport cgp_swarm cgp_sim"
-  "transport|common client coordinator protocol link transport|cgp_simulation cgp_sim"
+  "transport|common coordinator protocol transport|cgp_client cgp_device_link cgp_simulation cgp_swarm cgp_sim"
   "sim|common client coordinator simulation sim|cgp_transport cgp_swarm"
 )
 for layer in "${layers[@]}"; do

@@ -25,7 +25,7 @@
 
 #include "cgp/common/version.hpp"
 #include "cgp/sim/dataset.hpp"
-#include "cgp/transport/device_swarm.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/files.hpp"
 #include "cgp/transport/grpc_runtime.hpp"
 #include "cli_support.hpp"
@@ -38,7 +38,7 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-void report(const cgp::transport::DeviceSwarm& swarm) {
+void report(const cgp::swarm::DeviceSwarm& swarm) {
   const auto c = swarm.counters();
   std::fprintf(stderr,
                "event=swarm connected=%zu requests=%llu replies=%llu refused_connections=%llu "
@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
       secrets[line.substr(0, comma)] = line.substr(comma + 1);
     }
   }
-  std::vector<cgp::transport::SwarmMember> members;
+  std::vector<cgp::swarm::SwarmMember> members;
   members.reserve(count);
   for (std::size_t row = offset; row < offset + count; ++row) {
     const std::string id = prefix + std::to_string(row);
@@ -128,7 +128,7 @@ int run(int argc, char** argv) {
                        secret == secrets.end() ? "" : secret->second,
                        {data.points[2 * row], data.points[2 * row + 1]}});
   }
-  cgp::transport::SwarmOptions options;
+  cgp::swarm::SwarmOptions options;
   options.coordinator_address = coordinator;
   options.config = *config;
   options.seed = seed;
@@ -147,7 +147,7 @@ int run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto swarm = cgp::transport::DeviceSwarm::start(options, std::move(members));
+  auto swarm = cgp::swarm::DeviceSwarm::start(options, std::move(members));
   if (!swarm) return fail(2, swarm.error().message);
   const auto start = std::chrono::steady_clock::now();
   timespec tick{10, 0};

@@ -11,29 +11,6 @@ namespace cgp::coordinator {
 BudgetMirror::BudgetMirror(std::size_t users, double initial_budget)
     : remaining_(users, initial_budget), capacity_(initial_budget) {}
 
-bool BudgetMirror::can_ask(UserId user, double rho) const noexcept {
-  return rho > 0 && privacy::device_charge(rho) <= remaining_[user];
-}
-
-void BudgetMirror::update(UserId user, ReplyKind kind, double asked_rho, double charged,
-                          double reported_remaining) noexcept {
-  update_with_charge(user, kind, privacy::device_charge(asked_rho), charged, reported_remaining);
-}
-
-void BudgetMirror::update(std::span<const UserId> users, std::span<const double> asked_rho,
-                          const RoundReplies& replies) noexcept {
-  // Rounds ask most users the same ρ: its charge is computed once per run of equal ρ.
-  double last_rho = 0, last_charge = 0;
-  for (std::size_t k = 0; k < users.size(); ++k) {
-    if (k == 0 || asked_rho[k] != last_rho) {
-      last_rho = asked_rho[k];
-      last_charge = privacy::device_charge(last_rho);
-    }
-    update_with_charge(users[k], replies.kind[k], last_charge, replies.charged[k],
-                       replies.remaining[k]);
-  }
-}
-
 double BudgetMirror::hold(UserId user, double known_charge) noexcept {
   const double before = remaining_[user];
   update_with_charge(user, ReplyKind::no_answer, known_charge, 0, 0);

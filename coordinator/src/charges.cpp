@@ -43,11 +43,11 @@ Status UserCharges::validate(std::size_t fleet_size, bool allow_empty) const {
                       "charge must give one cap per user (" + std::to_string(users_.size()) +
                           "), got " + std::to_string(caps_.size()));
   if (uniform_) {
-    CGP_RETURN_IF_ERROR(require_finite_positive("charge", caps_[0].rho()));
+    CGP_RETURN_IF_ERROR(require_finite_positive("charge", caps_[0].value()));
   } else {
     for (std::size_t k = 0; k < caps_.size(); ++k)
-      if (!(std::isfinite(caps_[k].rho()) && caps_[k].rho() > 0))  // the name only on failure
-        return require_finite_positive(indexed_name("charge", k), caps_[k].rho());
+      if (!(std::isfinite(caps_[k].value()) && caps_[k].value() > 0))  // the name only on failure
+        return require_finite_positive(indexed_name("charge", k), caps_[k].value());
   }
   if (users_.empty()) return {};
   std::vector<char> listed(fleet_size, 0);
@@ -65,7 +65,7 @@ Status UserCharges::validate(std::size_t fleet_size, bool allow_empty) const {
 
 double UserCharges::smallest_cap() const noexcept {
   double smallest = std::numeric_limits<double>::infinity();
-  for (const Charge& cap : caps_) smallest = std::min(smallest, cap.rho());
+  for (const Charge& cap : caps_) smallest = std::min(smallest, cap.value());
   return smallest;
 }
 

@@ -128,13 +128,13 @@ class Engine {
     // device_charge(ρ), and device_charge(rho_within_charge(cap)) ≤ cap. Each round asks a
     // shaved fraction of it (ask_round), so a user's charges over the query sum to ≤ its cap.
     if (charges.is_uniform()) {
-      uniform_rho_ = privacy::rho_within_charge(charges.cap(0).rho());
+      uniform_rho_ = privacy::rho_within_charge(charges.cap(0).value());
     } else {
       rho_by_user_.assign(n, 0.0);
       // Neighbouring users often share a cap: convert each run of equal caps once.
       double last_cap = 0, last_rho = 0;
       for (std::size_t k = 0; k < group.size(); ++k) {
-        const double cap = charges.cap(k).rho();
+        const double cap = charges.cap(k).value();
         if (k == 0 || cap != last_cap) {
           last_cap = cap;
           last_rho = privacy::rho_within_charge(cap);

@@ -251,8 +251,9 @@ TEST_CASE("a query charges each user at most its cap and the baselines all of it
     REQUIRE(result.has_value());
     INFO("method " << method_name(method));
     for (std::size_t k = 0; k < users.size(); ++k) {
-      CHECK(result->report.charged[users[k]] <= caps[k].rho());
-      if (!eliminates(method)) CHECK(result->report.charged[users[k]] >= caps[k].rho() * 0.999999);
+      CHECK(result->report.charged[users[k]] <= caps[k].value());
+      if (!eliminates(method))
+        CHECK(result->report.charged[users[k]] >= caps[k].value() * 0.999999);
       CHECK(fleet.spent(users[k]) == Approx(result->report.charged[users[k]]).epsilon(1e-12));
     }
     for (UserId u = 1; u < fleet.size(); u += 2) CHECK(fleet.spent(u) == 0);  // not listed

@@ -20,7 +20,7 @@
 
 #include "cgp/client/device.hpp"
 #include "cgp/link/device_client.hpp"
-#include "cgp/transport/device_swarm.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/gateway.hpp"
 
 extern char** environ;
@@ -86,9 +86,9 @@ inline transport::GatewayOptions tls_gateway_options(const ThrowawayCertificate&
 }
 
 // Swarm members device-0 .. device-(n-1) at the first n 2-D points.
-inline std::vector<transport::SwarmMember> swarm_members(const std::vector<double>& points,
-                                                         std::size_t n) {
-  std::vector<transport::SwarmMember> out;
+inline std::vector<swarm::SwarmMember> swarm_members(const std::vector<double>& points,
+                                                     std::size_t n) {
+  std::vector<swarm::SwarmMember> out;
   for (std::size_t i = 0; i < n; ++i)
     out.push_back({"device-" + std::to_string(i), "", {points[2 * i], points[2 * i + 1]}});
   return out;
@@ -129,7 +129,7 @@ struct ThreadedDevices {
 struct MixedFleet {
   std::unique_ptr<transport::DeviceGateway> gateway;
   std::string address;
-  std::unique_ptr<transport::DeviceSwarm> swarm;
+  std::unique_ptr<swarm::DeviceSwarm> swarm;
   std::optional<ThreadedDevices> slow_devices;
   std::size_t fast;
   MixedFleet(const DeviceConfig& config, const std::vector<double>& points, std::uint64_t seed,
@@ -137,11 +137,11 @@ struct MixedFleet {
       : gateway(*transport::DeviceGateway::start("127.0.0.1:0")),
         address("127.0.0.1:" + std::to_string(gateway->port())),
         fast(fast_count) {
-    transport::SwarmOptions options;
+    swarm::SwarmOptions options;
     options.coordinator_address = address;
     options.config = config;
     options.seed = seed;
-    swarm = *transport::DeviceSwarm::start(options, swarm_members(points, fast));
+    swarm = *swarm::DeviceSwarm::start(options, swarm_members(points, fast));
     slow_devices.emplace(config, points, seed, address, fast, slow_count, slow_count, slow_delay);
     REQUIRE(gateway->wait_for_devices(fast + slow_count, std::chrono::seconds(30)));
   }

@@ -14,9 +14,9 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/top_regions.hpp"
 #include "cgp/simulation/device_fleet.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/analyst.grpc.pb.h"
 #include "network_fixtures.hpp"
 #include "support/errors.hpp"
@@ -31,7 +31,7 @@ namespace {
 
 struct LiveCoordinator {
   std::unique_ptr<transport::CoordinatorService> service;
-  std::unique_ptr<transport::DeviceSwarm> swarm;
+  std::unique_ptr<swarm::DeviceSwarm> swarm;
   std::string address;
 
   LiveCoordinator(const std::vector<double>& points, std::size_t n, double budget,
@@ -43,14 +43,14 @@ struct LiveCoordinator {
     options.analyst_credential_sha256 = transport::sha256_of(analyst_secret);
     service = *transport::CoordinatorService::start(options);
     address = "127.0.0.1:" + std::to_string(service->port());
-    transport::SwarmOptions swarm_options;
+    swarm::SwarmOptions swarm_options;
     swarm_options.coordinator_address = address;
     swarm_options.config = *DeviceConfig::cgp(budget);
     swarm_options.seed = seed;
-    std::vector<transport::SwarmMember> members;
+    std::vector<swarm::SwarmMember> members;
     for (std::size_t i = 0; i < n; ++i)
       members.push_back({options.device_ids[i], "", {points[2 * i], points[2 * i + 1]}});
-    swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
+    swarm = *swarm::DeviceSwarm::start(swarm_options, std::move(members));
     REQUIRE(service->gateway().wait_for_devices(n, 30s));
   }
   ~LiveCoordinator() {
@@ -169,11 +169,11 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
   options.horizon = 10;
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0, /*sticky_halt=*/true);
   swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
   double lo[2] = {0, 0}, hi[2] = {600, 600};
@@ -236,10 +236,10 @@ TEST_CASE("analyst: unanswered users and a reused id are an incomplete query and
   options.round_deadline = 300ms;
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"device-0", "", {1, 1}}});
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, {{"device-0", "", {1, 1}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
   auto analyst =
       *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
@@ -362,10 +362,10 @@ TEST_CASE("analyst: a threshold query over a curator device", "[transport][analy
   options.device_budget = 100;
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(100);
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"curator", "", {420}}});
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, {{"curator", "", {420}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
   auto analyst =
       *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});

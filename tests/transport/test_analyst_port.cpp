@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "idle_flood.hpp"
 #include "network_fixtures.hpp"
@@ -82,13 +82,13 @@ TEST_CASE("analyst port: devices and floods filling the device port never lock t
   CHECK_FALSE(serving(devices, "cgp.v1.Analyst"));
 
   // Twelve devices on a connection each: six get in, the rest are refused at accept and redial.
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = devices;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
   swarm_options.streams_per_connection = 1;
-  auto swarm = *transport::DeviceSwarm::start(
-      swarm_options, test::swarm_members(std::vector<double>(2 * n, 10.0), n));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options,
+                                          test::swarm_members(std::vector<double>(2 * n, 10.0), n));
   REQUIRE(test::eventually([&] {
     return service->gateway().connected() == device_slots &&
            service->gateway().counters().refused_total_cap > 0;

@@ -26,9 +26,9 @@
 
 #include "../../transport/src/connection_admission.hpp"
 #include "cgp/common/wire/limits.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/analyst.grpc.pb.h"
 #include "cgp/v1/device_gateway.grpc.pb.h"
 #include "idle_flood.hpp"
@@ -64,8 +64,8 @@ bool closed_by_server(int fd, std::chrono::milliseconds timeout) {
   }
 }
 
-transport::SwarmOptions one_device(const std::string& address) {
-  transport::SwarmOptions options;
+swarm::SwarmOptions one_device(const std::string& address) {
+  swarm::SwarmOptions options;
   options.coordinator_address = address;
   options.config = *DeviceConfig::cgp(1.0);
   options.seed = 1;
@@ -107,7 +107,7 @@ TEST_CASE("connections: caps per address and in all and a flood is cut at the ha
   // The flood stays open on the attacker's side; the gateway cuts it at the handshake timeout,
   // and a device and an analyst get in (the device redials with backoff while the cap holds).
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  auto swarm = *transport::DeviceSwarm::start(one_device(address), {{"legit", "", {1, 2}}});
+  auto swarm = *swarm::DeviceSwarm::start(one_device(address), {{"legit", "", {1, 2}}});
   CHECK(service->gateway().wait_for_devices(1, 30s));
   CHECK(eventually([&] { return status_ok(address); }, 30s));
   for (int fd : flood.fds) CHECK(closed_by_server(fd, 10s));
@@ -151,7 +151,7 @@ TEST_CASE("connections: streams that never say Hello are capped per address and 
   CHECK(timed_out == 8);  // the hello timeout ended the pending ones
 
   // The pending slots are free again: a device gets in.
-  auto swarm = *transport::DeviceSwarm::start(one_device(address), {{"legit", "", {1, 2}}});
+  auto swarm = *swarm::DeviceSwarm::start(one_device(address), {{"legit", "", {1, 2}}});
   CHECK(gateway->wait_for_devices(1, 30s));
   swarm.reset();
 }

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "../coordinator/fleet_fixtures.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "network_fixtures.hpp"
 #include "support/seed.hpp"
 
@@ -46,11 +46,11 @@ TEST_CASE("state: results and the mirror survive a restart and results are bound
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   options.gateway.address = address;
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
   // A second coordinator on the same state file is refused by name.

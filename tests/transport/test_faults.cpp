@@ -13,9 +13,9 @@
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/link/device_client.hpp"
 #include "cgp/simulation/device_fleet.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "network_fixtures.hpp"
 #include "support/seed.hpp"
@@ -47,12 +47,12 @@ TEST_CASE("swarm: an async swarm gives the same seeded result as the in-process 
   auto expected = *range_count(local, local_mirror, range, rho, options);
 
   auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = "127.0.0.1:" + std::to_string(gateway->port());
   swarm_options.config = config;
   swarm_options.seed = seed;
   swarm_options.streams_per_connection = 150;  // three connections
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
   REQUIRE(gateway->wait_for_devices(n, 30s));
   REQUIRE(swarm->wait_connected(n, 30s));
   transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1.0, 20s);
@@ -181,11 +181,11 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   auto service = *transport::CoordinatorService::start(options);
   const int port = service->port();
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
   double lo[2] = {0, 0}, hi[2] = {600, 600};

@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "cgp/common/version.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.pb.h"
 #include "idle_flood.hpp"
@@ -143,11 +143,11 @@ TEST_CASE("operations: health checks and reflection need no credential and /metr
   auto service = *transport::CoordinatorService::start(options);
   REQUIRE(service->metrics_port() > 0);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   auto swarm =
-      *transport::DeviceSwarm::start(swarm_options, {{"d0", "", {1, 1}}, {"d1", "", {50, 50}}});
+      *swarm::DeviceSwarm::start(swarm_options, {{"d0", "", {1, 1}}, {"d1", "", {50, 50}}});
   REQUIRE(service->gateway().wait_for_devices(2, 30s));
 
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());

@@ -25,9 +25,9 @@
 #include <nlohmann/json.hpp>
 #include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/common/wire/codec.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/analyst.grpc.pb.h"
 #include "network_fixtures.hpp"
 #include "state_reader.hpp"
@@ -58,19 +58,19 @@ struct Scratch {
 struct Live {
   transport::CoordinatorOptions options;
   std::unique_ptr<transport::CoordinatorService> service;
-  std::unique_ptr<transport::DeviceSwarm> swarm;
+  std::unique_ptr<swarm::DeviceSwarm> swarm;
   std::string address;
   Live(const std::string& state_path, std::size_t n, std::uint64_t seed) {
     options.device_ids = test::device_ids(n);
     options.state_path = state_path;
     service = *transport::CoordinatorService::start(options);
     address = "127.0.0.1:" + std::to_string(service->port());
-    transport::SwarmOptions swarm_options;
+    swarm::SwarmOptions swarm_options;
     swarm_options.coordinator_address = address;
     swarm_options.config = *DeviceConfig::cgp(1.0);
     swarm_options.seed = seed;
-    swarm = *transport::DeviceSwarm::start(
-        swarm_options, test::swarm_members(test::uniform_square(n, 1000, seed), n));
+    swarm = *swarm::DeviceSwarm::start(swarm_options,
+                                       test::swarm_members(test::uniform_square(n, 1000, seed), n));
     REQUIRE(service->gateway().wait_for_devices(n, 30s));
   }
   ~Live() {
@@ -352,7 +352,7 @@ TEST_CASE("service: a count whose missing users are the ones inside is not a suc
   options.device_ids = test::device_ids(n);
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  std::vector<transport::SwarmMember> members;
+  std::vector<swarm::SwarmMember> members;
   std::vector<coordinator::UserId> inside_users;
   for (std::size_t i = 0; i < n; ++i) {
     const bool in = i < inside;
@@ -361,11 +361,11 @@ TEST_CASE("service: a count whose missing users are the ones inside is not a suc
     const double y = in ? 100.0 : 600.0 + 5 * static_cast<double>(i);
     members.push_back({options.device_ids[i], "", {x, y}});
   }
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = seed;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, members);
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
   auto analyst =
       *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
@@ -511,12 +511,12 @@ TEST_CASE("service: a one-user query's stored result grows with the users it tou
   {
     auto service = *transport::CoordinatorService::start(options);
     const std::string address = "127.0.0.1:" + std::to_string(service->port());
-    transport::SwarmOptions swarm_options;
+    swarm::SwarmOptions swarm_options;
     swarm_options.coordinator_address = address;
     swarm_options.config = *DeviceConfig::cgp(1.0);
     swarm_options.seed = 36;
     // Only user 0 is connected: the query asks it alone.
-    auto swarm = *transport::DeviceSwarm::start(
+    auto swarm = *swarm::DeviceSwarm::start(
         swarm_options, test::swarm_members(test::uniform_square(1, 1000, 36), 1));
     REQUIRE(service->gateway().wait_for_devices(1, 30s));
     auto analyst =
@@ -658,11 +658,11 @@ TEST_CASE("service: a large result comes in pages of user indices and the client
   options.round_deadline = 2s;
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
   swarm_options.seed = 364;
-  auto swarm = *transport::DeviceSwarm::start(
+  auto swarm = *swarm::DeviceSwarm::start(
       swarm_options, test::swarm_members(test::uniform_square(6, 1000, 364), 6));
   REQUIRE(service->gateway().wait_for_devices(6, 30s));
   auto analyst = *transport::AnalystClient::connect({address, "", "", 30s, 0.0, 1.0});

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "cgp/sim/dataset.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 
 using namespace cgp;
 using namespace std::chrono_literals;
@@ -45,13 +45,13 @@ TEST_CASE("cgp-sim --fleet runs range, kde, knn and multi-range over a live coor
   options.analyst_credential_sha256 = transport::sha256_of("analyst");
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
-  std::vector<transport::SwarmMember> members;
+  std::vector<swarm::SwarmMember> members;
   for (std::size_t i = 0; i < n; ++i)
     members.push_back({options.device_ids[i], "", {city.points[2 * i], city.points[2 * i + 1]}});
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, std::move(members));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
   const fs::path dir = fs::temp_directory_path() / ("cgp-sim-fleet-" + std::to_string(::getpid()));
@@ -116,10 +116,10 @@ TEST_CASE("cgp-sim --fleet runs threshold over a live curator device", "[transpo
   options.device_budget = 1000;
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1000);
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"curator", "", {420}}});
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, {{"curator", "", {420}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
 
   const fs::path dir =

@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/credentials.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "cgp/transport/files.hpp"
 
 extern char** environ;
@@ -300,7 +300,7 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
               .exit_code == 0);
   std::string secret;
   std::getline(std::ifstream(s / "analyst"), secret);
-  std::vector<transport::SwarmMember> members;
+  std::vector<swarm::SwarmMember> members;
   {
     std::ifstream in(s / "secrets.csv");
     std::string line;
@@ -319,10 +319,10 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
     }
     auto service = *transport::CoordinatorService::start(options);
     const std::string address = "127.0.0.1:" + std::to_string(service->port());
-    transport::SwarmOptions swarm_options;
+    swarm::SwarmOptions swarm_options;
     swarm_options.coordinator_address = address;
     swarm_options.config = *DeviceConfig::cgp(1.0);
-    auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+    auto swarm = *swarm::DeviceSwarm::start(swarm_options, members);
     REQUIRE(service->gateway().wait_for_devices(3, 30s));
     REQUIRE(service->revoke("device-1").has_value());
     CHECK_FALSE(*service->revoke("device-1"));  // once is enough
@@ -362,10 +362,10 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
   argv.push_back(nullptr);
   pid_t server = 0;
   REQUIRE(posix_spawn(&server, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, members);
   auto connected = [&]() -> long {
     auto analyst =
         transport::AnalystClient::connect({address, secret, "", 2s, std::nullopt, std::nullopt});
@@ -420,7 +420,7 @@ TEST_CASE("tools: revoke and a restart leave every user index naming the same de
               .exit_code == 0);
   std::string secret;
   std::getline(std::ifstream(s / "analyst"), secret);
-  std::vector<transport::SwarmMember> members;  // device-0..4 connect; device-5 never does
+  std::vector<swarm::SwarmMember> members;  // device-0..4 connect; device-5 never does
   {
     std::ifstream in(s / "secrets.csv");
     std::string line;
@@ -467,13 +467,13 @@ TEST_CASE("tools: revoke and a restart leave every user index naming the same de
   };
   double lo[2] = {-5, -5}, hi[2] = {100, 100};
   const auto box = *geometry::Box::create(lo, hi);
-  transport::SwarmOptions swarm_options;
+  swarm::SwarmOptions swarm_options;
   swarm_options.coordinator_address = address;
   swarm_options.config = *DeviceConfig::cgp(1.0);
 
   pid_t server = serve();
   {
-    auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+    auto swarm = *swarm::DeviceSwarm::start(swarm_options, members);
     auto analyst = analyst_when_connected(5);
     coordinator::QueryOptions query;
     query.query_id = "before";
@@ -499,10 +499,10 @@ TEST_CASE("tools: revoke and a restart leave every user index naming the same de
 
   server = serve();
   {
-    std::vector<transport::SwarmMember> live;
+    std::vector<swarm::SwarmMember> live;
     for (const auto& m : members)
       if (m.id != "device-2") live.push_back(m);
-    auto swarm = *transport::DeviceSwarm::start(swarm_options, live);
+    auto swarm = *swarm::DeviceSwarm::start(swarm_options, live);
     auto analyst = analyst_when_connected(4);
     auto status = analyst.status();
     REQUIRE(status.has_value());

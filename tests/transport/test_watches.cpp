@@ -18,9 +18,9 @@
 
 #include "cgp/common/privacy/rounding.hpp"
 #include "cgp/common/wire/codec.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/analyst_client.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/device_swarm.hpp"
 #include "cgp/v1/analyst.grpc.pb.h"
 #include "coordinator_state.hpp"
 #include "network_fixtures.hpp"
@@ -58,8 +58,8 @@ struct ScratchDir {
 };
 
 // A swarm of devices with budget 1 that accept the tests' fast schedules (ticks of 50 ms+).
-transport::SwarmOptions watch_swarm(std::uint64_t seed, const std::string& address = "") {
-  transport::SwarmOptions options;
+swarm::SwarmOptions watch_swarm(std::uint64_t seed, const std::string& address = "") {
+  swarm::SwarmOptions options;
   options.coordinator_address = address;
   options.config = *DeviceConfig::cgp(1.0);
   options.seed = seed;
@@ -230,11 +230,11 @@ TEST_CASE("watches: a swarm arms and alerts on the public schedule, one alert pe
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   auto swarm_options = watch_swarm(seed, address);
-  std::vector<transport::SwarmMember> members;
+  std::vector<swarm::SwarmMember> members;
   // Even users stand 50 m from the site (inside), odd ones 5 km away.
   for (std::size_t i = 0; i < n; ++i)
     members.push_back({options.device_ids[i], "", {1000.0 + (i % 2 == 0 ? 50.0 : 5000.0), 2000.0}});
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, std::move(members));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
   auto analyst =
@@ -316,10 +316,10 @@ TEST_CASE("watches: cgp-analyst starts a watch and reads its alerts, bad flags e
   auto service = *transport::CoordinatorService::start(options);
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   auto swarm_options = watch_swarm(seed, address);
-  std::vector<transport::SwarmMember> members;
+  std::vector<swarm::SwarmMember> members;
   for (std::size_t i = 0; i < n; ++i)  // users 0 and 1 inside the fence, 2 and 3 far away
     members.push_back({options.device_ids[i], "", {1000.0 + (i < 2 ? 20.0 : 8000.0), 2000.0}});
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, std::move(members));
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, std::move(members));
   REQUIRE(service->gateway().wait_for_devices(n, 30s));
 
   const std::string analyst = std::string(CGP_ANALYST_PATH) + " --coordinator " + address +
@@ -372,7 +372,7 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   options.state_path = (dir / "state.db").string();
   auto swarm_options = watch_swarm(seed);
   // device-0 and device-1 inside, device-2 far away; device-3 not connected at first.
-  std::vector<transport::SwarmMember> members;
+  std::vector<swarm::SwarmMember> members;
   for (std::size_t i = 0; i < 3; ++i)
     members.push_back({options.device_ids[i], "", {1000.0 + (i < 2 ? 20.0 : 8000.0), 2000.0}});
 
@@ -380,7 +380,7 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   {
     auto service = *transport::CoordinatorService::start(options);
     swarm_options.coordinator_address = "127.0.0.1:" + std::to_string(service->port());
-    auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+    auto swarm = *swarm::DeviceSwarm::start(swarm_options, members);
     REQUIRE(service->gateway().wait_for_devices(3, 30s));
     auto analyst = *transport::AnalystClient::connect(
         {swarm_options.coordinator_address, "", "", 30s, std::nullopt, std::nullopt});
@@ -405,8 +405,8 @@ TEST_CASE("watches: a restarted coordinator keeps its watches, alerts and pendin
   CHECK(kept->devices[3].state == transport::RemoteDeviceWatch::State::pending);
   CHECK(analyst.start_watch(geofence("kept", 40, 0.1)).error().code == ErrorCode::already_exists);
   swarm_options.coordinator_address = address;
-  auto late = *transport::DeviceSwarm::start(swarm_options,
-                                             {{options.device_ids[3], "", {1000.0, 2000.0}}});
+  auto late =
+      *swarm::DeviceSwarm::start(swarm_options, {{options.device_ids[3], "", {1000.0, 2000.0}}});
   const auto after = poll_watch(analyst, "kept", [](const transport::RemoteWatch& w) {
     return w.devices[3].state != transport::RemoteDeviceWatch::State::pending;
   });
@@ -431,9 +431,9 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   REQUIRE(service->revoke("device-3").has_value());
   auto swarm_options = watch_swarm(seed, address);
-  std::vector<transport::SwarmMember> members;
+  std::vector<swarm::SwarmMember> members;
   for (std::size_t i = 0; i < 3; ++i) members.push_back({options.device_ids[i], "", {0.0, 0.0}});
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, members);
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, members);
   REQUIRE(service->gateway().wait_for_devices(3, 30s));
   auto analyst =
       *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});
@@ -648,7 +648,7 @@ TEST_CASE("watches: a device runs at most --max-watches at once, the next refuse
   const std::string address = "127.0.0.1:" + std::to_string(service->port());
   auto swarm_options = watch_swarm(seed, address);
   swarm_options.watch_limits.max_watches = 2;
-  auto swarm = *transport::DeviceSwarm::start(swarm_options, {{"busy", "", {6000.0, 2000.0}}});
+  auto swarm = *swarm::DeviceSwarm::start(swarm_options, {{"busy", "", {6000.0, 2000.0}}});
   REQUIRE(service->gateway().wait_for_devices(1, 30s));
   auto analyst =
       *transport::AnalystClient::connect({address, "", "", 30s, std::nullopt, std::nullopt});

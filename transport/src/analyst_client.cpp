@@ -33,7 +33,7 @@ Error error_of(const grpc::ClientContext& context, const grpc::Status& status) {
 // Checked here, before anything is sent (and again by the service).
 Status options_to_wire(const coordinator::QueryOptions& in, const RemoteCharges& charges,
                        const AnalystConnection& connection, v1::QueryOptions& out) {
-  if (charges.cap) CGP_RETURN_IF_ERROR(require_finite_positive("charge", charges.cap->rho()));
+  if (charges.cap) CGP_RETURN_IF_ERROR(require_finite_positive("charge", charges.cap->value()));
   if (connection.min_coverage) out.set_min_coverage(*connection.min_coverage);
   if (connection.max_missing_share) out.set_max_missing_share(*connection.max_missing_share);
   out.set_method(std::string(coordinator::method_name(in.method)));
@@ -42,7 +42,7 @@ Status options_to_wire(const coordinator::QueryOptions& in, const RemoteCharges&
   out.set_beta(in.beta);
   out.set_no_shift(!in.shift);
   out.set_query_id(in.query_id);
-  out.set_rho(charges.cap ? charges.cap->rho() : 0.0);
+  out.set_rho(charges.cap ? charges.cap->value() : 0.0);
   out.set_adaptive(!charges.cap);
   out.mutable_users()->Assign(charges.users.begin(), charges.users.end());
   return {};

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <span>
 #include <vector>
 
 #include "cgp/common/privacy/rounding.hpp"
@@ -18,21 +17,16 @@ class BudgetMirror {
 
   double remaining(UserId user) const noexcept { return remaining_[user]; }
   std::size_t size() const noexcept { return remaining_.size(); }
-  // Whether asking ρ fits: the device will charge privacy::device_charge(ρ).
-  bool can_ask(UserId user, double rho) const noexcept;
-  // The same with the charge known: charge = privacy::device_charge(ρ), computed once for the
-  // many users a round asks the same ρ.
+  // Whether a request the device will charge `charge` for fits (charge =
+  // privacy::device_charge(ρ) of the asked ρ, computed once for the many users a round asks the
+  // same ρ). The mirror speaks charges only: the asked ρ stays inside the engine.
   bool can_pay(UserId user, double charge) const noexcept { return charge <= remaining_[user]; }
-  // After a round: an answer costs what the device charged (never less than its known
-  // charge), a refusal reports what is left, and a missing answer is assumed to have been
-  // charged (the reply may have been lost after the charge).
-  void update(UserId user, ReplyKind kind, double asked_rho, double charged,
-              double reported_remaining) noexcept;
-  // The same with known_charge = privacy::device_charge(asked_rho).
+  // After a round: an answer costs what the device charged (never less than the request's
+  // known charge, privacy::device_charge of the asked ρ), a refusal reports what is left, and a
+  // missing answer is assumed to have been charged (the reply may have been lost after the
+  // charge).
   void update_with_charge(UserId user, ReplyKind kind, double known_charge, double charged,
                           double reported_remaining) noexcept;
-  void update(std::span<const UserId> users, std::span<const double> asked_rho,
-              const RoundReplies& replies) noexcept;
   // A value kept from before (a restarted coordinator's saved mirror): lowers what is left,
   // never raises it. Non-finite or negative values count as nothing left.
   void restore(UserId user, double remaining) noexcept;

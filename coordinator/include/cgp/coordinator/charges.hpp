@@ -21,12 +21,13 @@ namespace cgp::coordinator {
 class Charge {
  public:
   constexpr Charge() noexcept = default;
-  constexpr explicit Charge(double rho) noexcept : rho_(rho) {}
-  constexpr double rho() const noexcept { return rho_; }
+  constexpr explicit Charge(double rho) noexcept : value_(rho) {}
+  // The ρ a user is charged (zCDP units; never the asked ρ of a request).
+  constexpr double value() const noexcept { return value_; }
   friend constexpr auto operator<=>(Charge, Charge) noexcept = default;
 
  private:
-  double rho_ = 0;
+  double value_ = 0;
 };
 
 // Whom a query asks and the most it may charge each of them, over the whole query (all its

@@ -17,7 +17,7 @@
 #include "cgp/common/device_config.hpp"
 #include "cgp/common/expected.hpp"
 
-namespace cgp::transport {
+namespace cgp::swarm {
 
 struct SwarmMember {
   std::string id;
@@ -68,4 +68,4 @@ class DeviceSwarm {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace cgp::transport
+}  // namespace cgp::swarm

@@ -1,4 +1,4 @@
-#include "cgp/transport/device_swarm.hpp"
+#include "cgp/swarm/device_swarm.hpp"
 #include "cgp/common/version.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -24,7 +24,7 @@
 #include "cgp/protocol/channel_settings.hpp"
 #include "cgp/v1/device_gateway.grpc.pb.h"
 
-namespace cgp::transport {
+namespace cgp::swarm {
 namespace {
 
 class SwarmStream;
@@ -508,4 +508,4 @@ double DeviceSwarm::spent(std::size_t i) const {
   return member.device.spent();
 }
 
-}  // namespace cgp::transport
+}  // namespace cgp::swarm
