@@ -1,0 +1,57 @@
+# The optional parts (the Python package, the Java binding, MPI in cgp-sim) say whether they
+# were built: once in the configure output, and as a CTest entry each (tests/CMakeLists.txt,
+# optional_<part>) that passes when the part was built and is reported "Skipped" with the reason
+# when not, so a test run's summary shows what it did not cover.
+#
+# cgp_optional_parts(OUT): call after the parts' folders are added; sets OUT to a list of
+# "part=reason" entries, the reason empty for a part that was built.
+function(cgp_optional_parts out)
+  set(parts "")
+  # Python
+  if(CGP_CLIENT_ONLY)
+    set(reason "client-only build")
+  elseif(NOT CGP_PYTHON)
+    set(reason "CGP_PYTHON=OFF")
+  elseif(CGP_SANITIZE)
+    set(reason "not under the sanitizers")
+  elseif(NOT TARGET cgpkit_python)
+    set(reason "pybind11 not found: scripts/setup.sh installs it")
+  else()
+    set(reason "")
+  endif()
+  list(APPEND parts "python=${reason}")
+  # Java
+  if(NOT CGP_JAVA)
+    set(reason "CGP_JAVA=OFF")
+  elseif(CGP_SANITIZE)
+    set(reason "not under the sanitizers")
+  elseif(CMAKE_CROSSCOMPILING)
+    set(reason "cross build")
+  elseif(NOT TARGET cgpkit_jni)
+    set(reason "no JDK with JNI found: scripts/setup.sh installs one")
+  else()
+    set(reason "")
+  endif()
+  list(APPEND parts "java=${reason}")
+  # MPI
+  if(CGP_CLIENT_ONLY)
+    set(reason "client-only build")
+  elseif(NOT CGP_HAVE_MPI)
+    set(reason "Open MPI not found: cgp-sim runs in one process")
+  else()
+    set(reason "")
+  endif()
+  list(APPEND parts "mpi=${reason}")
+  foreach(entry IN LISTS parts)
+    string(REPLACE "=" ";" fields "${entry}")
+    list(GET fields 0 part)
+    string(LENGTH "${part}=" skip)
+    string(SUBSTRING "${entry}" ${skip} -1 why)
+    if(why STREQUAL "")
+      message(STATUS "cgpkit optional part ${part}: built")
+    else()
+      message(STATUS "cgpkit optional part ${part}: skipped (${why})")
+    endif()
+  endforeach()
+  set(${out} "${parts}" PARENT_SCOPE)
+endfunction()
