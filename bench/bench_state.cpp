@@ -1,4 +1,4 @@
-// What intents before rounds cost the coordinator (issue 33): one round's worst-case charges for
+// What intents before rounds cost the coordinator: one round's worst-case charges for
 // every asked device written to the state file (one transaction, fsync: synchronous=FULL)
 // before its requests leave, and the settlement with the mirror when the query ends.
 // Run: build/bench/cgp_bench_state [--benchmark_filter=...]; the file goes to $TMPDIR. A round's

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The numpy baseline of the simulation suite (issue 12): what a competent numpy user would write.
+"""The numpy baseline of the simulation suite: what a competent numpy user would write.
 
 The same algorithms as cgp-sim (Liang & Yi: BM0/BM1 single releases, PIE-NI for ranges and KDE,
 PIE-k for kNN, Alg. 3 over range counts), vectorized over users, with Python loops only over

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device SDK on its own (issue 17): builds the client-only configuration (CGP_CLIENT_ONLY:
+# The device SDK on its own: builds the client-only configuration (CGP_CLIENT_ONLY:
 # common + client-sdk, protobuf, libsodium, SQLite, Boost headers) with warnings as errors, runs
 # its tests, and prints the stripped sizes of the static libraries and of a minimal C app.
 #   scripts/client_build.sh          this machine, in build-client/, with the device link

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks deploy/ (issue 10 item 9): the systemd unit passes `systemd-analyze verify` with no
+# Checks deploy/: the systemd unit passes `systemd-analyze verify` with no
 # warning; the example configuration starts a real TLS coordinator that answers an analyst; the
 # Containerfile lints (known instructions, COPY sources that exist, programs we build, runtime
 # packages that exist in Debian 12).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles every ```cpp and ```c block of the README (issue 11 item 9), with the project's
+# Compiles every ```cpp and ```c block of the README, with the project's
 # warnings as errors, so that no snippet rots: a missing include, an unchecked [[nodiscard]]
 # Status or a renamed function fails here. Each block becomes the body of a function whose
 # parameters are the block's free variables (listed below, by block number); a new block needs

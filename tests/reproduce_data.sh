@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reproduction's data is pinned (issue 16 item 5): the SHA-256 that scripts/reproduce.sh
+# The reproduction's data is pinned: the SHA-256 that scripts/reproduce.sh
 # checks is the one docs/data.md publishes, and, where ../shared is beside the repository, it is
 # the digest of the file there. Without ../shared (a user's clone) only the first part runs.
 set -euo pipefail

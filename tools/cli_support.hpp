@@ -100,7 +100,7 @@ inline std::optional<std::string> config_file_problem(const std::string& path) {
   return std::nullopt;
 }
 
-// Values in a --config file are typed (issue 36 item 5): CLI11 converts "5" (a TOML string) for
+// Values in a --config file are typed: CLI11 converts "5" (a TOML string) for
 // an option that takes a number, so a quoted value for such an option is refused here, naming
 // the line and the key. Sections name subcommands ([serve]); keys not found are left to CLI11
 // (which refuses unknown keys).

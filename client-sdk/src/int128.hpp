@@ -1,4 +1,4 @@
-// 128-bit integers for the exact sampler (issue 17): the compiler's __int128 where it has one
+// 128-bit integers for the exact sampler: the compiler's __int128 where it has one
 // (x86-64, arm64), Boost.Multiprecision's fixed 128-bit cpp_int elsewhere (armv7, i686, 32-bit
 // MCUs) or when CGP_PORTABLE_INT128 is defined (the test build of the portable path). Every
 // operation the sampler needs is exact integer arithmetic on values below 2^127, where both

@@ -1,4 +1,4 @@
-// Above Threshold on the device (issue 15): the grid, the noise and the decision of a watch.
+// Above Threshold on the device: the grid, the noise and the decision of a watch.
 // The charge is computed here, next to the noise it pays for. Proof: watch.md.
 #pragma once
 

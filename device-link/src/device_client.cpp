@@ -182,7 +182,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
                           "(DeviceConnection::allow_simulation_randomness)");
   // The id the coordinator accepts, checked before anything is dialled: an id of other bytes
   // (not UTF-8, say) made protobuf log an error per message and the coordinator end the stream
-  // with an empty message (issue 36 item 5). Final: the same id fails every time.
+  // with an empty message. Final: the same id fails every time.
   if (device_id.empty() || device_id.size() > wire::kMaxIdBytes)
     return make_error(ErrorCode::invalid_argument, "device_id",
                       "device_id must have 1 to " + std::to_string(wire::kMaxIdBytes) +

@@ -1,4 +1,4 @@
-// cgpkit's Python module (issue 16): the C++ engine itself, not a re-implementation — simulated
+// cgpkit's Python module: the C++ engine itself, not a re-implementation — simulated
 // fleets and the queries of paper §6 (accuracy-first ones too), a device with its own filter,
 // privacy arithmetic and the selection accountants, geometry, and the experiments cgp-sim runs
 // (as pandas frames in cgpkit/experiments.py).

@@ -1,4 +1,4 @@
-// Issue 9: the device's guarantee against a malicious coordinator and a careless app. Each test
+// The device's guarantee against a malicious coordinator and a careless app. Each test
 // names the item it covers; each failed on 51cfbc1.
 #include <sqlite3.h>
 #include <sys/wait.h>

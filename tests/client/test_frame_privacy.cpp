@@ -1,4 +1,4 @@
-// The location frame is not a location oracle (issue 27): a device decides nothing about a frame
+// The location frame is not a location oracle: a device decides nothing about a frame
 // on its private fix, places every valid fix (a public clamp outside the service area, no seam),
 // and what it releases about two fixes differs by at most 1.01 × their ground distance.
 // Ground distances are WGS 84 geodesics by Karney's algorithm (Boost.Geometry), independent of

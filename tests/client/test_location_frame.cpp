@@ -1,4 +1,4 @@
-// Location frames (issue 17): a device given GPS lon/lat projects it with the coordinator's
+// Location frames: a device given GPS lon/lat projects it with the coordinator's
 // announced frame, answers requests stamped with that frame, and refuses by name (charging
 // nothing) a request stamped with another.
 #include <catch2/catch.hpp>

@@ -210,7 +210,7 @@ TEST_CASE("device configs outside capacities 2^-100..2^100 are refused by name",
 
 TEST_CASE("noise plan: the grid follows the capacity, so rounding slack cannot add up",
           "[client][privatizer]") {
-  // Issue 9 item 5: with a grid relative to each release's σ alone, a tiny ρ had a coarse grid
+  // With a grid relative to each release's σ alone, a tiny ρ had a coarse grid
   // and the rounding floors of many releases added up. Now u ≤ 2^-21·σ_cap for every ρ.
   for (double capacity : {1e-6, 1e-4, 1.0, 1e3}) {
     const double sigma_cap = 1 / std::sqrt(2 * capacity);

@@ -1,4 +1,4 @@
-// The exact sampler's known answers (issue 17): the same seeded bits give the same samples and
+// The exact sampler's known answers: the same seeded bits give the same samples and
 // releases whatever 128-bit integers the target has — the compiler's __int128 (x86-64, arm64)
 // or the portable Boost path (armhf, i686; and cgp_client_portable_tests on every machine).
 // The digests were recorded from the native build of the sources before the portable path

@@ -1,4 +1,4 @@
-// Device watches (issue 15 part 1): Above Threshold on the device with discrete Laplace noise.
+// Device watches: Above Threshold on the device with discrete Laplace noise.
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>

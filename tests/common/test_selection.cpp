@@ -1,4 +1,4 @@
-// Selection and profile accountants (issue 15 part 3): the reference values of the issue
+// Selection and profile accountants: the reference values of the issue
 // (computed independently at 30–40 digits), upper-bound checks, the errata's printed forms
 // falling below real losses, and bad input by name.
 #include <catch2/catch.hpp>

@@ -230,7 +230,7 @@ TEST_CASE("threshold query (Alg. 9)", "[coordinator][queries][threshold]") {
 
 TEST_CASE("a query charges each user at most its cap and the baselines all of it",
           "[coordinator][queries]") {
-  // Issue 11 item 1: the public unit is the charge. Before, the engine took the asked ρ, and
+  // The public unit is the charge. Before, the engine took the asked ρ, and
   // asking 1e-4 charged 1.00195e-4.
   CGP_SEEDED(5011);
   auto points = test::uniform_square(300, 3000, seed);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `cmake --install` puts the cgpkit package where Debian's python3 finds it (issue 16): installed
+# `cmake --install` puts the cgpkit package where Debian's python3 finds it: installed
 # into a scratch prefix, imported from there (not from the build tree), and the install path is
 # one that python3 searches when the prefix is /usr/local.
 # Usage: install_test.sh BUILD_DIR PYTHON

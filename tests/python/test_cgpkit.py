@@ -1,4 +1,4 @@
-"""cgpkit from Python (issue 16): the C++ engine itself — identical rows to cgp-sim for the same
+"""cgpkit from Python: the C++ engine itself — identical rows to cgp-sim for the same
 seed, named errors, vectorized geometry, the accountants' reference values."""
 import math
 import json

@@ -1,4 +1,4 @@
-// cgp-sim accounting (issue 15 part 4): 002's Fig. 2/3 setting — the RDP bound lies above the
+// cgp-sim accounting: 002's Fig. 2/3 setting — the RDP bound lies above the
 // profile bound (Thm 5.2), which lies above the exact profile of one instance (the best of K
 // Gaussian scores): a bound below an instance would be unsound.
 #include <sys/wait.h>

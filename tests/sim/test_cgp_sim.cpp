@@ -229,7 +229,7 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + points + " --w 100", 2, "--rho"},
       {"range --data " + points + " --rho abc --w 100", 2, "rho"},
       {"bogus", 2, "subcommand"},
-      // Numbers users can trust (issue 16 item 6): named, at the documented exit code.
+      // Numbers users can trust: named, at the documented exit code.
       {"range --data " + points + " --rho 5e-324 --w 100", 2, "--rho 5e-324"},
       {"multi-range --data " + points + " --budget 1e300 --m 2 --w 100", 2, "--budget"},
       {"knn --data " + vectors + " --rho 1e-2 --k 18446744073709551615", 2, "--k"},
@@ -240,7 +240,7 @@ TEST_CASE("cgp-sim: bad input gives one clear line and a non-zero exit", "[sim]"
       {"range --data " + points + " --rho 1e-4 --w 100 --json /dev/full", 2, "--json"},
       {"range --data " + points + " --rho 1e-4 --w 100 --json /nonexistent/rows.json", 2, "--json"},
       {"knn --data " + huge_idx + " --rho 1e-2 --k 3", 3, "truncated"},
-      // Issue 36 item 5: on 3f97682 these were "internal error", or read until out of memory.
+      // On 3f97682 these were "internal error", or read until out of memory.
       {"range --data " + points + " --rho 1e-4 --w 1e308", 2, "--w"},
       {"range --data " + points + " --rho 1e-4 --w 1e-300", 2, "--w"},
       {"multi-range --data " + points + " --budget 1 --m 2 --w 1e308", 2, "--w"},

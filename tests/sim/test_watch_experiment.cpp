@@ -1,4 +1,4 @@
-// cgp-sim watch (issue 15 part 4): the built-in movers, trajectory files, calibration to the
+// cgp-sim watch: the built-in movers, trajectory files, calibration to the
 // stated quality with the real device's Laplace watch and releases, and the program's errors.
 #include <sys/wait.h>
 #include <unistd.h>

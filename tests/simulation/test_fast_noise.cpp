@@ -1,4 +1,4 @@
-// The simulation's fast noise (issue 12): the device's grid and σ with counter-based normals.
+// The simulation's fast noise: the device's grid and σ with counter-based normals.
 // It must have the exact sampler's law, leave charges and refusals to the device's own code,
 // and give the same result for any thread count.
 #include <catch2/catch.hpp>

@@ -229,7 +229,7 @@ TEST_CASE("analyst: adaptive queries go on after a device reports nothing left",
 
 TEST_CASE("analyst: unanswered users and a reused id are an incomplete query and not an estimate",
           "[transport][analyst]") {
-  // Issue 10 item 2: on 51cfbc1 a query that most devices never answered came back as an
+  // On 51cfbc1 a query that most devices never answered came back as an
   // estimate with exit 0, and so did one every device rejected as a conflicting reused id.
   transport::CoordinatorOptions options;
   for (int i = 0; i < 10; ++i) options.device_ids.push_back("device-" + std::to_string(i));
@@ -335,7 +335,7 @@ TEST_CASE("analyst: credentials and bad queries are refused by name, nothing is 
     CHECK(sent.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     CHECK(sent.status.error_message().find("rho") != std::string::npos);
   }
-  // A polygon no client library would build, sent by hand (issue 9 item 7): on 51cfbc1 Boost
+  // A polygon no client library would build, sent by hand: on 51cfbc1 Boost
   // threw through the handler and gRPC answered UNKNOWN. Now a named out_of_range.
   {
     v1::RangeCountQuery query;

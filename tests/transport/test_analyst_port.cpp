@@ -1,4 +1,4 @@
-// Issue 35: on 3f97682 a coordinator whose device connections were all taken (300 devices, one
+// On 3f97682 a coordinator whose device connections were all taken (300 devices, one
 // connection each, --max-connections 200) refused its own operator: `cgp-analyst status` failed
 // with "Socket closed", and a load balancer's health check the same way. With the analyst's own
 // port (--analyst-listen) devices and floods on the device port never take its connections.

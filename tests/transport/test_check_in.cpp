@@ -1,4 +1,4 @@
-// Check-in fleets (issue 17): phones that connect only now and then, for a few seconds each,
+// Check-in fleets: phones that connect only now and then, for a few seconds each,
 // get the requests queued for them, answer, and leave; a device that never checks in within the
 // round's window is reported (not_reached) and charged nothing, on the device and in the mirror.
 // Over TLS with per-device credentials, as phones would connect.

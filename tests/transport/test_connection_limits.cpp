@@ -1,4 +1,4 @@
-// Issue 10 items 4–5: floods of connections and of streams that never say Hello. On 51cfbc1 a
+// Floods of connections and of streams that never say Hello. On 51cfbc1 a
 // flood of idle connections used up the coordinator's descriptors and gRPC's listener stopped
 // for good ("Failed accept4: Too many open files"); idle connections were held for minutes; and
 // every silent stream held ~17 KB without limit. Each test here floods, then checks that a
@@ -263,7 +263,7 @@ TEST_CASE("connections: a coordinator with 256 descriptors survives floods twice
 
 TEST_CASE("connections: TLS material that is not a certificate and its key is refused at start",
           "[transport][limits]") {
-  // Issue 36 item 3: garbage PEM started a coordinator that logged tls=on while every client
+  // Garbage PEM started a coordinator that logged tls=on while every client
   // hung in its handshake (it used to exit 1).
   const test::ThrowawayCertificate one, other;
   struct Case {

@@ -1,4 +1,4 @@
-// Issue 10 item 10: results and the budget mirror outlive a coordinator restart, within a
+// Results and the budget mirror outlive a coordinator restart, within a
 // retention bound; keepalive notices a peer that froze. On 51cfbc1 a restarted coordinator
 // had no results (GetResult NOT_FOUND), asked devices for budget they had spent, and kept
 // every result in memory without limit.
@@ -146,7 +146,7 @@ TEST_CASE("state: a bad state file is refused by name", "[transport][state]") {
     CHECK(refused.error().parameter == "state");
   }
   {
-    // Issue 36 item 3: an empty file (one that lost its contents) started fresh, its mirror
+    // An empty file (one that lost its contents) started fresh, its mirror
     // and used ids silently gone. Now refused by name unless started anew on purpose.
     const auto empty = dir / "empty.state";
     std::ofstream(empty).flush();

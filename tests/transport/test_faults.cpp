@@ -227,7 +227,7 @@ TEST_CASE("faults: after a coordinator restart devices reconnect with their budg
   CHECK(second->report.refused.empty());
   CHECK(second->report.rejected.empty());
   CHECK(second->coverage.valid);
-  // Refused by every device: not an estimate but a named error (issue 10 item 2); the result
+  // Refused by every device: not an estimate but a named error; the result
   // with its coverage can still be read.
   query.query_id = "after-2";
   auto third =

@@ -2,7 +2,7 @@
 // stamps it on requests; devices that know only their GPS lon/lat project it on the device and
 // are counted where they are; a device with lon/lat cannot serve a coordinator that announces
 // no frame (named error, not a wrong answer); and a hostile coordinator's frames tell it
-// nothing about where a phone is (issue 27).
+// nothing about where a phone is.
 #include <grpcpp/grpcpp.h>
 
 #include <catch2/catch.hpp>

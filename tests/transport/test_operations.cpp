@@ -1,4 +1,4 @@
-// What operators expect of a gRPC service (issue 10 item 9): the standard health protocol and
+// What operators expect of a gRPC service: the standard health protocol and
 // server reflection without a credential, a Prometheus /metrics endpoint on its own port,
 // --version on every program and Hello.sdk_version in the log, gRPC's own log lines in the
 // structured log, and a config file equivalent to the flags.
@@ -339,7 +339,7 @@ TEST_CASE("operations: versions and a config file for the flags and gRPC lines i
 
 TEST_CASE("operations: a coordinator that cannot be reached is unavailable and not bad input",
           "[transport][operations]") {
-  // Issue 11 item 4: network failures came back as invalid_argument, which tells a caller to
+  // Network failures came back as invalid_argument, which tells a caller to
   // fix its input instead of retrying.
   int port = 0;
   {
@@ -387,7 +387,7 @@ TEST_CASE("operations: a coordinator that cannot be reached is unavailable and n
 
 TEST_CASE("operations: /metrics answers with 200 idle sockets open on its port, and with 300",
           "[transport][operations]") {
-  // Issue 36: behind 200 idle sockets a scrape waited over a minute (civetweb gave each socket
+  // Behind 200 idle sockets a scrape waited over a minute (civetweb gave each socket
   // one of its 2 worker threads until its request timeout). Served by one Asio thread now, an
   // idle socket holds no worker; past the 256-connection cap the longest-idle one makes room.
   transport::CoordinatorOptions options;

@@ -1,4 +1,4 @@
-// Issue 36 item 2: a flood wrote one log line per refused stream (~4.6 MB from 50,000). The
+// A flood wrote one log line per refused stream (~4.6 MB from 50,000). The
 // refusal log writes 20 a second per reason and says how many it held back.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// The gateway's round table on its own (issue 11 item 5): replies go only to the round they
+// The gateway's round table on its own: replies go only to the round they
 // name, only for the device a stream authenticated as, once, and never after the round closed.
 #include <catch2/catch.hpp>
 

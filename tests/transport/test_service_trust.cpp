@@ -1,4 +1,4 @@
-// Issue 33: what the coordinator tells its analyst and its operator. On 3f97682 a NaN ρ sent by
+// What the coordinator tells its analyst and its operator. On 3f97682 a NaN ρ sent by
 // hand ran an adaptive query and charged every device, ρ = 1e-300 travelled to every device
 // before each rejected it, and a restart set every counter but `queries` back to 0 while
 // `enrolled` still counted revoked devices.
@@ -341,7 +341,7 @@ TEST_CASE("service: counters are totals across restarts and enrolled leaves revo
 
 TEST_CASE("service: a count whose missing users are the ones inside is not a success",
           "[transport][trust]") {
-  // Issue 33 defect 4: on 3f97682 a range count returned 0 (true 11) with exit 0: the users the
+  // On 3f97682 a range count returned 0 (true 11) with exit 0: the users the
   // mirror showed as spent were exactly the ones inside the box, and 181/200 passed
   // --min-coverage 0.9. Now the result carries the interval the missing users allow, and a
   // share of the answer above max_missing_share (default 0.1) fails the query.
@@ -444,7 +444,7 @@ TEST_CASE("service: a count whose missing users are the ones inside is not a suc
 
 TEST_CASE("service: status and results answer while a query waits for its devices",
           "[transport][trust]") {
-  // Issue 36 item 4: on 3f97682 status and GetResult waited behind the running query (2.7 s
+  // On 3f97682 status and GetResult waited behind the running query (2.7 s
   // behind one; time-outs in a storm of queries).
   CGP_SEEDED(3304);
   const std::size_t n = 3;
@@ -498,7 +498,7 @@ TEST_CASE("service: status and results answer while a query waits for its device
 
 TEST_CASE("service: a one-user query's stored result grows with the users it touched",
           "[transport][state]") {
-  // Issue 36 defect 4: every result carried a dense per-user `charged` array (8 bytes per
+  // Every result carried a dense per-user `charged` array (8 bytes per
   // enrolled device: 8 MB at 10^6 devices for a one-user query). Now it carries the charged users
   // only, and the client rebuilds the dense view from `users`.
   const std::size_t enrolled = 20000;
@@ -650,7 +650,7 @@ TEST_CASE("analyst client: a result naming too many users or charging outside th
 
 TEST_CASE("service: a large result comes in pages of user indices and the client joins them",
           "[transport][state]") {
-  // Issue 36 item 4: results paged through GetResult. Pages of at most 3 entries here, over 8
+  // Results paged through GetResult. Pages of at most 3 entries here, over 8
   // users of whom 6 answer: the query's answer and GetResult both give every page's entries.
   transport::CoordinatorOptions options;
   options.device_ids = test::device_ids(8);

@@ -1,4 +1,4 @@
-// Issue 33 defect 1: a coordinator killed in mid-query restarted with a mirror above what its
+// A coordinator killed in mid-query restarted with a mirror above what its
 // devices had left (the query's charges were saved only when it finished: 0.00099375 shown,
 // 0.0009875 held), and the killed query's id could be used again. Now each round's worst-case
 // charges are on disk before its requests leave; a restart charges them and reserves the id.

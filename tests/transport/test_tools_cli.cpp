@@ -1,4 +1,4 @@
-// The four network programs against hostile arguments and files (issue 10 item 7), and
+// The four network programs against hostile arguments and files, and
 // enrolment that refuses duplicates and overwrites, with revoke on a running coordinator
 // (item 8). On 51cfbc1 most rows of the table aborted (exit 134, an uncaught exception), one
 // read out of bounds, and others succeeded silently with a wrong value.
@@ -94,13 +94,13 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
               .exit_code == 0);
   { std::ofstream(s / "small.csv") << "x,y\n1,2\n3,4\n5,6\n"; }
   {
-    // Issue 36 item 5: a 20 KB file of nested sections took 3.1 GB of CLI11's parser.
+    // A 20 KB file of nested sections took 3.1 GB of CLI11's parser.
     std::ofstream deep(s / "deep.toml");
     deep << "[serve]\n";
     std::string section = "a";
     for (int level = 0; level < 200; ++level, section += ".a") deep << "[" << section << "]\n";
     std::ofstream(s / "big.toml") << std::string(70000, '#') << "\n";
-    // Issue 36 item 5: strings were taken for numbers.
+    // Strings were taken for numbers.
     std::ofstream(s / "typed.toml") << "[serve]\nmax-connections = \"50\"\n";
   }
   const std::string dir = s / "a-directory";
@@ -150,7 +150,7 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
         "--budget", "1", "--credential", dir},
        3,
        "--credential"},
-      // Issue 36 item 5: an id that is not UTF-8 reached the wire (a protobuf error per message
+      // An id that is not UTF-8 reached the wire (a protobuf error per message
       // and an empty error from the coordinator).
       {{device, "--coordinator", "127.0.0.1:1", "--id", "d\xff", "--ledger", s / "ledger.db",
         "--budget", "1", "--location", "1,2"},
@@ -172,12 +172,12 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       {{coordinator, "--config", s / "typed.toml", "serve"},
        2,
        "line 2: max-connections takes a number, not a string"},
-      // Issue 36: garbage TLS material started a coordinator that said tls=on.
+      // Garbage TLS material started a coordinator that said tls=on.
       {serve(analyst_file, any, {"--tls-cert", analyst_file, "--tls-key", analyst_file}), 3,
        "tls: the certificate chain holds no PEM certificate"},
       {serve(analyst_file, any, {"--analyst-max-connections", "0"}), 2,
        "--analyst-max-connections"},
-      // Location frames (issue 17): named, and before anything starts.
+      // Location frames: named, and before anything starts.
       {serve(analyst_file, any, {"--frame", "utm:1,2"}), 2, "projection"},
       {serve(analyst_file, any, {"--frame", "local:-73.97,95"}), 2, "frame.origin_lat"},
       {serve(analyst_file, any, {"--frame", "mercator:-74"}), 2, "frame.projection"},
@@ -206,7 +206,7 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
       {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "-1"},
        2,
        "--rho"},
-      // Issue 33 item 2: NaN passed CLI11's range checks (a NaN rho ran adaptive and charged
+      // NaN passed CLI11's range checks (a NaN rho ran adaptive and charged
       // every device); a target of 0 was ignored; beta 0 was taken. All named, nothing sent.
       {{analyst, "--coordinator", "127.0.0.1:1", "range", "--box", "0,0,1,1", "--rho", "nan"},
        2,
@@ -228,7 +228,7 @@ TEST_CASE("tools: hostile arguments and files get a named error and exit 2 or 3"
        2,
        "--min-coverage"},
       // Writes that fail are failures, and keys are never overwritten.
-      // Issue 11 item 4: an unchecked value() made this "internal error", exit 1.
+      // An unchecked value() made this "internal error", exit 1.
       {{CGP_SIM_PATH, "multi-range", "--m", "2000000", "--budget", "1", "--w", "1000"}, 2, "--m"},
       {{coordinator, "credential", "--out", "/dev/full", "--force"}, 3, "--out"},
       {{coordinator, "credential", "--out", s / "analyst"}, 2, "exists"},
@@ -407,7 +407,7 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
 
 TEST_CASE("tools: revoke and a restart leave every user index naming the same device",
           "[transport][tools]") {
-  // Issue 36 defect 3: revoke took the device's line out of the file, so after a restart user 5
+  // Revoke took the device's line out of the file, so after a restart user 5
   // was device-6, and a stored result's user indices named other devices. Now the line stays
   // ("device-2,revoked") and every index keeps its device across the restart.
   Scratch s;

@@ -1,4 +1,4 @@
-// Issue 36 item 1: health Watch and reflection streams need no credential, and on 3f97682 they
+// Health Watch and reflection streams need no credential, and on 3f97682 they
 // were outside every cap and timeout (40,000 Watch streams from one address: 58 -> 778 MB, held
 // as long as the client liked). Now each kind is counted per connection, per address and in all,
 // refused beyond (RESOURCE_EXHAUSTED) and ended after a lifetime.
@@ -377,7 +377,7 @@ TEST_CASE("health: a flood of Watch streams holds no more than the caps, and mem
 
 TEST_CASE("connections: memory a flood of idle connections took comes back when they close",
           "[transport][exec]") {
-  // Issue 36 item 2: RSS stayed high after a flood (31 -> 483 MB): glibc kept what gRPC freed.
+  // RSS stayed high after a flood (31 -> 483 MB): glibc kept what gRPC freed.
   // The admission now trims the heap once the open connections fall to half a peak. 3,000
   // connections that say the HTTP/2 preface (so that gRPC builds a transport for each: ~17 KB),
   // from 12 loopback addresses (250 each, under the per-address cap), then closed.

@@ -1,4 +1,4 @@
-// Watches over the network (issue 15): the coordinator sends a WatchSpec to real cgp-device
+// Watches over the network: the coordinator sends a WatchSpec to real cgp-device
 // processes over TLS (and to a swarm), each arms it within its own budget, ticks it on the
 // public schedule, and sends one alert at most; the analyst reads who alerted at which tick.
 #include <signal.h>
@@ -466,7 +466,7 @@ TEST_CASE("watches: what devices would refuse is refused by the coordinator, by 
        {},
        "epsilon"},
       {geofence("revoked", 40, 0.1), {0, 3}, "users"},
-      // Issue 33: on 3f97682 these two went out, every device refused them, and the mirror
+      // On 3f97682 these two went out, every device refused them, and the mirror
       // was debited for every device all the same (200 devices: 0.195 → 0).
       {geofence("too-fast", 40, 0.005), {}, "tick_seconds"},
       {with("costs-everything", [](WatchSpecParams& p) { p.epsilon = 2; }), {}, "epsilon"},

@@ -197,7 +197,7 @@ TEST_CASE("wire: a device cannot answer for another, and a duplicated reply coun
 
 TEST_CASE("wire: a device id with a newline is refused and cannot forge log lines",
           "[transport][wire]") {
-  // Issue 10 item 6: a newline in an unauthenticated Hello.device_id wrote forged lines into the
+  // A newline in an unauthenticated Hello.device_id wrote forged lines into the
   // event log. Ids are checked at the edge (a documented character set) and log values quoted.
   std::mutex log_mutex;
   std::vector<std::string> log;
@@ -255,7 +255,7 @@ TEST_CASE("wire: ids and log values follow the documented character set", "[tran
 
 TEST_CASE("wire: a second gateway on a port in use refuses to start, by name",
           "[transport][wire]") {
-  // Issue 10 item 3: with gRPC's default SO_REUSEPORT the second one started and took part of
+  // With gRPC's default SO_REUSEPORT the second one started and took part of
   // the traffic (6 of 10 status calls reached the empty instance).
   auto first = transport::DeviceGateway::start("127.0.0.1:0");
   REQUIRE(first.has_value());

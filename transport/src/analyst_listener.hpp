@@ -1,4 +1,4 @@
-// The analyst's own port (issue 35): the Analyst API, grpc.health.v1 and server reflection on a
+// The analyst's own port: the Analyst API, grpc.health.v1 and server reflection on a
 // listener with its own connection budget. Device connections arrive on the device port and are
 // admitted against its caps, so however many devices connect (or an attacker posing as them),
 // operators and health checks still get in here. Put this port where only operators reach it
@@ -41,7 +41,7 @@ class AnalystListener {
   AnalystListener() = default;
   std::unique_ptr<grpc::Service> analyst_;
   std::unique_ptr<ConnectionAdmission> admission_;
-  // Health and reflection, bounded (issue 36): made before the server, destroyed after it.
+  // Health and reflection, bounded: made before the server, destroyed after it.
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<ReflectionService> reflection_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,4 +1,4 @@
-// The analyst service's numeric checks (issue 33): every number an analyst sends is finite and in
+// The analyst service's numeric checks: every number an analyst sends is finite and in
 // its documented range before anything is asked or charged — again here, whatever the client
 // checked, since a hand-made gRPC request reaches the service without it. The query engine
 // checks its own inputs too; these are the wire's rules (0 = the default, explicit adaptive).

@@ -125,7 +125,7 @@ struct ConnectionAdmission::State {
   std::unordered_map<int, Admitted> admitted;  // descriptor -> the socket it was
   std::unordered_map<std::string, std::size_t> per_address;
   std::chrono::steady_clock::time_point last_sweep{};
-  // Memory after a flood (issue 36 item 2): glibc keeps what gRPC freed of closed connections
+  // Memory after a flood: glibc keeps what gRPC freed of closed connections
   // (5,000 idle connections closed: 18 -> 103 MB, for good). When the open connections fall to
   // half a peak at least kTrimAfter below it, the heap is trimmed a little later (gRPC frees a
   // connection's memory shortly after its descriptor).

@@ -1,5 +1,5 @@
 // The gateway's listening socket, owned here instead of by gRPC, so that a flood of connections
-// cannot stall it (issue 10 items 4–5).
+// cannot stall it.
 //
 // Debian's gRPC (1.51) accepts on its own socket without any cap and, when accept4 fails with
 // EMFILE, closes its listener for good: after a descriptor flood the coordinator accepts nothing

@@ -272,7 +272,7 @@ struct ServiceCore {
     return state->set_counters(values);
   }
 
-  // Watch holds (issue 33): what StartWatch took from the mirror for each (watch id, device id)
+  // Watch holds: what StartWatch took from the mirror for each (watch id, device id)
   // not yet armed. A device's refusal or rejection (reported from gateway threads) moves its
   // hold to `released`; the query lock gives those back to the mirror (release_watch_holds).
   std::mutex holds_mutex;

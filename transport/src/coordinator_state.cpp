@@ -115,7 +115,7 @@ CoordinatorState::~CoordinatorState() = default;
 Expected<std::unique_ptr<CoordinatorState>> CoordinatorState::open(const std::string& path,
                                                                    bool start_empty) {
   if (path.empty()) return state_error("the path is empty");
-  // Fail closed (issue 36 item 3): only a file that does not exist yet is made new. An empty one
+  // Fail closed: only a file that does not exist yet is made new. An empty one
   // lost its contents (the mirror, the used ids): started anew only when asked to.
   struct stat before {};
   const bool existed = ::stat(path.c_str(), &before) == 0;

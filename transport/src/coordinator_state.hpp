@@ -1,5 +1,5 @@
-// What a coordinator keeps beyond memory (issue 10 item 10): finished query results (GetResult
-// after a restart, and query ids never reused), its watches (issue 15) and its budget mirror (a
+// What a coordinator keeps beyond memory: finished query results (GetResult
+// after a restart, and query ids never reused), its watches and its budget mirror (a
 // restarted coordinator does not ask devices for budget they no longer have), in one SQLite file
 // beside the enrolment, with a retention bound on results.
 //
@@ -50,7 +50,7 @@ class CoordinatorState {
   // Saves these devices' remaining budgets (one transaction).
   Status save_mirror(const std::vector<std::pair<std::string, double>>& changed);
 
-  // Intents (issue 33): before a round's requests leave, the most it can charge each device,
+  // Intents: before a round's requests leave, the most it can charge each device,
   // in one transaction that also reserves the query id. A query's intents are settled — deleted
   // in the transaction that saves the mirror with its replies folded in — when it ends; what a
   // crash leaves is charged on the next start (mirror = snapshot − every intent) and settled.

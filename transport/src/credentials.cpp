@@ -67,7 +67,7 @@ Expected<Enrolment> read_enrolment(const std::string& path) {
       return make_error(ErrorCode::invalid_argument, "devices",
                         where + ": " + valid.error().message);
     std::string id = line.substr(0, comma);
-    // A duplicate would make "user i" ambiguous: refused (issue 10 item 8).
+    // A duplicate would make "user i" ambiguous: refused.
     if (!seen.insert(id).second)
       return make_error(ErrorCode::already_exists, "devices",
                         where + ": device id '" + id + "' is enrolled twice");

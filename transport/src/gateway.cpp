@@ -441,7 +441,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
     if (!all_replied) ++c.rounds_to_deadline;
     c.round_wait_microseconds += static_cast<std::uint64_t>(wait_ms * 1000);
   });
-  // What the round waited for, and why it ended (issue 35): the last reply, or the deadline
+  // What the round waited for, and why it ended: the last reply, or the deadline
   // with `waiting_for` devices still silent.
   core.log("event=round query=" + log_value(request.query_id) +
            " round=" + std::to_string(request.round) + " asked=" + std::to_string(asked) +

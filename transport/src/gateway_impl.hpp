@@ -75,7 +75,7 @@ class GatewayCore {
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> queue_threads;
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
-  // Health and reflection, bounded (issue 36): made before the server, destroyed after it.
+  // Health and reflection, bounded: made before the server, destroyed after it.
   std::unique_ptr<HealthService> health;
   std::unique_ptr<ReflectionService> reflection;
   std::unique_ptr<ConnectionAdmission> admission;  // the listening socket

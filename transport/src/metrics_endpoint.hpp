@@ -1,5 +1,5 @@
 // The coordinator's Prometheus endpoint (text format, GET /metrics) on a port of its own, so that
-// scraping needs no credential and never shares the devices' port (issue 10 item 9). Metrics are
+// scraping needs no credential and never shares the devices' port. Metrics are
 // prometheus-cpp's, served by our own Beast server (metrics_http_server.hpp: idle sockets cannot
 // stall a scrape); the gateway's counters are read at scrape time, so nothing is counted twice.
 #pragma once

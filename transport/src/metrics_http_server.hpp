@@ -1,4 +1,4 @@
-// The HTTP server behind /metrics (issue 36 item 1): Boost.Beast on one Asio thread. An idle
+// The HTTP server behind /metrics: Boost.Beast on one Asio thread. An idle
 // socket costs a descriptor and a buffer, never a worker: prometheus-cpp's exposer (civetweb)
 // gave each connection one of its 2 worker threads until civetweb's request timeout, so 200
 // idle sockets held every scrape for over a minute. Here each connection must send its request

@@ -1,5 +1,5 @@
 // gRPC server reflection on the coordinator's ports (what `grpcurl list` and `describe` ask),
-// bounded (issue 36 item 1). It needs no credential, and gRPC's reflection plugin served each
+// bounded. It needs no credential, and gRPC's reflection plugin served each
 // stream on a thread of its own for as long as the client liked; here every stream is admitted
 // by a StreamRegistry (caps per connection, per address, in all; a lifetime) and answered on
 // gRPC's callback threads. Descriptors come from the process's generated pool, as the plugin's.

@@ -1,4 +1,4 @@
-// Refusals in the event log, rate-limited and aggregated (issue 36 item 2): a flood made one line
+// Refusals in the event log, rate-limited and aggregated: a flood made one line
 // per refused stream (~4.6 MB from 50,000). Per reason, the first kLinesPerSecond lines of each
 // second are written as they come; the rest are counted and said in one line,
 // `event=refused-suppressed reason=R count=N seconds=S`, when the next refusal of that reason

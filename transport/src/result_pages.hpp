@@ -1,4 +1,4 @@
-// Pages of a stored query result (issue 36 item 4): the per-user lists of a query that touched
+// Pages of a stored query result: the per-user lists of a query that touched
 // many users (charges, refused, rejected, unanswered, not_reached) go out in windows of user
 // indices with a bounded number of entries, so that no message grows with the fleet.
 #pragma once

@@ -23,7 +23,7 @@ Error tls_error(const std::string& message) {
 }
 
 // gRPC takes any bytes as PEM and fails only at the first handshake, so a coordinator started
-// on garbage said tls=on and every client hung (issue 36 item 3). Checked here, with the
+// on garbage said tls=on and every client hung. Checked here, with the
 // OpenSSL gRPC links against: a certificate, a private key, and that they belong together.
 Status check_tls_material(const std::string& chain, const std::string& key) {
   std::unique_ptr<BIO, decltype(&BIO_free)> chain_bio(

@@ -1,4 +1,4 @@
-// A watch (issue 15): "tell the coordinator when this device's score first crosses a threshold,
+// A watch: "tell the coordinator when this device's score first crosses a threshold,
 // over the next `horizon` ticks". The device evaluates it with Above Threshold (sparse vector)
 // on its own data and releases one message, the tick of the first noisy crossing; a silent
 // tick releases nothing. The coordinator creates watches; the device validates and runs them.

@@ -32,7 +32,7 @@ class BudgetMirror {
   void restore(UserId user, double remaining) noexcept;
   // A round whose requests may have left but whose replies were never folded in (the
   // coordinator stopped mid-query): charged in the worst case, as an unanswered request.
-  // The restart rule (issue 33): mirror = saved snapshot − every such round's charge.
+  // The restart rule: mirror = saved snapshot − every such round's charge.
   void charge_unsettled(UserId user, double known_charge) noexcept {
     update_with_charge(user, ReplyKind::no_answer, known_charge, 0, 0);
   }

@@ -1,5 +1,5 @@
-// One mapping between cgp::Error and gRPC status, for the service and its clients (issue 11
-// item 4), so that a caller can tell "retry later" from "fix your input":
+// One mapping between cgp::Error and gRPC status, for the service and its clients,
+// so that a caller can tell "retry later" from "fix your input":
 //   - the gRPC code is the kind of failure (INVALID_ARGUMENT, UNAVAILABLE, UNAUTHENTICATED,
 //     DEADLINE_EXCEEDED, ALREADY_EXISTS, FAILED_PRECONDITION, INTERNAL, NOT_FOUND);
 //   - the cgp code travels whole in trailing metadata "cgp-error-code";

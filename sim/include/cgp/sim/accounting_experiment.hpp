@@ -1,4 +1,4 @@
-// cgp-sim accounting (issue 15 part 4): the privacy profile of private selection with a random
+// cgp-sim accounting: the privacy profile of private selection with a random
 // number of runs (seed 002's Fig. 2 and Fig. 3 setting): Report-the-best of K ~ D_{η,γ} runs
 // of a Gaussian mechanism, bounded three ways — the RDP bound (002 Thm 5.1), the profile bound
 // (002 Thm 5.2) — and the exact profile of one instance, the best of K Gaussian scores, which

@@ -1,4 +1,4 @@
-// cgp-sim watch (issue 15 part 4): geofence alerts over moving users, three ways of paying for
+// cgp-sim watch: geofence alerts over moving users, three ways of paying for
 // them — a Laplace watch on the device (Above Threshold, charged once), a Gaussian ex-post watch
 // (000, its own ex-post budget) and the coordinator thresholding per-tick Gaussian releases —
 // each calibrated to the cheapest noise that reaches a stated quality.

@@ -53,9 +53,9 @@ struct CoordinatorOptions {
     std::chrono::seconds max_age{30 * 24 * 3600};
   } retention;
   // A result's per-user lists go out in pages of at most this many entries (~14 bytes each:
-  // ~1 MB); the client asks GetResult for the rest (issue 36).
+  // ~1 MB); the client asks GetResult for the rest.
   std::size_t result_page_entries = 65536;
-  // The analyst's own port (issue 35): "HOST:PORT" for the Analyst API, grpc.health.v1 and
+  // The analyst's own port: "HOST:PORT" for the Analyst API, grpc.health.v1 and
   // reflection, with its own connection caps (analyst_limits), so that devices filling the
   // device port never lock operators and health checks out. Empty: served on the device port
   // (small deployments; devices can then take every connection an analyst would need).

@@ -25,7 +25,7 @@ std::string new_credential();
 // comments. Errors name the file and line; an id enrolled twice is an error (already_exists).
 // A revoked device keeps its line as "id,revoked": users are numbered in enrolment order, and
 // stored results, `--users` and watches name them by that number, so a revoke must never move
-// another device to a new number (issue 36). Enrolling a revoked id again fills its line in place.
+// another device to a new number. Enrolling a revoked id again fills its line in place.
 // A file with no entries is an empty enrolment; serving needs one device that is not revoked.
 struct EnrolledDevice {
   std::string id;

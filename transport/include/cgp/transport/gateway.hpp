@@ -33,7 +33,7 @@ namespace cgp::transport {
 
 class NetworkFleet;
 
-// What one peer, and everyone together, may hold open (issue 10 items 4–5). Every limit is applied
+// What one peer, and everyone together, may hold open. Every limit is applied
 // before a credential is looked at; the defaults suit one coordinator of tens of thousands of
 // devices. README "Network" lists them.
 // Calls of one kind other than device streams (health checks and Watch, server reflection,
@@ -106,7 +106,7 @@ struct GatewayOptions {
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
   std::size_t completion_queues = 8;
-  // The frame of the coordinator's locations (issue 17): announced in every Welcome and stamped
+  // The frame of the coordinator's locations: announced in every Welcome and stamped
   // on every request, so that devices project their GPS lon/lat with it and refuse a request
   // in another frame. None: locations are metres as the devices give them.
   std::optional<geometry::LocationFrame> frame;

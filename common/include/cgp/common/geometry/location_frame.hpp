@@ -1,4 +1,4 @@
-// The frame a coordinator's locations are in (issue 17): lon/lat degrees projected to metres by
+// The frame a coordinator's locations are in: lon/lat degrees projected to metres by
 // one projection around one origin. The coordinator announces it in Welcome and stamps it on its
 // requests; a device given GPS lon/lat projects on the device with it, and refuses a request
 // stamped with another frame (its location would be read in the wrong metres).
