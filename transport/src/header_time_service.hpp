@@ -62,6 +62,21 @@ inline grpc::Status refusal_status(const std::string& reason, const std::string&
   return {grpc::StatusCode::RESOURCE_EXHAUSTED, "too many " + what + " (" + reason + ")"};
 }
 
+// Admits `stream` (made for a call, not yet given to gRPC) in `registry`. Refused, it is deleted
+// and set to null, `refused` hears the reason, and the reactor that ends the call at once is
+// returned; admitted, null is returned and the caller starts and returns `stream`.
+template <class Request, class Response, class Stream>
+grpc::ServerBidiReactor<Request, Response>* refuse_unless_admitted(
+    Stream*& stream, StreamRegistry& registry, const std::string& peer, const std::string& what,
+    const std::function<void(const std::string&)>& refused) {
+  const std::string reason = registry.admit(*stream, peer);
+  if (reason.empty()) return nullptr;
+  delete stream;
+  stream = nullptr;
+  if (refused) refused(reason);
+  return new RefusedCall<Request, Response>(refusal_status(reason, what));
+}
+
 // A unary call over a stream: admitted at its headers, then its one request is read, then the
 // handler answers, inline or on a lane (for handlers that block). Until the request is in, the
 // registry's lifetime bounds how long the call is held; once it is in, the handler's own time.
@@ -78,12 +93,9 @@ class UnaryCall final : public grpc::ServerBidiReactor<Request, Response>, publi
       CallLane* lane, const std::string& what,
       const std::function<void(const std::string&)>& refused) {
     auto* call = new UnaryCall(*context, registry, handler, lane);
-    const std::string reason = registry.admit(*call, context->peer());
-    if (!reason.empty()) {
-      delete call;  // never given to gRPC
-      if (refused) refused(reason);
-      return new RefusedCall<Request, Response>(refusal_status(reason, what));
-    }
+    if (auto* refusal = refuse_unless_admitted<Request, Response>(call, registry, context->peer(),
+                                                                  what, refused))
+      return refusal;
     call->StartRead(&call->request_);
     return call;
   }

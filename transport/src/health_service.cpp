@@ -133,13 +133,9 @@ HealthService::HealthService(StreamCaps watch_caps, StreamCaps check_caps,
       [this](grpc::CallbackServerContext* context)
           -> grpc::ServerBidiReactor<HealthCheckRequest, HealthCheckResponse>* {
         auto* watch = new WatchStream(*this, watches_, *context);
-        const std::string reason = watches_.admit(*watch, context->peer());
-        if (!reason.empty()) {
-          delete watch;  // never given to gRPC
-          if (refused_) refused_(reason);
-          return new RefusedCall<HealthCheckRequest, HealthCheckResponse>(
-              refusal_status(reason, "health watches"));
-        }
+        if (auto* refusal = refuse_unless_admitted<HealthCheckRequest, HealthCheckResponse>(
+                watch, watches_, context->peer(), "health watches", refused_))
+          return refusal;
         watch->start();
         return watch;
       });

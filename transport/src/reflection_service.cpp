@@ -1,5 +1,7 @@
 #include "reflection_service.hpp"
 
+#include "header_time_service.hpp"  // refuse_unless_admitted
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
 
@@ -12,13 +14,6 @@ namespace {
 
 using Request = ReflectionService::Request;
 using Response = ReflectionService::Response;
-
-// A stream refused at its start: ends at once, holding nothing.
-class RefusedStream final : public grpc::ServerBidiReactor<Request, Response> {
- public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
 
 // `file` (always: a client asked for it) and what it imports (each once per stream).
 void add_files(const google::protobuf::FileDescriptor* file, std::set<std::string>& sent,
@@ -180,16 +175,9 @@ Response ReflectionService::answer(const Request& request, std::set<std::string>
 grpc::ServerBidiReactor<Request, Response>* ReflectionService::ServerReflectionInfo(
     grpc::CallbackServerContext* context) {
   auto* stream = new Stream(*this, streams_, *context);
-  const std::string refusal = streams_.admit(*stream, context->peer());
-  if (!refusal.empty()) {
-    delete stream;  // never given to gRPC
-    if (refused_) refused_(refusal);
-    const bool stopping = refusal.ends_with("-stopping");
-    return new RefusedStream(grpc::Status(
-        stopping ? grpc::StatusCode::UNAVAILABLE : grpc::StatusCode::RESOURCE_EXHAUSTED,
-        stopping ? "the coordinator is stopping"
-                 : "too many reflection streams (" + refusal + ")"));
-  }
+  if (auto* refusal = refuse_unless_admitted<Request, Response>(stream, streams_, context->peer(),
+                                                                "reflection streams", refused_))
+    return refusal;
   stream->begin();
   return stream;
 }
