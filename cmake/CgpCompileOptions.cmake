@@ -20,3 +20,39 @@ if(CGP_SANITIZE)
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
 endif()
+
+# cgp_add_library(<target> [EXPORT_NAME <name>] [STATIC] [EXCLUDE_FROM_ALL] [INSTALL_HEADERS]
+#                 SOURCES <file>...)
+# One of cgpkit's libraries: our warnings, and the folder's include/ public both in the build
+# tree and once installed. With EXPORT_NAME it is also cgpkit::<name> in the build (the alias)
+# and in an installed package, in a file libcgpkit_<name>. Which export set installs it is
+# CgpInstall.cmake's choice; INSTALL_HEADERS installs the folder's include/ for it.
+function(cgp_add_library target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "STATIC;EXCLUDE_FROM_ALL;INSTALL_HEADERS" "EXPORT_NAME" "SOURCES")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_SOURCES)
+    message(FATAL_ERROR "cgp_add_library(${target}): SOURCES required; "
+                        "unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  set(kind)
+  if(arg_STATIC)
+    set(kind STATIC)
+  endif()
+  if(arg_EXCLUDE_FROM_ALL)
+    list(APPEND kind EXCLUDE_FROM_ALL)
+  endif()
+  add_library(${target} ${kind} ${arg_SOURCES})
+  if(arg_EXPORT_NAME)
+    add_library(cgpkit::${arg_EXPORT_NAME} ALIAS ${target})
+    set_target_properties(${target} PROPERTIES OUTPUT_NAME cgpkit_${arg_EXPORT_NAME}
+                                               EXPORT_NAME ${arg_EXPORT_NAME})
+  endif()
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    target_include_directories(${target}
+      PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    if(arg_INSTALL_HEADERS)
+      install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    endif()
+  endif()
+  cgp_target_options(${target})
+endfunction()

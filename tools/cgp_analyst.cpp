@@ -31,11 +31,11 @@
 #include <string>
 #include <thread>
 
+#include "cgp/analyst/analyst_client.hpp"
+#include "cgp/common/files.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/version.hpp"
-#include "cgp/transport/analyst_client.hpp"
-#include "cgp/transport/files.hpp"
-#include "cgp/transport/grpc_runtime.hpp"
+#include "cgp/protocol/grpc_runtime.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 
@@ -46,7 +46,7 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-nlohmann::json to_json(const cgp::transport::RemoteResult& r, const std::string& kind,
+nlohmann::json to_json(const cgp::analyst::RemoteResult& r, const std::string& kind,
                        bool per_user) {
   nlohmann::json out;
   out["query_id"] = r.query_id;
@@ -120,7 +120,7 @@ struct Arguments {
   std::string component = "location";
   bool leave = false;
   bool accuracy_first() const noexcept { return target > 0 || absolute > 0; }
-  cgp::transport::RemoteAccuracy accuracy() const {
+  cgp::analyst::RemoteAccuracy accuracy() const {
     return {{target, absolute}, max_rounds, growth, 0};
   }
 };
@@ -160,7 +160,7 @@ void add_query_options(CLI::App& sub, Arguments& a) {
 // A query command's options as the client takes them; exit code 2 and a message when bad.
 struct Query {
   cgp::coordinator::QueryOptions options;
-  cgp::transport::RemoteCharges charges;
+  cgp::analyst::RemoteCharges charges;
 };
 std::optional<Query> query_from(const Arguments& a, int& failed) {
   Query out;
@@ -180,12 +180,12 @@ std::optional<Query> query_from(const Arguments& a, int& failed) {
   out.options.beta = a.beta;
   out.options.shift = !a.no_shift;
   out.options.query_id = a.id;
-  out.charges = a.rho > 0 ? cgp::transport::RemoteCharges::fixed(cgp::coordinator::Charge{a.rho})
-                          : cgp::transport::RemoteCharges::adaptive();
+  out.charges = a.rho > 0 ? cgp::analyst::RemoteCharges::fixed(cgp::coordinator::Charge{a.rho})
+                          : cgp::analyst::RemoteCharges::adaptive();
   return out;
 }
 
-int print_result(const cgp::Expected<cgp::transport::RemoteResult>& answer, const std::string& kind,
+int print_result(const cgp::Expected<cgp::analyst::RemoteResult>& answer, const std::string& kind,
                  bool per_user) {
   if (!answer) return fail(1, answer.error().message);
   std::printf("%s\n", to_json(*answer, kind, per_user).dump(2).c_str());
@@ -194,7 +194,7 @@ int print_result(const cgp::Expected<cgp::transport::RemoteResult>& answer, cons
 
 // Runs a query command: `ask(client, query)` sends it.
 template <class Ask>
-int run_query(const Arguments& a, cgp::transport::AnalystClient& client, const char* kind,
+int run_query(const Arguments& a, cgp::analyst::AnalystClient& client, const char* kind,
               Ask&& ask) {
   int failed = 0;
   auto query = query_from(a, failed);
@@ -202,16 +202,16 @@ int run_query(const Arguments& a, cgp::transport::AnalystClient& client, const c
   return print_result(ask(client, *query), kind, a.per_user);
 }
 
-int run_status(const Arguments& a, const cgp::transport::AnalystConnection& connection,
-               cgp::transport::AnalystClient& client) {
+int run_status(const Arguments& a, const cgp::analyst::AnalystConnection& connection,
+               cgp::analyst::AnalystClient& client) {
   // Waiting polls with short calls on fresh connections, so that a coordinator that is still
   // starting (or a connection attempt that stalls) costs at most a second per poll.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.timeout);
   auto poll = [&] {
     auto probe_connection = connection;
     probe_connection.timeout = std::chrono::seconds(1);
-    auto probe = cgp::transport::AnalystClient::connect(probe_connection);
-    return probe ? probe->status() : cgp::Expected<cgp::transport::RemoteStatus>(probe.error());
+    auto probe = cgp::analyst::AnalystClient::connect(probe_connection);
+    return probe ? probe->status() : cgp::Expected<cgp::analyst::RemoteStatus>(probe.error());
   };
   auto s = a.wait_connected > 0 ? poll() : client.status();
   // A refused credential is final; an unreachable coordinator is waited for.
@@ -240,7 +240,7 @@ int run_status(const Arguments& a, const cgp::transport::AnalystConnection& conn
   return 0;
 }
 
-int run_range(const Arguments& a, cgp::transport::AnalystClient& client) {
+int run_range(const Arguments& a, cgp::analyst::AnalystClient& client) {
   std::optional<cgp::geometry::Region> region;
   if (!a.box.empty() == !a.disc.empty()) return fail(2, "range needs one of --box or --disc");
   if (!a.box.empty()) {
@@ -260,8 +260,8 @@ int run_range(const Arguments& a, cgp::transport::AnalystClient& client) {
   });
 }
 
-nlohmann::json to_json(const cgp::transport::RemoteWatch& w) {
-  using State = cgp::transport::RemoteDeviceWatch::State;
+nlohmann::json to_json(const cgp::analyst::RemoteWatch& w) {
+  using State = cgp::analyst::RemoteDeviceWatch::State;
   static constexpr const char* kStates[] = {"pending", "armed", "refused", "rejected"};
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& d : w.devices) {
@@ -289,13 +289,13 @@ nlohmann::json to_json(const cgp::transport::RemoteWatch& w) {
   return out;
 }
 
-int print_watch(const cgp::Expected<cgp::transport::RemoteWatch>& watch) {
+int print_watch(const cgp::Expected<cgp::analyst::RemoteWatch>& watch) {
   if (!watch) return fail(1, watch.error().message);
   std::printf("%s\n", to_json(*watch).dump(2).c_str());
   return 0;
 }
 
-int run_watch_start(const Arguments& a, cgp::transport::AnalystClient& client) {
+int run_watch_start(const Arguments& a, cgp::analyst::AnalystClient& client) {
   cgp::WatchSpecParams p;
   p.watch_id = a.id;
   p.component_id = a.component;
@@ -330,8 +330,8 @@ struct Command {
   const char* name;
   const char* description;
   void (*flags)(CLI::App&, Arguments&);
-  int (*run)(const Arguments&, const cgp::transport::AnalystConnection&,
-             cgp::transport::AnalystClient&);
+  int (*run)(const Arguments&, const cgp::analyst::AnalystConnection&,
+             cgp::analyst::AnalystClient&);
 };
 
 const Command kCommands[] = {
@@ -352,8 +352,8 @@ const Command kCommands[] = {
        add_query_options(sub, a);
        add_accuracy_options(sub, a);
      },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) { return run_range(a, client); }},
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) { return run_range(a, client); }},
     {"kde", "private Gaussian KDE",
      [](CLI::App& sub, Arguments& a) {
        sub.add_option("--point", a.point, "X,Y,...")->delimiter(',')->required();
@@ -361,8 +361,8 @@ const Command kCommands[] = {
        add_query_options(sub, a);
        add_accuracy_options(sub, a);
      },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) {
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) {
        return run_query(a, client, "kde", [&](auto& c, const Query& q) {
          return a.accuracy_first() ? c.kde(a.point, a.bandwidth, q.charges, a.accuracy(), q.options)
                                    : c.kde(a.point, a.bandwidth, q.charges, q.options);
@@ -376,8 +376,8 @@ const Command kCommands[] = {
            ->required();
        add_query_options(sub, a);
      },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) {
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) {
        return run_query(a, client, "knn", [&](auto& c, const Query& q) {
          return c.knn(a.point, a.k, q.charges, q.options);
        });
@@ -389,8 +389,8 @@ const Command kCommands[] = {
        sub.add_option("--population", a.population, "N")->required();
        add_query_options(sub, a);
      },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) {
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) {
        return run_query(a, client, "threshold", [&](auto& c, const Query& q) {
          return c.threshold(a.device, a.q, a.population, q.charges, q.options);
        });
@@ -411,8 +411,8 @@ const Command kCommands[] = {
        sub.add_option("--growth", a.growth, "each round asks g times the last, g > 1")
            ->capture_default_str();
      },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) {
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) {
        const auto count = [](double v) {
          return v >= 1 && v <= 10000 && v == std::floor(v) ? static_cast<std::size_t>(v) : 0;
        };
@@ -430,8 +430,8 @@ const Command kCommands[] = {
        sub.add_option("--id", a.id, "query id")->required();
        sub.add_flag("--per-user", a.per_user, "print every user's charge");
      },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) {
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) {
        auto answer = client.result(a.id);
        return print_result(answer, answer && !answer->neighbour_ids.empty() ? "knn" : "range",
                            a.per_user);
@@ -460,12 +460,12 @@ const Command kCommands[] = {
        sub.add_option("--users", a.users, "user indices (default: every enrolled user)")
            ->delimiter(',');
      },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) { return run_watch_start(a, client); }},
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) { return run_watch_start(a, client); }},
     {"watch", "a watch's state: who armed it, who alerted at which tick",
      [](CLI::App& sub, Arguments& a) { sub.add_option("--id", a.id, "watch id")->required(); },
-     [](const Arguments& a, const cgp::transport::AnalystConnection&,
-        cgp::transport::AnalystClient& client) { return print_watch(client.watch(a.id)); }},
+     [](const Arguments& a, const cgp::analyst::AnalystConnection&,
+        cgp::analyst::AnalystClient& client) { return print_watch(client.watch(a.id)); }},
 };
 
 int run(int argc, char** argv) {
@@ -488,7 +488,7 @@ int run(int argc, char** argv) {
   const auto commands = cgp::tools::add_commands(app, std::span<const Command>(kCommands), a);
   if (auto done = cgp::tools::parse_command_line(app, argc, argv, "cgp-analyst")) return *done;
 
-  cgp::transport::AnalystConnection connection;
+  cgp::analyst::AnalystConnection connection;
   connection.coordinator_address = a.coordinator;
   connection.min_coverage = a.min_coverage;
   connection.max_missing_share = a.max_missing_share;
@@ -496,7 +496,7 @@ int run(int argc, char** argv) {
           cgp::tools::read_client_files(a.credential_file, a.tls_root_file, connection.credential,
                                         connection.tls_root_certificate))
     return fail(3, unreadable->message);
-  auto client = cgp::transport::AnalystClient::connect(connection);
+  auto client = cgp::analyst::AnalystClient::connect(connection);
   if (!client) return fail(2, client.error().message);
   if (const Command* command = cgp::tools::parsed_command(commands))
     return command->run(a, connection, *client);
@@ -506,6 +506,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cgp::transport::turn_off_lock_order_graph();
+  cgp::protocol::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-analyst", [&] { return run(argc, argv); });
 }

@@ -32,12 +32,12 @@
 #include <set>
 #include <string>
 
+#include "cgp/common/files.hpp"
 #include "cgp/common/geometry/frame_projection.hpp"
 #include "cgp/common/version.hpp"
+#include "cgp/protocol/grpc_runtime.hpp"
+#include "cgp/protocol/log_format.hpp"
 #include "cgp/transport/coordinator_service.hpp"
-#include "cgp/transport/files.hpp"
-#include "cgp/transport/grpc_runtime.hpp"
-#include "cgp/transport/log_format.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 
@@ -78,7 +78,7 @@ cgp::Expected<cgp::transport::Enrolment> current_enrolment(const std::string& pa
 int enrol_devices(const std::string& devices, const std::vector<std::string>& ids,
                   const std::string& secrets_path, bool csv_secrets) {
   for (const auto& each : ids)
-    if (auto valid = cgp::transport::require_id(csv_secrets ? "--prefix" : "--id", each); !valid)
+    if (auto valid = cgp::protocol::require_id(csv_secrets ? "--prefix" : "--id", each); !valid)
       return fail(2, valid.error().message);
   auto entries = current_enrolment(devices);
   if (!entries) return fail_with(entries.error());
@@ -101,7 +101,7 @@ int enrol_devices(const std::string& devices, const std::vector<std::string>& id
     secrets += csv_secrets ? each + "," + secret + "\n" : secret + "\n";
   }
   // The key file first, refusing to replace one: a lost key is a device that cannot connect.
-  if (auto written = cgp::transport::write_private_file(
+  if (auto written = cgp::write_private_file(
           secrets_path, csv_secrets ? "--secrets-out" : "--credential-out", secrets, false);
       !written)
     return fail(written.error().code == cgp::ErrorCode::already_exists ? 2 : 3,
@@ -153,7 +153,7 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
   auto entries = cgp::transport::read_enrolment(path);
   if (!entries) {
     if (log)
-      log("event=enrolment-unreadable error=" + cgp::transport::log_value(entries.error().message));
+      log("event=enrolment-unreadable error=" + cgp::protocol::log_value(entries.error().message));
     return;
   }
   std::map<std::string, cgp::transport::CredentialSha256, std::less<>> listed;
@@ -167,7 +167,7 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
     if (now != listed.end() && now->second == *credential) continue;
     (void)service.revoke(id);  // logged by the gateway when it is new
     if (now != listed.end() && log)
-      log("event=credential-changed device=" + cgp::transport::log_value(id) +
+      log("event=credential-changed device=" + cgp::protocol::log_value(id) +
           " note=revoked-until-restart");
   }
   if (added > 0 && log)
@@ -377,8 +377,8 @@ void credential_flags(CLI::App& credential, Arguments& a) {
 }
 
 int run_credential(const Arguments& a) {
-  if (auto written = cgp::transport::write_private_file(
-          a.credential_file, "--out", cgp::transport::new_credential() + "\n", a.force);
+  if (auto written = cgp::write_private_file(a.credential_file, "--out",
+                                             cgp::transport::new_credential() + "\n", a.force);
       !written)
     return fail(written.error().code == cgp::ErrorCode::already_exists ? 2 : 3,
                 written.error().message);
@@ -393,7 +393,7 @@ int run_serve(const Arguments& a) {
   if (!enrolled) return fail_with(enrolled.error());
   if (std::none_of(enrolled->begin(), enrolled->end(), [](auto& d) { return !d.revoked(); }))
     return fail(3, "--devices: " + a.devices_file + " lists no device that is not revoked");
-  auto analyst_secret = cgp::transport::read_secret(a.analyst_file, "--analyst-credential");
+  auto analyst_secret = cgp::read_secret(a.analyst_file, "--analyst-credential");
   if (!analyst_secret) return fail(3, analyst_secret.error().message);
   cgp::transport::CoordinatorOptions options;
   options.gateway.address = a.listen;
@@ -410,9 +410,9 @@ int run_serve(const Arguments& a) {
   if (a.tls_cert.empty() != a.tls_key.empty())
     return fail(2, "--tls-cert and --tls-key go together");
   if (!a.tls_cert.empty()) {
-    auto chain = cgp::transport::read_file(a.tls_cert, "--tls-cert");
+    auto chain = cgp::read_file(a.tls_cert, "--tls-cert");
     if (!chain) return fail(3, chain.error().message);
-    auto key = cgp::transport::read_file(a.tls_key, "--tls-key");
+    auto key = cgp::read_file(a.tls_key, "--tls-key");
     if (!key) return fail(3, key.error().message);
     options.gateway.tls_certificate_chain = std::move(*chain);
     options.gateway.tls_private_key = std::move(*key);
@@ -464,7 +464,7 @@ int run_serve(const Arguments& a) {
     };
   }
   // gRPC's own lines in the same structured form (or dropped with --quiet).
-  cgp::transport::route_grpc_logs(a.quiet ? [](const std::string&) {} : options.gateway.log);
+  cgp::protocol::route_grpc_logs(a.quiet ? [](const std::string&) {} : options.gateway.log);
 
   // Signals are taken by sigwait below, not by a handler.
   sigset_t signals;
@@ -488,7 +488,7 @@ int run_serve(const Arguments& a) {
     std::lock_guard lock(log_mutex);
     std::fprintf(stderr, "ts=%s %s\n", utc_now().c_str(), line.c_str());
   };
-  say("event=listening address=" + cgp::transport::log_value(a.listen) + " port=" +
+  say("event=listening address=" + cgp::protocol::log_value(a.listen) + " port=" +
       std::to_string((*service)->port()) + " devices=" + std::to_string(options.device_ids.size()) +
       " tls=" + (a.tls_cert.empty() ? "off" : "on") +
       " max_connections=" + std::to_string((*service)->gateway().max_connections()) +
@@ -547,6 +547,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cgp::transport::turn_off_lock_order_graph();
+  cgp::protocol::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-coordinator", [&] { return run(argc, argv); });
 }

@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "cgp/client/device.hpp"
+#include "cgp/common/files.hpp"
 #include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/common/version.hpp"
 #include "cgp/link/device_client.hpp"
-#include "cgp/transport/files.hpp"
-#include "cgp/transport/grpc_runtime.hpp"
-#include "cgp/transport/log_format.hpp"
+#include "cgp/protocol/grpc_runtime.hpp"
+#include "cgp/protocol/log_format.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 
@@ -104,7 +104,7 @@ int run(int argc, char** argv) {
   if (!config) return fail(2, "--budget: " + config.error().message);
 
   // Every argument and file is checked before the ledger is opened (or created).
-  if (auto usable = cgp::transport::require_id("--id", id); !usable)
+  if (auto usable = cgp::protocol::require_id("--id", id); !usable)
     return fail(2, usable.error().message);
   std::vector<std::pair<std::string, std::vector<double>>> values;
   if (!location.empty()) values.emplace_back("location", location);
@@ -116,7 +116,7 @@ int run(int argc, char** argv) {
     values.emplace_back(spec.substr(0, equals), v);
   }
   if (!components_file.empty()) {
-    auto text = cgp::transport::read_file(components_file, "--components");
+    auto text = cgp::read_file(components_file, "--components");
     if (!text) return fail(3, text.error().message);
     std::istringstream in(std::move(*text));
     std::string line;
@@ -167,6 +167,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cgp::transport::turn_off_lock_order_graph();
+  cgp::protocol::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-device", [&] { return run(argc, argv); });
 }

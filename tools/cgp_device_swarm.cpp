@@ -23,11 +23,11 @@
 #include <string>
 #include <thread>
 
+#include "cgp/common/files.hpp"
 #include "cgp/common/version.hpp"
-#include "cgp/sim/dataset.hpp"
+#include "cgp/experiments/dataset.hpp"
+#include "cgp/protocol/grpc_runtime.hpp"
 #include "cgp/swarm/device_swarm.hpp"
-#include "cgp/transport/files.hpp"
-#include "cgp/transport/grpc_runtime.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 
@@ -88,11 +88,11 @@ int run(int argc, char** argv) {
   auto kind = cgp::geometry::parse_projection_kind(projection);
   if (!kind) return fail(2, "--projection must be local or mercator, got '" + projection + "'");
 
-  cgp::sim::Dataset data;
+  cgp::experiments::Dataset data;
   if (data_file.empty()) {
-    data = cgp::sim::synthetic_locations(offset + count, seed);
+    data = cgp::experiments::synthetic_locations(offset + count, seed);
   } else {
-    auto loaded = cgp::sim::load_locations(data_file, *kind);
+    auto loaded = cgp::experiments::load_locations(data_file, *kind);
     if (!loaded) return fail(3, loaded.error().message);
     data = std::move(*loaded);
     // Rows offset .. offset + count − 1 must all be there (on 51cfbc1 a large --offset read past
@@ -104,8 +104,7 @@ int run(int argc, char** argv) {
   }
   std::map<std::string, std::string> secrets;
   if (!secrets_file.empty()) {
-    auto text = cgp::transport::read_file(secrets_file, "--secrets",
-                                          cgp::transport::kMaxEnrolmentFileBytes);
+    auto text = cgp::read_file(secrets_file, "--secrets", cgp::kMaxEnrolmentFileBytes);
     if (!text) return fail(3, text.error().message);
     std::istringstream in(std::move(*text));
     std::string line;
@@ -136,7 +135,7 @@ int run(int argc, char** argv) {
   options.streams_per_connection = per_connection;
   options.completion_queues = queues;
   if (!tls_root_file.empty()) {
-    auto root = cgp::transport::read_file(tls_root_file, "--tls-root");
+    auto root = cgp::read_file(tls_root_file, "--tls-root");
     if (!root) return fail(3, root.error().message);
     options.tls_root_certificate = std::move(*root);
   }
@@ -173,6 +172,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cgp::transport::turn_off_lock_order_graph();
+  cgp::protocol::turn_off_lock_order_graph();
   return cgp::tools::guarded_main("cgp-device-swarm", [&] { return run(argc, argv); });
 }

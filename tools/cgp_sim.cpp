@@ -12,22 +12,22 @@
 #include <vector>
 
 #include "cgp/common/device_config.hpp"
+#include "cgp/common/files.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/version.hpp"
-#include "cgp/sim/accounting_experiment.hpp"
-#include "cgp/sim/dataset.hpp"
-#include "cgp/sim/experiment.hpp"
-#include "cgp/sim/output.hpp"
-#include "cgp/sim/watch_experiment.hpp"
-#include "cgp/transport/credentials.hpp"
-#include "cgp/transport/files.hpp"
+#include "cgp/experiments/accounting_experiment.hpp"
+#include "cgp/experiments/data_source.hpp"
+#include "cgp/experiments/dataset.hpp"
+#include "cgp/experiments/experiment.hpp"
+#include "cgp/experiments/output.hpp"
+#include "cgp/experiments/watch_experiment.hpp"
 #include "cli_support.hpp"
 #include "guarded_main.hpp"
 #include "mpi_job.hpp"
 #include "sim_remote_backend.hpp"
 
 using namespace cgp;
-using namespace cgp::sim;
+using namespace cgp::experiments;
 
 namespace {
 
@@ -245,53 +245,39 @@ Expected<Dataset> load_slice(const Arguments& a, tools::MpiJob& job, Load&& load
   return mine;
 }
 
-// Locations for range, kde, multi-range: --data or the synthetic city; --n resamples.
-// fleet_users > 0 (--fleet): the first fleet_users rows, as cgp-device-swarm serves them.
-// Under mpirun (job): this rank's slice; the synthetic city is made per rank.
+DataSource source_of(const Arguments& a, geometry::ProjectionKind projection) {
+  return {.path = a.data, .users = a.n, .seed = a.seed, .projection = projection};
+}
+
+// Locations for range, kde, multi-range (source_locations). Under mpirun (job): this rank's
+// slice; the synthetic city is made per rank.
 Expected<Dataset> locations(const Arguments& a, geometry::ProjectionKind projection,
                             std::size_t fleet_users = 0, tools::MpiJob* job = nullptr) {
   if (job) {
     if (!a.data.empty())
       return load_slice(a, *job, [&] { return load_locations(a.data, projection); });
-    const std::size_t users = a.n ? a.n : 100000;
+    const std::size_t users = a.n ? a.n : kDefaultCityUsers;
     const auto slice = coordinator::shard_slice(users, job->rank(), job->size());
     Dataset mine = synthetic_locations(slice.first, slice.size, users, a.seed);
     CGP_RETURN_IF_ERROR(job->agree(check_slice(mine, *job)));
     return mine;
   }
-  Dataset data;
-  if (a.data.empty()) {
-    data = synthetic_locations(fleet_users ? fleet_users : a.n ? a.n : 100000, a.seed);
-  } else {
-    CGP_ASSIGN_OR_RETURN(auto loaded, load_locations(a.data, projection));
-    data = std::move(loaded);
-    if (a.n) data = resample(data, a.n, a.seed);
-  }
-  if (fleet_users) {
-    if (data.size() < fleet_users)
-      return make_error(ErrorCode::out_of_range, "fleet",
-                        "--fleet: the coordinator has " + std::to_string(fleet_users) +
-                            " devices, the data only " + std::to_string(data.size()) + " rows");
-    data.points.resize(fleet_users * data.dimension);
-    data.total = 0;
-    data.description += " (first " + std::to_string(fleet_users) + " rows, over --fleet)";
-  }
-  return data;
+  return source_locations(source_of(a, projection), fleet_users);
 }
 
-Expected<transport::AnalystClient> connect_fleet(const Arguments& a) {
-  transport::AnalystConnection connection;
+Expected<analyst::AnalystClient> connect_fleet(const Arguments& a) {
+  analyst::AnalystConnection connection;
   connection.coordinator_address = a.fleet;
   if (!a.analyst_credential.empty()) {
     CGP_ASSIGN_OR_RETURN(auto secret,
-                         transport::read_secret(a.analyst_credential, "--analyst-credential"));
+                         cgp::read_secret(a.analyst_credential, "--analyst-credential"));
     connection.credential = std::move(secret);
   }
   if (!a.tls_root.empty()) {
-    CGP_ASSIGN_OR_RETURN(auto root, transport::read_file(a.tls_root, "--tls-root"));
+    CGP_ASSIGN_OR_RETURN(auto root, cgp::read_file(a.tls_root, "--tls-root"));
     connection.tls_root_certificate = std::move(root);
   }
-  return transport::AnalystClient::connect(connection);
+  return analyst::AnalystClient::connect(connection);
 }
 
 Status load_centres(const Arguments& a, const Dataset& data, geometry::ProjectionKind projection,
@@ -324,15 +310,6 @@ int finish(const Arguments& a, const std::string& description, const std::vector
   if (!a.plot.empty())
     if (auto s = write_plot(a.plot, rows); !s) return fail(kDataError, s.error().message);
   return 0;
-}
-
-// Built-in households for the threshold query: lognormal incomes (median ≈ 58,000).
-std::vector<double> synthetic_incomes(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<double> income(11.0, 0.9);
-  std::vector<double> values(n);
-  for (double& v : values) v = income(rng);
-  return values;
 }
 
 // What every experiment runs with, from the common flags.
@@ -388,12 +365,7 @@ int run_knn_experiment(const Arguments& a, Context& context) {
     tools::MpiJob& job = *context.job;
     auto slice = load_slice(a, job, [&]() -> Expected<Dataset> {
       if (!a.data.empty()) return load_vectors(a.data, context.projection, a.columns);
-      auto train = load_idx(kFashionMnistTrain);
-      if (!train)
-        return make_error(ErrorCode::invalid_argument, "data",
-                          "knn without --data needs Debian's dataset-fashion-mnist (" +
-                              train.error().message + ")");
-      return train;
+      return default_vector_candidates();
     });
     if (!slice) return fail(kDataError, slice.error().message);
     data = std::move(*slice);
@@ -410,22 +382,15 @@ int run_knn_experiment(const Arguments& a, Context& context) {
       query_set = job.broadcast(std::move(query_set));
       queries = &query_set;
     }
-  } else if (a.data.empty()) {
-    auto train = load_idx(kFashionMnistTrain);
-    if (!train)
-      return fail(kDataError, "knn without --data needs Debian's dataset-fashion-mnist (" +
-                                  train.error().message + ")");
-    data = std::move(*train);
-    auto test = load_idx(kFashionMnistTest);
-    if (!test) return fail(kDataError, test.error().message);
-    query_set = std::move(*test);
-    queries = &query_set;
   } else {
-    auto loaded = load_vectors(a.data, context.projection, a.columns);
+    auto loaded = source_vectors(source_of(a, context.projection), a.columns);
     if (!loaded) return fail(kDataError, loaded.error().message);
-    data = std::move(*loaded);
+    data = std::move(loaded->candidates);
+    if (loaded->queries) {
+      query_set = std::move(*loaded->queries);
+      queries = &query_set;
+    }
   }
-  if (a.n && !context.job) data = resample(data, a.n, a.seed);
   for (std::size_t k : a.k)
     if (k >= data.users() || k + 1 >= data.users())  // k + 1 alone wraps at 2^64 − 1
       return fail(kUsageError, "--k must be below the number of candidates (" +
@@ -512,19 +477,12 @@ int run_threshold_experiment(const Arguments& a, Context& context) {
   if (context.remote() && a.curator.empty())
     return fail(kUsageError,
                 "--curator: threshold over --fleet needs the device holding the count");
-  std::vector<double> values;
-  std::string description;
   double below = a.below;
-  if (a.data.empty()) {
-    values = synthetic_incomes(a.n ? a.n : 10000, a.seed);
-    description = "built-in households: " + std::to_string(values.size()) + " lognormal incomes";
-    if (std::isnan(below)) below = 10000;
-  } else {
-    auto column = load_column(a.data, a.column);
-    if (!column) return fail(kDataError, column.error().message);
-    values = std::move(*column);
-    description = a.data + ": column " + a.column + ", " + std::to_string(values.size()) + " rows";
-  }
+  auto column = source_values(source_of(a, context.projection), a.column);
+  if (!column) return fail(kDataError, column.error().message);
+  std::vector<double> values = std::move(column->values);
+  std::string description = std::move(column->description);
+  if (a.data.empty() && std::isnan(below)) below = 10000;
   if (std::isnan(below)) {  // count nonzero rows: turn them into "≤ 0" after negation
     for (double& v : values) v = v != 0 ? 0.0 : 1.0;
     below = 0;
@@ -813,11 +771,8 @@ int run(int argc, char** argv, tools::MpiJob* job) {
   if (!outputs) return fail(kUsageError, outputs.error().message);
   g_run.seed = a.seed;
   g_run.data = a.data.empty() ? "built-in" : a.data;
-  if (!a.data.empty()) {
-    // The file's digest, so that a row says exactly which data it was made from.
-    if (auto bytes = transport::read_file(a.data, "--data"))
-      g_run.data_sha256 = transport::sha256_hex(transport::sha256_of(*bytes));
-  }
+  // The file's digest, so that a row says exactly which data it was made from.
+  if (!a.data.empty()) g_run.data_sha256 = data_sha256(a.data);
   g_run.projection = a.projection;
   g_run.beta = a.beta;
   g_run.noise = a.fleet.empty() ? a.noise : "device";

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "cgp/common/files.hpp"
 #include "cgp/common/version.hpp"
-#include "cgp/transport/files.hpp"
 
 namespace cgp::tools {
 
@@ -77,7 +77,7 @@ inline void add_common_flags(CLI::App& app, bool config_file) {
 inline constexpr std::size_t kMaxConfigBytes = 64 * 1024, kMaxConfigLine = 4096,
                              kMaxConfigDepth = 4;
 inline std::optional<std::string> config_file_problem(const std::string& path) {
-  auto text = transport::read_file(path, "--config", kMaxConfigBytes);
+  auto text = cgp::read_file(path, "--config", kMaxConfigBytes);
   if (!text) return text.error().message;
   std::size_t line_number = 0, begin = 0;
   while (begin < text->size()) {
@@ -105,7 +105,7 @@ inline std::optional<std::string> config_file_problem(const std::string& path) {
 // the line and the key. Sections name subcommands ([serve]); keys not found are left to CLI11
 // (which refuses unknown keys).
 inline std::optional<std::string> config_type_problem(CLI::App& app, const std::string& path) {
-  auto text = transport::read_file(path, "--config", kMaxConfigBytes);
+  auto text = cgp::read_file(path, "--config", kMaxConfigBytes);
   if (!text) return text.error().message;
   auto trim = [](std::string_view v) {
     const auto first = v.find_first_not_of(" \t\r");
@@ -183,12 +183,12 @@ inline std::optional<Error> read_client_files(const std::string& credential_file
                                               const std::string& tls_root_file,
                                               std::string& credential, std::string& tls_root) {
   if (!credential_file.empty()) {
-    auto secret = transport::read_secret(credential_file, "--credential");
+    auto secret = cgp::read_secret(credential_file, "--credential");
     if (!secret) return secret.error();
     credential = std::move(*secret);
   }
   if (!tls_root_file.empty()) {
-    auto root = transport::read_file(tls_root_file, "--tls-root");
+    auto root = cgp::read_file(tls_root_file, "--tls-root");
     if (!root) return root.error();
     tls_root = std::move(*root);
   }

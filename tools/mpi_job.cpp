@@ -39,10 +39,10 @@ std::uint64_t MpiJob::reductions() const noexcept {
 std::uint64_t MpiJob::bytes_reduced() const noexcept {
   return 0;
 }
-sim::Dataset MpiJob::broadcast(sim::Dataset data) {
+experiments::Dataset MpiJob::broadcast(experiments::Dataset data) {
   return data;
 }
-sim::Dataset MpiJob::scatter(sim::Dataset data) {
+experiments::Dataset MpiJob::scatter(experiments::Dataset data) {
   return data;
 }
 
@@ -70,7 +70,7 @@ void broadcast_string(std::string& text, int root) {
 }
 
 // Everything of a data set but its points.
-void broadcast_header(sim::Dataset& data) {
+void broadcast_header(experiments::Dataset& data) {
   std::uint64_t header[2] = {data.dimension, data.size()};
   MPI_Bcast(header, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   data.dimension = header[0];
@@ -151,7 +151,7 @@ Status MpiJob::agree(Status local) {
                     "rank " + std::to_string(first) + ": " + message);
 }
 
-sim::Dataset MpiJob::broadcast(sim::Dataset data) {
+experiments::Dataset MpiJob::broadcast(experiments::Dataset data) {
   broadcast_header(data);
   broadcast_doubles(data.points);
   data.first = 0;
@@ -159,7 +159,7 @@ sim::Dataset MpiJob::broadcast(sim::Dataset data) {
   return data;
 }
 
-sim::Dataset MpiJob::scatter(sim::Dataset data) {
+experiments::Dataset MpiJob::scatter(experiments::Dataset data) {
   broadcast_header(data);
   std::uint64_t users = data.size();
   MPI_Bcast(&users, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
@@ -174,7 +174,7 @@ sim::Dataset MpiJob::scatter(sim::Dataset data) {
     offsets[r] = static_cast<int>(slice.first);
   }
   const auto mine = coordinator::shard_slice(users, rank_, size_);
-  sim::Dataset out;
+  experiments::Dataset out;
   out.dimension = data.dimension;
   out.origin = data.origin;
   out.description = data.description;

@@ -9,7 +9,7 @@
 
 #include "cgp/common/expected.hpp"
 #include "cgp/coordinator/shard.hpp"
-#include "cgp/sim/dataset.hpp"
+#include "cgp/experiments/dataset.hpp"
 
 namespace cgp::tools {
 
@@ -37,9 +37,9 @@ class MpiJob {
   Status agree(Status local);
   // Rank 0's data set to every rank (others pass anything): points, dimension, origin and
   // description. Collective; rank 0's failure (agreed first by the caller) must not reach here.
-  sim::Dataset broadcast(sim::Dataset data);
+  experiments::Dataset broadcast(experiments::Dataset data);
   // Rank 0's data set split into shard_slice()s: each rank gets its rows, with first/total.
-  sim::Dataset scatter(sim::Dataset data);
+  experiments::Dataset scatter(experiments::Dataset data);
 
  private:
   struct Reducer;

@@ -5,10 +5,9 @@
 
 #include "cgp/common/validate.hpp"
 
-namespace cgp::sim {
+namespace cgp::experiments {
 
-RemoteBackend::RemoteBackend(transport::AnalystClient client, std::size_t users,
-                             std::string curator)
+RemoteBackend::RemoteBackend(analyst::AnalystClient client, std::size_t users, std::string curator)
     : client_(std::move(client)), users_(users), curator_(std::move(curator)) {
   std::random_device entropy;
   char tag[17];
@@ -19,12 +18,12 @@ RemoteBackend::RemoteBackend(transport::AnalystClient client, std::size_t users,
 namespace {
 
 // The wire carries one cap for all the users of a query.
-Expected<transport::RemoteCharges> remote_charges(const coordinator::UserCharges& charges) {
+Expected<analyst::RemoteCharges> remote_charges(const coordinator::UserCharges& charges) {
   if (!charges.is_uniform())
     return make_error(ErrorCode::invalid_argument, "charge",
                       "a live coordinator takes one charge for all the users of a query");
   std::vector<coordinator::UserId> users(charges.listed().begin(), charges.listed().end());
-  return transport::RemoteCharges::fixed(charges.cap(0), std::move(users));
+  return analyst::RemoteCharges::fixed(charges.cap(0), std::move(users));
 }
 
 }  // namespace
@@ -64,8 +63,8 @@ Expected<std::vector<coordinator::CountResult>> RemoteBackend::adaptive_range_co
   std::vector<coordinator::CountResult> results;
   results.reserve(ranges.size());
   for (const auto& range : ranges) {
-    CGP_ASSIGN_OR_RETURN(
-        auto remote, client_.range_count(range, transport::RemoteCharges::adaptive(), named(o)));
+    CGP_ASSIGN_OR_RETURN(auto remote,
+                         client_.range_count(range, analyst::RemoteCharges::adaptive(), named(o)));
     results.push_back({remote.estimate, std::move(remote.report)});
   }
   return results;
@@ -78,8 +77,8 @@ Expected<coordinator::ThresholdResult> RemoteBackend::threshold(
                       "threshold over --fleet needs --curator, the device that holds the count");
   CGP_ASSIGN_OR_RETURN(
       auto remote,
-      client_.threshold(curator_, q, population, transport::RemoteCharges::fixed(cap), named(o)));
+      client_.threshold(curator_, q, population, analyst::RemoteCharges::fixed(cap), named(o)));
   return coordinator::ThresholdResult{remote.below, std::move(remote.report)};
 }
 
-}  // namespace cgp::sim
+}  // namespace cgp::experiments

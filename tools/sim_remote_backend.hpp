@@ -3,15 +3,15 @@
 
 #include <string>
 
-#include "cgp/sim/backend.hpp"
-#include "cgp/transport/analyst_client.hpp"
+#include "cgp/analyst/analyst_client.hpp"
+#include "cgp/experiments/backend.hpp"
 
-namespace cgp::sim {
+namespace cgp::experiments {
 
 class RemoteBackend final : public QueryBackend {
  public:
   // curator: the device id threshold queries go to (empty: threshold is refused).
-  RemoteBackend(transport::AnalystClient client, std::size_t users, std::string curator = {});
+  RemoteBackend(analyst::AnalystClient client, std::size_t users, std::string curator = {});
   std::size_t size() const override { return users_; }
   void start_repetition(std::uint64_t, double) override {}
   Expected<coordinator::CountResult> range_count(const geometry::Region& range,
@@ -33,11 +33,11 @@ class RemoteBackend final : public QueryBackend {
  private:
   // Query ids are unique per coordinator: the experiment's name, this run's tag, a counter.
   coordinator::QueryOptions named(const coordinator::QueryOptions& o);
-  transport::AnalystClient client_;
+  analyst::AnalystClient client_;
   std::size_t users_;
   std::string curator_;
   std::string run_tag_;
   std::uint64_t next_ = 1;
 };
 
-}  // namespace cgp::sim
+}  // namespace cgp::experiments

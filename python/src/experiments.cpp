@@ -7,9 +7,9 @@
 #include "binding.hpp"
 #include "cgp/common/geometry/projection.hpp"
 #include "cgp/common/version.hpp"
-#include "cgp/sim/dataset.hpp"
-#include "cgp/sim/experiment.hpp"
-#include "cgp/sim/output.hpp"
+#include "cgp/experiments/dataset.hpp"
+#include "cgp/experiments/experiment.hpp"
+#include "cgp/experiments/output.hpp"
 
 namespace cgp::python {
 namespace {
@@ -30,12 +30,12 @@ T setting(const py::dict& settings, const char* key) {
 // Where the users come from: a file (`data`, with its SHA-256 computed by the caller), an n × d
 // array, or the built-in default of the query; resampled to `n` users when n > 0.
 struct Source {
-  sim::Dataset data;
-  const sim::Dataset* queries = nullptr;  // kNN: the built-in test images
-  sim::Dataset query_set;
+  experiments::Dataset data;
+  const experiments::Dataset* queries = nullptr;  // kNN: the built-in test images
+  experiments::Dataset query_set;
 };
 
-Source source_of(const std::string& query, const py::dict& s, sim::RunInfo& info) {
+Source source_of(const std::string& query, const py::dict& s, experiments::RunInfo& info) {
   const auto path = setting<std::string>(s, "data");
   const auto points = setting<Points>(s, "points");
   const auto seed = setting<std::uint64_t>(s, "seed");
@@ -44,8 +44,8 @@ Source source_of(const std::string& query, const py::dict& s, sim::RunInfo& info
       value_or_raise(geometry::parse_projection_kind(setting<std::string>(s, "projection")));
   Source out;
   if (!path.empty()) {
-    out.data = value_or_raise(query == "knn" ? sim::load_vectors(path, kind)
-                                             : sim::load_locations(path, kind));
+    out.data = value_or_raise(query == "knn" ? experiments::load_vectors(path, kind)
+                                             : experiments::load_locations(path, kind));
     info.data = path;
   } else if (points.size() > 0) {
     const auto [values, d] = rows_of(points);
@@ -54,20 +54,20 @@ Source source_of(const std::string& query, const py::dict& s, sim::RunInfo& info
     out.data.description = "points from Python";
     info.data = "array";
   } else if (query == "knn") {
-    out.data = value_or_raise(sim::load_idx(sim::kFashionMnistTrain));
-    out.query_set = value_or_raise(sim::load_idx(sim::kFashionMnistTest));
+    out.data = value_or_raise(experiments::load_idx(experiments::kFashionMnistTrain));
+    out.query_set = value_or_raise(experiments::load_idx(experiments::kFashionMnistTest));
     out.queries = &out.query_set;
     info.data = "built-in";
   } else {
-    out.data = sim::synthetic_locations(n ? n : 100000, seed);
+    out.data = experiments::synthetic_locations(n ? n : 100000, seed);
     info.data = "built-in";
   }
-  if (n && info.data != "built-in") out.data = sim::resample(out.data, n, seed);
+  if (n && info.data != "built-in") out.data = experiments::resample(out.data, n, seed);
   return out;
 }
 
-sim::Common common_of(const py::dict& s) {
-  sim::Common common;
+experiments::Common common_of(const py::dict& s) {
+  experiments::Common common;
   common.methods.clear();
   for (const auto& m : setting<std::vector<std::string>>(s, "methods"))
     common.methods.push_back(value_or_raise(coordinator::parse_method(m)));
@@ -86,9 +86,9 @@ sim::Common common_of(const py::dict& s) {
 // query: range | kde | knn | multi-range. settings: the source and common keys above, plus
 // rho and param (range: w, kde: b, knn: k) or budget, m and width (multi-range).
 std::string run_experiment(const std::string& query, const py::dict& settings) {
-  sim::RunInfo info;
+  experiments::RunInfo info;
   Source source = source_of(query, settings, info);
-  const sim::Common common = common_of(settings);
+  const experiments::Common common = common_of(settings);
   info.data_sha256 = setting<std::string>(settings, "data_sha256");
   info.seed = common.seed;
   info.n = source.data.users();
@@ -98,13 +98,13 @@ std::string run_experiment(const std::string& query, const py::dict& settings) {
   info.noise = setting<std::string>(settings, "noise");
   info.version = std::string(version_string());
   info.commit = CGP_GIT_COMMIT;
-  std::vector<sim::Row> rows;
+  std::vector<experiments::Row> rows;
   if (query == "range" || query == "kde") {
     const auto rhos = setting<std::vector<double>>(settings, "rho");
     const auto params = setting<std::vector<double>>(settings, "param");
     rows = without_gil([&] {
-      return query == "range" ? sim::run_range(source.data, rhos, params, common)
-                              : sim::run_kde(source.data, rhos, params, common);
+      return query == "range" ? experiments::run_range(source.data, rhos, params, common)
+                              : experiments::run_kde(source.data, rhos, params, common);
     });
   } else if (query == "knn") {
     const auto rhos = setting<std::vector<double>>(settings, "rho");
@@ -115,18 +115,19 @@ std::string run_experiment(const std::string& query, const py::dict& settings) {
                          "k must be below the number of candidates (" +
                              std::to_string(source.data.users() - 1) + "), got " +
                              std::to_string(k)));
-    rows = without_gil([&] { return sim::run_knn(source.data, source.queries, rhos, ks, common); });
+    rows = without_gil(
+        [&] { return experiments::run_knn(source.data, source.queries, rhos, ks, common); });
   } else if (query == "multi-range") {
     const auto budget = setting<double>(settings, "budget");
     const auto ms = setting<std::vector<std::size_t>>(settings, "m");
     const auto width = setting<double>(settings, "width");
-    rows =
-        without_gil([&] { return sim::run_multi_range(source.data, budget, ms, width, common); });
+    rows = without_gil(
+        [&] { return experiments::run_multi_range(source.data, budget, ms, width, common); });
   } else {
     raise(make_error(ErrorCode::invalid_argument, "query",
                      "unknown experiment '" + query + "' (range, kde, knn, multi-range)"));
   }
-  return sim::rows_json(rows, info);
+  return experiments::rows_json(rows, info);
 }
 
 }  // namespace

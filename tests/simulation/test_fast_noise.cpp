@@ -8,12 +8,12 @@
 #include <random>
 #include <vector>
 
-#include "../coordinator/fleet_fixtures.hpp"
 #include "cgp/client/privatizer.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/simulation/device_fleet.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
+#include "simulation/fleet_fixtures.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 

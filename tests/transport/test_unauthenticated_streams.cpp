@@ -26,8 +26,8 @@
 #include "cgp/transport/gateway.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
-#include "idle_flood.hpp"
-#include "raw_http2.hpp"
+#include "support/idle_flood.hpp"
+#include "support/raw_http2.hpp"
 
 extern char** environ;
 

@@ -16,9 +16,9 @@
 
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/coordinator/fleet.hpp"
+#include "cgp/protocol/log_format.hpp"
 #include "cgp/transport/credentials.hpp"
 #include "cgp/transport/gateway.hpp"
-#include "cgp/transport/log_format.hpp"
 #include "cgp/v1/device_gateway.grpc.pb.h"
 #include "support/seed.hpp"
 
@@ -230,11 +230,11 @@ TEST_CASE("wire: a device id with a newline is refused and cannot forge log line
 }
 
 TEST_CASE("wire: ids and log values follow the documented character set", "[transport][wire]") {
-  CHECK(transport::require_id("id", "device-17").ok());
-  CHECK(transport::require_id("id", "phone_1.eu:7@org/x+y").ok());
+  CHECK(protocol::require_id("id", "device-17").ok());
+  CHECK(protocol::require_id("id", "phone_1.eu:7@org/x+y").ok());
   for (const std::string& bad : {std::string(), std::string("a b"), std::string("a,b"),
                                  std::string("a\nb"), std::string("a\"b"), std::string(129, 'x')}) {
-    auto status = transport::require_id("query_id", bad);
+    auto status = protocol::require_id("query_id", bad);
     REQUIRE_FALSE(status.ok());
     CHECK(status.error().parameter == "query_id");
   }
@@ -247,10 +247,10 @@ TEST_CASE("wire: ids and log values follow the documented character set", "[tran
   std::filesystem::remove(csv);
   REQUIRE_FALSE(enrolled.has_value());
   CHECK(enrolled.error().message.find(":2:") != std::string::npos);
-  CHECK(transport::log_value("q-1") == "q-1");
-  CHECK(transport::log_value("") == "\"\"");
-  CHECK(transport::log_value("a b\n\"c\\") == "\"a b\\n\\\"c\\\\\"");
-  CHECK(transport::log_value(std::string("\x01", 1)) == "\"\\x01\"");
+  CHECK(protocol::log_value("q-1") == "q-1");
+  CHECK(protocol::log_value("") == "\"\"");
+  CHECK(protocol::log_value("a b\n\"c\\") == "\"a b\\n\\\"c\\\\\"");
+  CHECK(protocol::log_value(std::string("\x01", 1)) == "\"\\x01\"");
 }
 
 TEST_CASE("wire: a second gateway on a port in use refuses to start, by name",

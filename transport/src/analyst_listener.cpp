@@ -1,7 +1,7 @@
 #include "analyst_listener.hpp"
 
 #include "cgp/common/validate.hpp"
-#include "cgp/transport/log_format.hpp"
+#include "cgp/protocol/log_format.hpp"
 #include "cgp/v1/analyst.grpc.pb.h"
 #include "connection_admission.hpp"
 #include "health_service.hpp"

@@ -21,9 +21,12 @@
 #include <unordered_map>
 
 #include "cgp/common/validate.hpp"
-#include "cgp/transport/log_format.hpp"
+#include "cgp/protocol/log_format.hpp"
 
 namespace cgp::transport::detail {
+
+using protocol::log_value;
+
 namespace {
 
 Error listen_error(const std::string& message) {

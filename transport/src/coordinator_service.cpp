@@ -28,8 +28,8 @@
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/top_regions.hpp"
+#include "cgp/protocol/log_format.hpp"
 #include "cgp/protocol/status_codec.hpp"
-#include "cgp/transport/log_format.hpp"
 #include "cgp/v1/analyst.grpc.pb.h"
 #include "cgp/v1/device_gateway.grpc.pb.h"
 #include "coordinator_state.hpp"
@@ -39,6 +39,10 @@
 #include "result_pages.hpp"
 
 namespace cgp::transport {
+
+using protocol::log_value;
+using protocol::require_id;
+
 namespace {
 
 constexpr const char* kCredentialHeader = "cgp-analyst-credential";

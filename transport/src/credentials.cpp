@@ -11,12 +11,14 @@
 #include <set>
 #include <sstream>
 
+#include "cgp/common/files.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
-#include "cgp/transport/files.hpp"
-#include "cgp/transport/log_format.hpp"
+#include "cgp/protocol/log_format.hpp"
 
 namespace cgp::transport {
+
+using protocol::require_id;
 
 CredentialSha256 sha256_of(std::string_view secret) {
   CredentialSha256 digest;

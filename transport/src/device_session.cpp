@@ -4,10 +4,12 @@
 
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/common/wire/limits.hpp"
-#include "cgp/transport/log_format.hpp"
+#include "cgp/protocol/log_format.hpp"
 #include "gateway_impl.hpp"
 
 namespace cgp::transport::detail {
+
+using protocol::log_value;
 
 void Session::listen() {
   self_ = shared_from_this();

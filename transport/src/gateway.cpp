@@ -10,13 +10,17 @@
 #include "cgp/common/wire/limits.hpp"
 
 #include <chrono>
-#include "cgp/transport/log_format.hpp"
+#include "cgp/protocol/log_format.hpp"
 #include "connection_admission.hpp"
 
 #include "gateway_impl.hpp"
 #include "server_setup.hpp"
 
 namespace cgp::transport {
+
+using protocol::log_value;
+using protocol::require_id;
+
 namespace detail {
 
 GatewayCore::GatewayCore(const GatewayOptions& options)

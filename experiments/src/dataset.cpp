@@ -1,0 +1,348 @@
+#include "cgp/experiments/dataset.hpp"
+
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <deque>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string_view>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/simulation/synthetic_city.hpp"
+
+namespace cgp::experiments {
+namespace {
+
+Error data_error(const std::string& path, const std::string& what) {
+  return make_error(ErrorCode::invalid_argument, "data", "data: " + path + ": " + what);
+}
+
+// Data is a regular file that says how long it is: a directory, a device (/dev/zero: read until
+// out of memory) or a /proc file (size 0, reads that fail) is refused before it is read
+// (issue 36 item 5: these ended in "internal error").
+Status require_data_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0)
+    return data_error(path, "cannot open the file (missing or unreadable)");
+  if (!S_ISREG(info.st_mode))
+    return data_error(path, "not a regular file (a directory or a device?)");
+  if (info.st_size == 0) return data_error(path, "the file is empty (or a /proc file)");
+  return {};
+}
+
+// A CSV file read at once: cells are views into its text (or, for the rare cell that needs
+// unquoting, into `unquoted`), so a large file costs one buffer and one view per cell.
+struct Csv {
+  // A vector, not a string: moving a Csv (it is returned in an Expected) must keep the bytes
+  // where the views point, and a short std::string keeps them inside the object.
+  std::vector<char> text;
+  std::deque<std::string> unquoted;  // stable addresses for the views
+  std::vector<std::string_view> header;
+  std::vector<std::string_view> cells;  // rows × header.size()
+  std::size_t rows() const noexcept { return header.empty() ? 0 : cells.size() / header.size(); }
+  std::string_view at(std::size_t row, std::size_t column) const noexcept {
+    return cells[row * header.size() + column];
+  }
+};
+
+// Splits one line at commas outside double quotes; quotes and carriage returns are dropped and
+// spaces and tabs around a cell trimmed.
+void split_csv_line(std::string_view line, Csv& csv, std::vector<std::string_view>& out) {
+  const auto trimmed = [](std::string_view cell) {
+    while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
+    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t')) cell.remove_suffix(1);
+    return cell;
+  };
+  std::size_t start = 0;
+  bool quoted = false, special = false;  // special: the cell holds '"' or '\r'
+  for (std::size_t i = 0; i <= line.size(); ++i) {
+    const bool end = i == line.size();
+    const char c = end ? ',' : line[i];
+    if (c == '"') quoted = !quoted;
+    if (c == '"' || c == '\r') special = true;
+    if (c != ',' || (quoted && !end)) continue;
+    std::string_view cell = line.substr(start, i - start);
+    if (special && cell.find_first_of("\"\r") == cell.size() - 1 && cell.back() == '\r') {
+      cell.remove_suffix(1);  // a CRLF line's last cell: no copy needed
+    } else if (special) {
+      std::string& copy = csv.unquoted.emplace_back();
+      for (char k : cell)
+        if (k != '"' && k != '\r') copy += k;
+      cell = copy;
+    }
+    out.push_back(trimmed(cell));
+    start = i + 1;
+    special = false;
+  }
+}
+
+bool parse_number(std::string_view text, double& out) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  if (begin != end && *begin == '+') ++begin;
+  auto [ptr, ec] = std::from_chars(begin, end, out);
+  return ec == std::errc() && ptr == end && std::isfinite(out);
+}
+
+Expected<Csv> read_csv(const std::string& path) {
+  CGP_RETURN_IF_ERROR(require_data_file(path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return data_error(path, "cannot open the file (missing or unreadable)");
+  Csv csv;
+  csv.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) return data_error(path, "cannot read the file");
+  if (csv.text.empty()) return data_error(path, "the file is empty");
+  const std::string_view text(csv.text.data(), csv.text.size());
+  std::size_t number = 0, at = 0;
+  std::vector<std::string_view> row;
+  while (at < text.size()) {  // lines as std::getline gives them
+    const std::size_t newline = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, newline - at);
+    at = newline + 1;
+    ++number;
+    if (number == 1) {
+      split_csv_line(line, csv, csv.header);
+      continue;
+    }
+    if (line.empty() || line == "\r") continue;
+    row.clear();
+    split_csv_line(line, csv, row);
+    if (row.size() != csv.header.size())
+      return data_error(path, "row " + std::to_string(number) + " has " +
+                                  std::to_string(row.size()) + " fields, the header " +
+                                  std::to_string(csv.header.size()));
+    csv.cells.insert(csv.cells.end(), row.begin(), row.end());
+  }
+  if (csv.cells.empty()) return data_error(path, "no data rows after the header");
+  return csv;
+}
+
+int column_of(const Csv& csv, const std::string& name) {
+  for (std::size_t i = 0; i < csv.header.size(); ++i)
+    if (csv.header[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+Expected<std::vector<double>> numeric_column(const Csv& csv, int column, const std::string& path) {
+  std::vector<double> values;
+  values.reserve(csv.rows());
+  for (std::size_t r = 0; r < csv.rows(); ++r) {
+    double v;
+    const std::string_view cell = csv.at(r, static_cast<std::size_t>(column));
+    if (!parse_number(cell, v))
+      return data_error(path, "row " + std::to_string(r + 2) + ", column " +
+                                  std::string(csv.header[static_cast<std::size_t>(column)]) +
+                                  ": '" + std::string(cell) + "' is not a finite number");
+    values.push_back(v);
+  }
+  return values;
+}
+
+}  // namespace
+
+Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKind projection,
+                                 const std::array<double, 2>* origin) {
+  CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
+  const int lon = column_of(csv, "lon"), lat = column_of(csv, "lat");
+  const int x = column_of(csv, "x"), y = column_of(csv, "y");
+  Dataset data;
+  data.dimension = 2;
+  if (lon >= 0 && lat >= 0) {
+    CGP_ASSIGN_OR_RETURN(auto lons, numeric_column(csv, lon, path));
+    CGP_ASSIGN_OR_RETURN(auto lats, numeric_column(csv, lat, path));
+    auto centre = geometry::lonlat_centre(lons, lats);
+    if (!centre) return data_error(path, centre.error().message);
+    if (origin) *centre = *origin;
+    data.origin = *centre;
+    auto proj = geometry::LonLatProjection::create(projection, (*centre)[0], (*centre)[1]);
+    if (!proj) return data_error(path, proj.error().message);
+    data.points.reserve(2 * lons.size());
+    for (std::size_t i = 0; i < lons.size(); ++i) {
+      auto xy = proj->forward((lons)[i], (lats)[i]);
+      if (!xy) return data_error(path, "row " + std::to_string(i + 2) + ": " + xy.error().message);
+      data.points.push_back((*xy)[0]);
+      data.points.push_back((*xy)[1]);
+    }
+    data.description = path + ": " + std::to_string(lons.size()) + " lon/lat points, " +
+                       std::string(geometry::projection_kind_name(projection)) + " projection";
+    return data;
+  }
+  if (x >= 0 && y >= 0) {
+    CGP_ASSIGN_OR_RETURN(auto xs, numeric_column(csv, x, path));
+    CGP_ASSIGN_OR_RETURN(auto ys, numeric_column(csv, y, path));
+    data.points.reserve(2 * xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      data.points.push_back((xs)[i]);
+      data.points.push_back((ys)[i]);
+    }
+    data.description = path + ": " + std::to_string(xs.size()) + " x/y points (metres)";
+    return data;
+  }
+  return data_error(
+      path, "needs columns lon,lat or x,y (header: " + [&] {
+        std::string h;
+        for (const auto& c : csv.header) h += (h.empty() ? "" : ",") + std::string(c);
+        return h;
+      }() + ")");
+}
+
+namespace {
+
+// IDX by its magic number (0x00000803, gzip or not), whatever the file is called.
+bool looks_like_idx(const std::string& path) {
+  if (!require_data_file(path)) return false;  // read_csv names what is wrong
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (!file) return false;
+  unsigned char magic[4];
+  const bool idx = gzread(file, magic, 4) == 4 && magic[0] == 0 && magic[1] == 0 &&
+                   magic[2] == 0x08 && magic[3] == 3;
+  gzclose(file);
+  return idx;
+}
+
+}  // namespace
+
+Expected<Dataset> load_vectors(const std::string& path, geometry::ProjectionKind projection,
+                               const std::vector<std::string>& names) {
+  if (looks_like_idx(path)) return load_idx(path);
+  CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
+  if (names.empty() && column_of(csv, "lon") >= 0 && column_of(csv, "lat") >= 0)
+    return load_locations(path, projection);
+  std::vector<int> columns;
+  if (!names.empty()) {
+    for (const std::string& name : names) {
+      const int c = column_of(csv, name);
+      if (c < 0) return data_error(path, "no column named '" + name + "' (--columns)");
+      columns.push_back(c);
+    }
+  } else {
+    // Every named column whose first row parses as a number.
+    for (std::size_t c = 0; c < csv.header.size(); ++c) {
+      const std::string_view name = csv.header[c];
+      if (name.empty() || name.starts_with("Unnamed: ")) continue;
+      double v;
+      if (parse_number(csv.at(0, c), v)) columns.push_back(static_cast<int>(c));
+    }
+  }
+  if (columns.empty()) return data_error(path, "no numeric columns");
+  Dataset data;
+  data.dimension = columns.size();
+  std::vector<std::vector<double>> values;
+  for (int c : columns) {
+    CGP_ASSIGN_OR_RETURN(auto column, numeric_column(csv, c, path));
+    values.push_back(std::move(column));
+  }
+  data.points.reserve(csv.rows() * values.size());
+  for (std::size_t r = 0; r < csv.rows(); ++r)
+    for (const auto& column : values) data.points.push_back(column[r]);
+  data.description = path + ": " + std::to_string(csv.rows()) + " vectors of dimension " +
+                     std::to_string(data.dimension);
+  return data;
+}
+
+Expected<std::vector<double>> load_column(const std::string& path, const std::string& column) {
+  CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
+  const int index = column_of(csv, column);
+  if (index < 0) return data_error(path, "no column named '" + column + "'");
+  return numeric_column(csv, index, path);
+}
+
+Expected<Dataset> load_idx(const std::string& path) {
+  CGP_RETURN_IF_ERROR(require_data_file(path));
+  gzFile file = gzopen(path.c_str(), "rb");  // reads plain files too
+  if (!file) return data_error(path, "cannot open the file (missing or unreadable)");
+  unsigned char header[16];
+  const int got = gzread(file, header, 16);
+  if (got != 16 || header[0] != 0 || header[1] != 0 || header[2] != 0x08 || header[3] != 3) {
+    gzclose(file);
+    return data_error(path, "not an IDX file of unsigned-byte images (magic 0x00000803)");
+  }
+  auto be32 = [&](int at) {
+    return (std::size_t{header[at]} << 24) | (std::size_t{header[at + 1]} << 16) |
+           (std::size_t{header[at + 2]} << 8) | header[at + 3];
+  };
+  const std::size_t n = be32(4), dimension = be32(8) * be32(12);
+  if (n == 0 || dimension == 0 || dimension > 4096) {
+    gzclose(file);
+    return data_error(path, "IDX sizes out of range");
+  }
+  // The header's sizes are a claim: read what is there in chunks (never allocating more than
+  // was read) and compare in 64 bits.
+  const std::uint64_t expected = std::uint64_t{n} * dimension;
+  std::vector<unsigned char> raw;
+  constexpr unsigned kChunk = 1u << 24;
+  while (raw.size() < expected) {
+    const auto want = static_cast<unsigned>(std::min<std::uint64_t>(kChunk, expected - raw.size()));
+    const std::size_t at = raw.size();
+    raw.resize(at + want);
+    const int read = gzread(file, raw.data() + at, want);
+    if (read <= 0) {
+      raw.resize(at);
+      break;
+    }
+    raw.resize(at + static_cast<std::size_t>(read));
+  }
+  gzclose(file);
+  if (raw.size() != expected)
+    return data_error(path, "IDX file is truncated: the header announces " +
+                                std::to_string(expected) + " bytes of pixels, the file has " +
+                                std::to_string(raw.size()));
+  Dataset data;
+  data.dimension = dimension;
+  data.points.assign(raw.begin(), raw.end());
+  data.description =
+      path + ": " + std::to_string(n) + " images of " + std::to_string(dimension) + " pixels";
+  return data;
+}
+
+Dataset synthetic_locations(std::size_t users, std::uint64_t seed) {
+  return synthetic_locations(0, users, users, seed);
+}
+
+Dataset synthetic_locations(std::size_t first, std::size_t count, std::size_t users,
+                            std::uint64_t seed) {
+  Dataset data;
+  data.dimension = 2;
+  data.points = simulation::synthetic_city(first, count, seed);
+  data.first = first;
+  data.total = users;
+  data.description = "built-in synthetic city: " + std::to_string(users) +
+                     " users, 20 km x 20 km, six hotspots (seed " + std::to_string(seed) + ")";
+  return data;
+}
+
+Dataset resample(const Dataset& data, std::size_t n, std::uint64_t seed) {
+  return resample(data, 0, n, n, seed);
+}
+
+Dataset resample(const Dataset& data, std::size_t first, std::size_t count, std::size_t n,
+                 std::uint64_t seed) {
+  auto mix64 = [](std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  Dataset out;
+  out.dimension = data.dimension;
+  out.origin = data.origin;
+  out.points.reserve(count * data.dimension);
+  const std::uint64_t key = mix64(seed ^ 0xd1b54a32d192ed03ULL);
+  for (std::size_t i = first; i < first + count; ++i) {
+    // The modulo's bias is below size()/2^64: nothing a simulation can see.
+    const std::size_t j = mix64(key ^ mix64(i)) % data.size();
+    out.points.insert(out.points.end(),
+                      data.points.begin() + static_cast<std::ptrdiff_t>(j * data.dimension),
+                      data.points.begin() + static_cast<std::ptrdiff_t>((j + 1) * data.dimension));
+  }
+  out.first = first;
+  out.total = n;
+  out.description = data.description + ", " + std::to_string(n) + " drawn with replacement";
+  return out;
+}
+
+}  // namespace cgp::experiments
