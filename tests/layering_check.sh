@@ -122,5 +122,13 @@ for entry in "${test_layers[@]}"; do
     done
   done
 done
+# The coordinator's query desk is free of gRPC: the service's adapter alone maps its errors to
+# gRPC statuses (transport/src/coordinator_service.cpp).
+if [ -d transport/src ]; then
+  while IFS= read -r hit; do
+    echo "layering: $hit: the query desk may not include gRPC (the adapter speaks it)" >&2
+    status=1
+  done < <(grep -nE '#include [<"](grpc|grpcpp)/|\.grpc\.pb\.h' transport/src/query_desk.* || true)
+fi
 [ "$status" -eq 0 ] && echo "layering: every include and link points down, tests included"
 exit "$status"

@@ -17,6 +17,8 @@ echo '#include "cgp/transport/gateway.hpp"' >> "$copy/analyst/src/analyst_client
 echo '#include "cgp/simulation/simulated_fleet.hpp"' >> "$copy/tests/coordinator/test_valid_triple.cpp"
 echo '#include "cgp/swarm/device_swarm.hpp"' >> "$copy/tests/transport/test_round_table.cpp"
 echo 'target_link_libraries(cgp_transport_tests PRIVATE cgp_device_link)' >> "$copy/tests/CMakeLists.txt"
+# The query desk speaks no gRPC.
+echo '#include <grpcpp/grpcpp.h>' >> "$copy/transport/src/query_desk.cpp"
 echo 'target_link_libraries(cgp_coordinator PRIVATE cgp_transport)' >> "$copy/coordinator/CMakeLists.txt"
 # The coordinator (and so the coordinator service) does not depend on the device SDK.
 echo '#include "cgp/client/device.hpp"' >> "$copy/coordinator/src/queries.cpp"
@@ -30,7 +32,8 @@ if bash "$root/tests/layering_check.sh" "$copy" 2> "$copy/errors.txt"; then
 fi
 for expected in "experiments may not include cgp/transport/" "analyst may not include cgp/transport/" \
     "tests/coordinator may not include cgp/simulation/" "tests/transport may not include cgp/swarm/" \
-    "cgp_transport_tests (tests/transport) links cgp_device_link"; do
+    "cgp_transport_tests (tests/transport) links cgp_device_link" \
+    "the query desk may not include gRPC"; do
   grep -q "$expected" "$copy/errors.txt" || { cat "$copy/errors.txt" >&2; exit 1; }
 done
 grep -q "coordinator links cgp_transport" "$copy/errors.txt" || { cat "$copy/errors.txt" >&2; exit 1; }

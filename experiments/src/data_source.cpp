@@ -13,8 +13,10 @@ namespace cgp::experiments {
 Expected<Dataset> source_locations(const DataSource& source, std::size_t fleet_users) {
   Dataset data;
   if (source.path.empty()) {
-    data = synthetic_locations(
-        fleet_users ? fleet_users : source.users ? source.users : kDefaultCityUsers, source.seed);
+    data = synthetic_locations(fleet_users    ? fleet_users
+                               : source.users ? source.users
+                                              : kDefaultCityUsers,
+                               source.seed);
   } else {
     CGP_ASSIGN_OR_RETURN(auto loaded, load_locations(source.path, source.projection));
     data = std::move(loaded);
@@ -35,9 +37,9 @@ Expected<Dataset> source_locations(const DataSource& source, std::size_t fleet_u
 Expected<Dataset> default_vector_candidates() {
   auto train = load_idx(kFashionMnistTrain);
   if (!train)
-    return make_error(ErrorCode::invalid_argument, "data",
-                      "knn without --data needs Debian's dataset-fashion-mnist (" +
-                          train.error().message + ")");
+    return make_error(
+        ErrorCode::invalid_argument, "data",
+        "knn without --data needs Debian's dataset-fashion-mnist (" + train.error().message + ")");
   return train;
 }
 
@@ -72,8 +74,8 @@ Expected<ValueColumn> source_values(const DataSource& source, const std::string&
     return out;
   }
   CGP_ASSIGN_OR_RETURN(out.values, load_column(source.path, column));
-  out.description = source.path + ": column " + column + ", " +
-                    std::to_string(out.values.size()) + " rows";
+  out.description =
+      source.path + ": column " + column + ", " + std::to_string(out.values.size()) + " rows";
   return out;
 }
 

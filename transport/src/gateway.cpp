@@ -340,15 +340,22 @@ NetworkFleet::NetworkFleet(DeviceGateway& gateway, std::vector<std::string> devi
 
 void NetworkFleet::ask(const coordinator::RoundRequest& request,
                        coordinator::RoundReplies& replies) {
-  using coordinator::ReplyKind;
-  auto& core = *gateway_.impl_;
-  const std::size_t asked = request.users.size();
   const std::size_t out_dim = request.statistic == StatisticKind::location ? dimension_ : 1;
-  replies.resize(asked, out_dim);
+  replies.resize(request.users.size(), out_dim);
   if (before_round_ && !before_round_(request).ok()) {
-    std::fill(replies.kind.begin(), replies.kind.end(), ReplyKind::not_delivered);
+    std::fill(replies.kind.begin(), replies.kind.end(), coordinator::ReplyKind::not_delivered);
     return;
   }
+  gateway_.run_round(request, device_ids_, check_in_, round_deadline_, replies);
+}
+
+void DeviceGateway::run_round(const coordinator::RoundRequest& request,
+                              std::span<const std::string> device_ids, bool check_in,
+                              std::chrono::milliseconds deadline,
+                              coordinator::RoundReplies& replies) {
+  using coordinator::ReplyKind;
+  auto& core = *impl_;
+  const std::size_t asked = request.users.size();
   const auto began = std::chrono::steady_clock::now();
   const detail::RoundTable::Key key{request.query_id, request.round};
   auto round = std::make_shared<detail::PendingRound>(replies, asked);
@@ -359,17 +366,17 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       asked,
       [&](std::size_t k) -> const std::string* {
         const auto user = request.users[k];
-        return user < device_ids_.size() ? &device_ids_[user] : nullptr;
+        return user < device_ids.size() ? &device_ids[user] : nullptr;
       },
       sessions);
   std::vector<v1::CoordinatorToDevice> pushes(asked);
   std::vector<std::size_t> queued;  // check-in fleets: slots whose device is not connected
   for (std::size_t k = 0; k < asked; ++k) {
-    if (request.users[k] >= device_ids_.size()) {
+    if (request.users[k] >= device_ids.size()) {
       replies.kind[k] = ReplyKind::rejected;
       continue;
     }
-    if (!sessions[k] && !check_in_) continue;  // not connected: no_answer
+    if (!sessions[k] && !check_in) continue;  // not connected: no_answer
     auto built = coordinator::device_request_for(request, k);
     if (!built) {
       replies.kind[k] = ReplyKind::rejected;
@@ -378,7 +385,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
     }
     built->set_frame(core.frame);
     if (!sessions[k]) {
-      const std::string& id = device_ids_[request.users[k]];
+      const std::string& id = device_ids[request.users[k]];
       if (!round->expect_queued(id, k)) {
         replies.kind[k] = ReplyKind::rejected;  // listed twice: asked once
         continue;
@@ -387,7 +394,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
       queued.push_back(k);
       continue;
     }
-    if (!round->expect(device_ids_[request.users[k]], k, sessions[k].get())) {
+    if (!round->expect(device_ids[request.users[k]], k, sessions[k].get())) {
       // The same device twice in one round (a user listed twice, or two users with one id):
       // asked once; the other slot is rejected instead of waiting out the deadline.
       replies.kind[k] = ReplyKind::rejected;
@@ -409,7 +416,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   // from now on finds its request; one that connected in the instant since the lookup above
   // gets it at its next check-in within the window, else it is not_delivered, charged nothing).
   for (std::size_t k : queued)
-    core.mailbox.post(device_ids_[request.users[k]], round, std::move(pushes[k]));
+    core.mailbox.post(device_ids[request.users[k]], round, std::move(pushes[k]));
   for (std::size_t k = 0; k < asked; ++k) {
     if (!sessions[k]) continue;
     if (sessions[k]->push(std::move(pushes[k]))) {
@@ -422,7 +429,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
   // missing devices are reported as no_answer.
   const auto sent_at = std::chrono::steady_clock::now();
   std::size_t waiting_for = 0;
-  const bool all_replied = round->wait_until(sent_at + round_deadline_, waiting_for);
+  const bool all_replied = round->wait_until(sent_at + deadline, waiting_for);
   const auto ended_at = std::chrono::steady_clock::now();
   if (opened) core.rounds.close(key, *round);
   if (!queued.empty()) core.mailbox.sweep();
@@ -451,7 +458,7 @@ void NetworkFleet::ask(const coordinator::RoundRequest& request,
            " round=" + std::to_string(request.round) + " asked=" + std::to_string(asked) +
            " sent=" + std::to_string(sent) + " replies=" + std::to_string(answered) +
            " unanswered=" + std::to_string(unanswered) +
-           (check_in_ ? " not_reached=" + std::to_string(not_reached) : std::string()) + " ended=" +
+           (check_in ? " not_reached=" + std::to_string(not_reached) : std::string()) + " ended=" +
            (all_replied ? "replies" : "deadline") + " waiting_for=" + std::to_string(waiting_for) +
            " send_ms=" + std::to_string(send_ms) + " wait_ms=" + std::to_string(wait_ms) +
            " ms=" + std::to_string(Milliseconds(std::chrono::steady_clock::now() - began).count()));

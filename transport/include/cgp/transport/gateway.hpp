@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -168,9 +169,16 @@ class DeviceGateway {
   Expected<v1::WatchReport> watch_report(const std::string& watch_id) const;
   // Waits until at least `count` devices have said Hello, or the timeout passes.
   bool wait_for_devices(std::size_t count, std::chrono::milliseconds timeout) const;
+  // One round of a query (NetworkFleet::ask): user u is device_ids[u]. Sends each asked
+  // device its request (the coordinator's frame set), collects replies into `replies` (already
+  // sized) until every asked device answered or went away or `deadline` passed, counts and logs
+  // the round. check_in: a device not connected gets its request if it checks in before the
+  // deadline, else its slot is not_delivered; otherwise such a slot is no_answer.
+  void run_round(const coordinator::RoundRequest& request, std::span<const std::string> device_ids,
+                 bool check_in, std::chrono::milliseconds deadline,
+                 coordinator::RoundReplies& replies);
 
  private:
-  friend class NetworkFleet;
   struct Impl;
   explicit DeviceGateway(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
