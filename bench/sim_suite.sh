@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulation suite of issue 12, cgp-sim against the numpy baseline (bench/numpy_baseline.py)
+# The simulation suite: cgp-sim against the numpy baseline (bench/numpy_baseline.py)
 # on the same data files, settings and repetitions; whole processes, wall time.
 #   bench/sim_suite.sh BUILD_DIR [ROW...]      (scripts/bench.sh sim builds and calls it)
 # Columns: numpy s (one thread), cgp-sim s (--threads 1), speedup, cgp-sim s (all threads),

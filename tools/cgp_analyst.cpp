@@ -71,7 +71,7 @@ nlohmann::json to_json(const cgp::analyst::RemoteResult& r, const std::string& k
   out["eliminated_per_round"] = r.report.eliminated_per_round;
   double total = 0, most = 0;
   std::size_t charged = 0;
-  for (double c : r.report.charged) {
+  for (double c : cgp::coordinator::charge_values(r.report.charged)) {
     total += c;
     most = std::max(most, c);
     charged += c > 0 ? 1 : 0;
@@ -79,7 +79,7 @@ nlohmann::json to_json(const cgp::analyst::RemoteResult& r, const std::string& k
   out["users_charged"] = charged;
   out["total_charged_rho"] = total;
   out["max_charged_rho"] = most;
-  if (per_user) out["charged"] = r.report.charged;
+  if (per_user) out["charged"] = cgp::coordinator::charge_values(r.report.charged);
   out["refused"] = r.report.refused;
   out["rejected"] = r.report.rejected;
   out["unanswered"] = r.report.unanswered;

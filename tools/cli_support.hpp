@@ -71,7 +71,7 @@ inline void add_common_flags(CLI::App& app, bool config_file) {
       [](const CLI::App*, const CLI::Error& e) { return std::string(e.what()) + "\n"; });
 }
 
-// A --config file within bounds before CLI11 reads it (issue 36 item 5: a 20 KB file of deeply
+// A --config file within bounds before CLI11 reads it (a 20 KB file of deeply
 // nested sections took 3.1 GB): a regular file of at most 64 KiB, lines of at most 4 KiB, and
 // section headers at most 4 deep ([serve] and [a.b.c.d] are fine). What is wrong is named.
 inline constexpr std::size_t kMaxConfigBytes = 64 * 1024, kMaxConfigLine = 4096,

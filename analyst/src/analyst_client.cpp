@@ -58,14 +58,14 @@ Expected<RemoteResult> result_from_wire(const v1::QueryResult& in) {
     return make_error(ErrorCode::too_large, "users",
                       "the coordinator's result names " + std::to_string(in.users()) +
                           " users, more than " + std::to_string(kMaxResultUsers));
-  out.report.charged.assign(in.users(), 0.0);
+  out.report.charged.assign(in.users(), coordinator::Charge{});
   for (const auto& charge : in.charges()) {
     if (charge.user() >= in.users() || !(charge.rho() > 0) || !std::isfinite(charge.rho()))
       return make_error(ErrorCode::invalid_argument, "charges",
                         "the coordinator's result charges user " + std::to_string(charge.user()) +
                             " an invalid amount or outside its " + std::to_string(in.users()) +
                             " users");
-    out.report.charged[charge.user()] = charge.rho();
+    out.report.charged[charge.user()] = coordinator::Charge{charge.rho()};
   }
   out.query_id = in.query_id();
   out.estimate = in.estimate();

@@ -95,7 +95,7 @@ Expected<std::vector<CountResult>> adaptive_range_counts(Fleet& fleet, BudgetMir
     CountResult result;
     // Sharded: a shard with nobody to ask still takes part unless no shard has anyone.
     if (sum_over_shards(options.shard, ask.charges.listed().size()) == 0) {
-      result.report.charged.assign(fleet.size(), 0.0);
+      result.report.charged.assign(fleet.size(), Charge{});
     } else {
       CGP_ASSIGN_OR_RETURN(auto counted,
                            range_count(fleet, mirror, ranges[l - 1], ask.charges, query));
@@ -133,7 +133,7 @@ Expected<std::vector<CertifiedEstimate>> adaptive_range_counts_to_accuracy(
     CertifiedEstimate result;
     if (ask.charges.listed().empty()) {
       result.upper = n;  // nobody can pay: the count may be anything
-      result.report.charged.assign(fleet.size(), 0.0);
+      result.report.charged.assign(fleet.size(), Charge{});
     } else {
       CGP_ASSIGN_OR_RETURN(result, range_count_to_accuracy(fleet, mirror, ranges[l - 1],
                                                            ask.charges, target, query));

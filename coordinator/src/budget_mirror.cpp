@@ -11,17 +11,17 @@ namespace cgp::coordinator {
 BudgetMirror::BudgetMirror(std::size_t users, double initial_budget)
     : remaining_(users, initial_budget), capacity_(initial_budget) {}
 
-double BudgetMirror::hold(UserId user, double known_charge) noexcept {
+Charge BudgetMirror::hold(UserId user, Charge known_charge) noexcept {
   const double before = remaining_[user];
-  update_with_charge(user, ReplyKind::no_answer, known_charge, 0, 0);
+  charge_unsettled(user, known_charge);
   // Rounded down: never more is given back than was taken.
-  return std::max(0.0, privacy::subtract_down(before, remaining_[user]));
+  return Charge{std::max(0.0, privacy::subtract_down(before, remaining_[user]))};
 }
 
-void BudgetMirror::release(UserId user, double taken) noexcept {
-  if (!(std::isfinite(taken) && taken > 0)) return;
+void BudgetMirror::release(UserId user, Charge taken) noexcept {
+  if (!(std::isfinite(taken.value()) && taken.value() > 0)) return;
   double& left = remaining_[user];
-  left = std::min(capacity_, std::max(0.0, privacy::next_down(left + taken)));
+  left = std::min(capacity_, std::max(0.0, privacy::next_down(left + taken.value())));
 }
 
 void BudgetMirror::restore(UserId user, double remaining) noexcept {

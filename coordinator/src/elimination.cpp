@@ -122,7 +122,7 @@ class Engine {
     const std::size_t n = fleet_.size();
     Estimates& e = result_.estimates;
     e.reset(n, setup_.triple == Triple::point ? fleet_.dimension() : 1);
-    result_.report.charged.assign(n, 0.0);
+    result_.report.charged.assign(n, Charge{});
     group = charges.users(n);
     // The one conversion from a charge to the ρ a release is asked at: the device charges
     // device_charge(ρ), and device_charge(rho_within_charge(cap)) ≤ cap. Each round asks a
@@ -232,12 +232,13 @@ class Engine {
                  OnAnswer& on_answer) {
     w.asked.clear();
     w.asked_rho.clear();
-    double last_r = 0, last_charge = 0;  // a round asks most users the same ρ: charge it once
+    double last_r = 0;  // a round asks most users the same ρ: its charge is computed once
+    Charge last_charge;
     for (UserId u : users) {
       const double r = (rho_by_user_.empty() ? uniform_rho_ : rho_by_user_[u]) * fraction * kShave;
       if (r > 0 && r != last_r) {
         last_r = r;
-        last_charge = privacy::device_charge(r);
+        last_charge = Charge{privacy::device_charge(r)};
       }
       if (!(r > 0) || !mirror_.can_pay(u, last_charge)) {
         w.not_asked.push_back(u);  // the mirror says the user cannot pay: not asked
@@ -262,7 +263,7 @@ class Engine {
       const double r = w.asked_rho[k];
       if (k == 0 || r != last_r) {
         last_r = r;
-        last_charge = privacy::device_charge(r);
+        last_charge = Charge{privacy::device_charge(r)};
       }
       mirror_.update_with_charge(u, replies.kind[k], last_charge, replies.charged[k],
                                  replies.remaining[k]);

@@ -60,7 +60,7 @@ void RoundReplies::resize(std::size_t users, std::size_t dimension) {
   output_dimension = dimension;
   kind.assign(users, ReplyKind::no_answer);
   values.assign(users * dimension, std::numeric_limits<double>::quiet_NaN());
-  charged.assign(users, 0.0);
+  charged.assign(users, Charge{});
   remaining.assign(users, 0.0);
 }
 
@@ -73,7 +73,7 @@ void record_reply(const DeviceReply& reply, std::size_t k, RoundReplies& out) no
       for (double v : reply.values)
         if (!std::isfinite(v)) return;
       out.kind[k] = ReplyKind::answered;
-      out.charged[k] = reply.charged_rho;
+      out.charged[k] = Charge{reply.charged_rho};
       std::copy(reply.values.begin(), reply.values.end(),
                 out.values.begin() + static_cast<std::ptrdiff_t>(k * dim));
       return;

@@ -129,9 +129,10 @@ Expected<std::vector<Row>> run_accuracy(const Dataset& data, const AccuracySetti
           within += errors.back() <= std::max(target, settings.absolute / truth[rep]) ? 1 : 0;
           savings.push_back(simulation::privacy_saving(trial.report.charged, settings.cap));
           double sum = 0;
-          for (double c : trial.report.charged) sum += c;
+          for (coordinator::Charge c : trial.report.charged) sum += c.value();
           stats.rho_mean += sum / static_cast<double>(n) / static_cast<double>(common.reps);
-          stats.rho_p95 += quantile(trial.report.charged, 0.95) / static_cast<double>(common.reps);
+          stats.rho_p95 += quantile(coordinator::charge_values(trial.report.charged), 0.95) /
+                           static_cast<double>(common.reps);
           stats.rounds +=
               static_cast<double>(trial.report.rounds_used) / static_cast<double>(common.reps);
           if (trial.certified && *trial.certified) ++certified;
@@ -199,7 +200,8 @@ Expected<std::vector<Row>> run_multi_range_to_accuracy(const Dataset& data, doub
           truth.push_back(
               static_cast<double>(simulation::exact_count(data.points, 2, ranges.back())));
         }
-        std::vector<double> estimates, charged(n, 0.0);
+        std::vector<double> estimates;
+        std::vector<coordinator::Charge> charged(n);
         if (accuracy_first) {
           coordinator::AccuracyFirstOptions o;
           o.max_rounds = schedule.max_rounds;
@@ -240,9 +242,10 @@ Expected<std::vector<Row>> run_multi_range_to_accuracy(const Dataset& data, doub
         errors.push_back(error);
         savings.push_back(simulation::privacy_saving(charged, budget));
         double sum = 0;
-        for (double c : charged) sum += c;
+        for (coordinator::Charge c : charged) sum += c.value();
         stats.rho_mean += sum / static_cast<double>(n) / static_cast<double>(common.reps);
-        stats.rho_p95 += quantile(charged, 0.95) / static_cast<double>(common.reps);
+        stats.rho_p95 +=
+            quantile(coordinator::charge_values(charged), 0.95) / static_cast<double>(common.reps);
       }
       const double queries = static_cast<double>(m * common.reps);
       if (accuracy_first) stats.certified = certified / queries;

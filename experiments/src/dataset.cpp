@@ -24,7 +24,7 @@ Error data_error(const std::string& path, const std::string& what) {
 
 // Data is a regular file that says how long it is: a directory, a device (/dev/zero: read until
 // out of memory) or a /proc file (size 0, reads that fail) is refused before it is read
-// (issue 36 item 5: these ended in "internal error").
+// (these once ended in "internal error").
 Status require_data_file(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0)

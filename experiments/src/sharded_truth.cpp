@@ -59,10 +59,10 @@ std::vector<double> global_row(const Dataset& data, const Shard& shard, std::siz
   return shard.reducer ? shard.reducer->gather(mine) : mine;
 }
 
-double global_saving(const Shard& shard, std::span<const double> charged, double rho,
+double global_saving(const Shard& shard, std::span<const coordinator::Charge> charged, double rho,
                      std::span<const UserId> users) {
   coordinator::ShardSum kept(shard);
-  auto add = [&](UserId u) { kept.add(u, std::max(0.0, rho - charged[u]) / rho); };
+  auto add = [&](UserId u) { kept.add(u, std::max(0.0, rho - charged[u].value()) / rho); };
   std::uint64_t n = 0;
   if (users.empty()) {
     for (std::size_t u = 0; u < charged.size(); ++u) add(static_cast<UserId>(u));
@@ -76,9 +76,10 @@ double global_saving(const Shard& shard, std::span<const double> charged, double
   return n ? total / static_cast<double>(n) : 0.0;
 }
 
-double global_total(const Shard& shard, std::span<const double> values) {
+double global_total(const Shard& shard, std::span<const coordinator::Charge> charged) {
   coordinator::ShardSum sum(shard);
-  for (std::size_t u = 0; u < values.size(); ++u) sum.add(static_cast<UserId>(u), values[u]);
+  for (std::size_t u = 0; u < charged.size(); ++u)
+    sum.add(static_cast<UserId>(u), charged[u].value());
   return sum.total();
 }
 

@@ -30,10 +30,10 @@ std::vector<double> global_row(const Dataset& data, const coordinator::Shard& sh
                                std::size_t global_row);
 // PrivSav (ground_truth.hpp) over every slice's users: `charged` by local id, `users` local ids
 // (empty: all).
-double global_saving(const coordinator::Shard& shard, std::span<const double> charged, double rho,
-                     std::span<const coordinator::UserId> users = {});
-// Σ of a per-user vector over every slice (multi-range's total charge).
-double global_total(const coordinator::Shard& shard, std::span<const double> values);
+double global_saving(const coordinator::Shard& shard, std::span<const coordinator::Charge> charged,
+                     double rho, std::span<const coordinator::UserId> users = {});
+// Σ of the users' charges over every slice (multi-range's total charge).
+double global_total(const coordinator::Shard& shard, std::span<const coordinator::Charge> charged);
 // Σ_{i ∈ ids} ‖x_i − p‖ in the order of `ids` (global ids, each summed where it lives).
 double global_sum_of_distances(const Dataset& data, const coordinator::Shard& shard,
                                std::span<const double> p, std::span<const coordinator::UserId> ids);

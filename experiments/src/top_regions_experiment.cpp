@@ -127,9 +127,10 @@ Expected<std::vector<Row>> run_top_regions(const Dataset& data, const TopRegions
           misses.push_back(right ? 0.0 : 1.0);
           savings.push_back(simulation::privacy_saving(report.charged, settings.cap));
           double sum = 0;
-          for (double c : report.charged) sum += c;
+          for (coordinator::Charge c : report.charged) sum += c.value();
           stats.rho_mean += sum / static_cast<double>(n) / static_cast<double>(common.reps);
-          stats.rho_p95 += quantile(report.charged, 0.95) / static_cast<double>(common.reps);
+          stats.rho_p95 += quantile(coordinator::charge_values(report.charged), 0.95) /
+                           static_cast<double>(common.reps);
           stats.rounds +=
               static_cast<double>(report.rounds_used) / static_cast<double>(common.reps);
           progress.step();

@@ -36,8 +36,8 @@ py::dict report_of(const coordinator::QueryReport& r) {
   out["rounds_used"] = r.rounds_used;
   out["asked_per_round"] = r.asked_per_round;
   out["eliminated_per_round"] = r.eliminated_per_round;
-  out["charged"] =
-      py::array_t<double>(static_cast<py::ssize_t>(r.charged.size()), r.charged.data());
+  const std::vector<double> charged = coordinator::charge_values(r.charged);
+  out["charged"] = py::array_t<double>(static_cast<py::ssize_t>(charged.size()), charged.data());
   out["refused"] = r.refused;
   out["rejected"] = r.rejected;
   out["unanswered"] = r.unanswered;

@@ -148,12 +148,12 @@ double distance_error(double found_distance, double true_distance) noexcept {
   return (found_distance - true_distance) / true_distance;
 }
 
-double privacy_saving(std::span<const double> charged, double rho,
+double privacy_saving(std::span<const coordinator::Charge> charged, double rho,
                       std::span<const UserId> users) noexcept {
   double kept = 0;
   std::size_t n = 0;
   for_users(charged.size(), users, [&](UserId u) {
-    kept += std::max(0.0, rho - charged[u]) / rho;
+    kept += std::max(0.0, rho - charged[u].value()) / rho;
     ++n;
   });
   return n ? kept / static_cast<double>(n) : 0.0;

@@ -301,7 +301,7 @@ class RoundRunner {
     filter.commit(charge);  // charged before anything is released, as on the device
     s.spent[user] = filter.spent();
     replies.kind[k] = ReplyKind::answered;
-    replies.charged[k] = charge;
+    replies.charged[k] = Charge{charge};
     replies.remaining[k] = filter.remaining();
     return plan;
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Clang module map of cgp.h (issue 17: how Swift imports the device C ABI) is valid: a C
+# The Clang module map of cgp.h (how Swift imports the device C ABI) is valid: a C
 # file (Objective-C, where `@import` is spelled; Swift's `import CGPKit` reads the same module)
 # that only says `@import CGPKit;` compiles with clang -fmodules, links and runs.
 # Usage: module_map_check.sh CLANG INCLUDE_DIR LIBRARIES...

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cgp.h's statuses must not be ignored (CGP_NODISCARD, issue 17): a C file that checks a status
+# cgp.h's statuses must not be ignored (CGP_NODISCARD): a C file that checks a status
 # compiles with -Werror; the same file ignoring it does not, for the reason that it is unused.
 # Usage: nodiscard_check.sh CC INCLUDE_DIR
 set -euo pipefail

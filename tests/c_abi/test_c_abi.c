@@ -232,7 +232,7 @@ int main(void) {
   cgp_device_close(device);
   unlink(path), unlink(wal), unlink(shm);
 
-  /* A replay after a restart, before the 512-d component is registered again (issue 9 item 3):
+  /* A replay after a restart, before the 512-d component is registered again:
    * the stored reply (4 KiB) is longer than anything the device would produce for what is
    * registered now. Never written past reply_capacity: BUFFER_TOO_SMALL with the true size,
    * and the retry gets the same stored bytes. The buffers are heap-allocated at their exact
@@ -275,7 +275,7 @@ int main(void) {
     free(small), free(exact), free(first), free(wide);
   }
 
-  /* One live handle per ledger file (issue 9 item 2): a second open fails closed by name. */
+  /* One live handle per ledger file: a second open fails closed by name. */
   {
     cgp_device *first_handle = NULL, *second_handle = NULL;
     CHECK(cgp_device_open(path, config.bytes, config.len, &first_handle) == CGP_OK);

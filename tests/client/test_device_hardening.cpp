@@ -471,7 +471,7 @@ TEST_CASE("item 4: a format-1 ledger (WAL) is migrated with its total and its re
   CHECK_FALSE((*old_answer)->pruned());
 }
 
-TEST_CASE("issue 27: a format-1 ledger without its -wal fails closed by name",
+TEST_CASE("ledger: a format-1 ledger without its -wal fails closed by name",
           "[client][hardening][ledger]") {
   auto config = *DeviceConfig::cgp(1.0);
   const std::string config_bytes = wire::serialize(wire::config_to_wire(config));
@@ -576,7 +576,7 @@ class RecordingClock final : public PacingClock {
 };
 }  // namespace
 
-TEST_CASE("issue 27: projecting a GPS fix is paced to a public window wherever the fix is",
+TEST_CASE("location frame: projecting a GPS fix is paced to a public window wherever the fix is",
           "[client][hardening][timing][frame]") {
   const auto frame = *geometry::LocationFrame::parse("local:-73.97,40.75");
   std::vector<std::chrono::nanoseconds> windows;

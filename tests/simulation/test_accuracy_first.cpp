@@ -227,8 +227,8 @@ TEST_CASE("accuracy-first range counts cover the truth at rate 1 - beta0 and sto
       wrong_certified += std::fabs(result->estimate - truth) > 0.1 * truth;
     }
     for (UserId u = 0; u < n; ++u) {
-      REQUIRE(result->report.charged[u] <= 1e-2);  // never above the cap
-      charged += result->report.charged[u];
+      REQUIRE(result->report.charged[u].value() <= 1e-2);  // never above the cap
+      charged += result->report.charged[u].value();
     }
   }
   const double limit = runs * beta0 + 5.73 * std::sqrt(runs * beta0 * (1 - beta0));
@@ -362,7 +362,7 @@ TEST_CASE("Alg. 3 with accuracy-first queries keeps every user within its budget
       ++certified;
       CHECK(std::fabs(r.estimate - truth) <= 0.15 * truth);
     }
-    for (std::size_t u = 0; u < n; ++u) total[u] += r.report.charged[u];
+    for (std::size_t u = 0; u < n; ++u) total[u] += r.report.charged[u].value();
   }
   for (std::size_t u = 0; u < n; ++u) REQUIRE(total[u] <= budget);
   CHECK(certified >= 3);

@@ -19,8 +19,8 @@ TEST_CASE("Alg. 3 schedule: B/m without savings, savings flow to later queries",
   auto first = plan.allocate(1, mirror);
   for (double r : first) CHECK(r == Approx(B / 4));
   // User 0 spent its share, user 1 spent nothing, user 2 spent everything.
-  mirror.update_with_charge(0, ReplyKind::answered, 0.25, 0.25, 0.75);
-  mirror.update_with_charge(2, ReplyKind::answered, 1.0, 1.0, 0.0);
+  mirror.update_with_charge(0, ReplyKind::answered, Charge{0.25}, Charge{0.25}, 0.75);
+  mirror.update_with_charge(2, ReplyKind::answered, Charge{1.0}, Charge{1.0}, 0.0);
   auto second = plan.allocate(2, mirror);
   CHECK(second[0] == Approx(B / 4));                            // on plan: B/m
   CHECK(second[1] == Approx((0.75 + 0.25 / 3) * 0.25 + 0.25));  // γ₂·saving + B/m

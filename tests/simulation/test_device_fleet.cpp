@@ -38,7 +38,8 @@ TEST_CASE("the same queries run over real Devices", "[coordinator][device-fleet]
     CHECK(nearest->neighbours == oracle.nearest(p, 5));
     for (UserId u = 0; u < fleet.size(); ++u)
       CHECK(fleet.device(u).spent() ==
-            Approx(count->report.charged[u] + nearest->report.charged[u]).epsilon(1e-12));
+            Approx(count->report.charged[u].value() + nearest->report.charged[u].value())
+                .epsilon(1e-12));
   }
 }
 
@@ -112,7 +113,7 @@ TEST_CASE("record_reply: the one mapping from a device reply to a round's slot",
   CHECK(round.kind[0] == ReplyKind::answered);
   CHECK(round.values[0] == 1);
   CHECK(round.values[1] == 2);
-  CHECK(round.charged[0] == 0.25);
+  CHECK(round.charged[0].value() == 0.25);
   CHECK(round.kind[1] == ReplyKind::refused);
   CHECK(round.kind[2] == ReplyKind::rejected);
   CHECK(round.kind[3] == ReplyKind::no_answer);

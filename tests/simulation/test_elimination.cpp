@@ -124,8 +124,8 @@ TEST_CASE("elimination saves: users decided early keep the rest of their rho",
   REQUIRE(result.has_value());
   std::size_t early = 0;
   for (UserId u = 0; u < fleet.size(); ++u) {
-    CHECK(result->report.charged[u] <= 1e-3);
-    if (result->report.charged[u] < 1e-3 / 4) ++early;
+    CHECK(result->report.charged[u].value() <= 1e-3);
+    if (result->report.charged[u].value() < 1e-3 / 4) ++early;
   }
   CHECK(early > fleet.size() / 2);
   CHECK(result->s0.size() + result->s1.size() + result->remaining.size() == fleet.size());

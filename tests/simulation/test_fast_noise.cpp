@@ -140,7 +140,7 @@ TEST_CASE("fast noise leaves admission, charges and refusals to the device's fil
     REQUIRE(second.has_value());
     CHECK(second->report.refused.size() == fleet.size());
     for (UserId u = 0; u < fleet.size(); ++u) {
-      CHECK(fleet.spent(u) == Approx(first->report.charged[u]).epsilon(1e-12));
+      CHECK(fleet.spent(u) == Approx(first->report.charged[u].value()).epsilon(1e-12));
       CHECK(fleet.spent(u) <= 0.6);
     }
   }

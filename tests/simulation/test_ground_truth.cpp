@@ -49,6 +49,8 @@ TEST_CASE("exact answers and metrics", "[coordinator][truth]") {
   CHECK(count_error(3, 0) == 3);
   CHECK(l1_error(0.25, 0.5) == 0.25);
   CHECK(distance_error(11, 10) == Approx(0.1));
-  std::vector<double> charged{0, 0.5, 1.0, 0.25};
+  const std::vector<coordinator::Charge> charged{coordinator::Charge{0}, coordinator::Charge{0.5},
+                                                 coordinator::Charge{1.0},
+                                                 coordinator::Charge{0.25}};
   CHECK(privacy_saving(charged, 1.0) == Approx((1 + 0.5 + 0 + 0.75) / 4));
 }

@@ -72,7 +72,7 @@ TEST_CASE("identical seeds give identical results with 1 and 2 threads",
   auto points = test::uniform_square(6000, 10000, seed);  // above the parallel threshold
   const auto range = square(1000, 1000, 3000);
   std::vector<double> estimates[2];
-  std::vector<double> charges[2];
+  std::vector<Charge> charges[2];
   for (unsigned threads : {1u, 2u}) {
     auto fleet = test::make_fleet(points, 2, 1.0, seed, threads);
     BudgetMirror mirror(fleet.size(), fleet.initial_budget());
@@ -206,7 +206,7 @@ TEST_CASE("reports: rounds used, eliminations per round, charges", "[coordinator
   for (auto e : r.eliminated_per_round) eliminated += e;
   CHECK(eliminated <= fleet.size());
   CHECK(r.eliminated_per_round[0] > fleet.size() / 2);  // most users are far from a 1 km square
-  for (UserId u = 0; u < fleet.size(); ++u) CHECK(r.charged[u] == Approx(fleet.spent(u)));
+  for (UserId u = 0; u < fleet.size(); ++u) CHECK(r.charged[u].value() == Approx(fleet.spent(u)));
 }
 
 TEST_CASE("threshold query (Alg. 9)", "[coordinator][queries][threshold]") {
@@ -251,10 +251,11 @@ TEST_CASE("a query charges each user at most its cap and the baselines all of it
     REQUIRE(result.has_value());
     INFO("method " << method_name(method));
     for (std::size_t k = 0; k < users.size(); ++k) {
-      CHECK(result->report.charged[users[k]] <= caps[k].value());
+      CHECK(result->report.charged[users[k]].value() <= caps[k].value());
       if (!eliminates(method))
-        CHECK(result->report.charged[users[k]] >= caps[k].value() * 0.999999);
-      CHECK(fleet.spent(users[k]) == Approx(result->report.charged[users[k]]).epsilon(1e-12));
+        CHECK(result->report.charged[users[k]].value() >= caps[k].value() * 0.999999);
+      CHECK(fleet.spent(users[k]) ==
+            Approx(result->report.charged[users[k]].value()).epsilon(1e-12));
     }
     for (UserId u = 1; u < fleet.size(); u += 2) CHECK(fleet.spent(u) == 0);  // not listed
   }

@@ -69,7 +69,7 @@ struct Outcome {
   double range = 0, kde = 0;
   std::vector<std::size_t> range_asked, range_eliminated, knn_asked;
   std::vector<UserId> neighbours;
-  std::vector<double> charged;   // range query, by global id
+  std::vector<Charge> charged;   // range query, by global id
   std::vector<double> adaptive;  // Alg. 3 estimates
   std::string error;
 };

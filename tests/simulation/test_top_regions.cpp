@@ -77,8 +77,8 @@ TEST_CASE("top regions finds the true top k and covers every count at rate 1 - b
       wrong += top != true_top;
     }
     for (UserId u = 0; u < n; ++u) {
-      REQUIRE(result->report.charged[u] <= 1e-2);
-      charged += result->report.charged[u];
+      REQUIRE(result->report.charged[u].value() <= 1e-2);
+      charged += result->report.charged[u].value();
     }
   }
   const double limit = runs * beta0 + 5.73 * std::sqrt(runs * beta0 * (1 - beta0));

@@ -1,4 +1,4 @@
-// The device link's C ABI (cgp/cgp_link.h, issue 17 part 4): a cgp_device served to a real
+// The device link's C ABI (cgp/cgp_link.h): a cgp_device served to a real
 // gateway by cgp_connection_run_once (check-in, blocking) and cgp_connection_start (own thread,
 // redialling), a C program's check-in over TLS, the app calling its device while the link
 // serves, and every bad argument named with nothing charged.
@@ -448,5 +448,5 @@ TEST_CASE("device link: a stop while the device answers sends the reply before i
   REQUIRE(count->has_value());
   CHECK((*count)->report.unanswered.empty());  // the charge came with its reply
   CHECK(std::lround((*count)->estimate) == 1);
-  CHECK((*count)->report.charged[0] == Approx(device.spent()).epsilon(1e-12));
+  CHECK((*count)->report.charged[0].value() == Approx(device.spent()).epsilon(1e-12));
 }

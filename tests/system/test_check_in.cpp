@@ -104,11 +104,11 @@ TEST_CASE("check-in: phones that connect for a few seconds at random times answe
       CHECK(served[i].ok());
       CHECK(devices[i].spent() <= 100);
       CHECK(devices[i].spent() > 99);
-      CHECK(report.charged[i] == Approx(devices[i].spent()).epsilon(1e-12));
+      CHECK(report.charged[i].value() == Approx(devices[i].spent()).epsilon(1e-12));
       CHECK(mirror.remaining(static_cast<UserId>(i)) <= 1e4 - devices[i].spent() * (1 - 1e-12));
     } else {
       CHECK(devices[i].spent() == 0);  // never saw the request
-      CHECK(report.charged[i] == 0);
+      CHECK(report.charged[i].value() == 0);
       CHECK(mirror.remaining(static_cast<UserId>(i)) == 1e4);  // and the mirror charged nothing
     }
   }
@@ -186,7 +186,7 @@ TEST_CASE("check-in: cgp-device --check-in processes answer an analyst's query o
   CHECK(std::lround(remote.estimate) == 2);  // σ = 2.2 m at ρ ≈ 0.1; margins of 300 m and more
   CHECK(remote.report.not_reached == std::vector<UserId>{static_cast<UserId>(phones)});
   CHECK(remote.report.unanswered == remote.report.not_reached);
-  CHECK(remote.report.charged[phones] == 0);
+  CHECK(remote.report.charged[phones].value() == 0);
   CHECK(remote.coverage.answered == phones);
   service->reset();
   std::filesystem::remove_all(dir);

@@ -81,10 +81,10 @@ TEST_CASE("cgp-device keeps its budget across a coordinator restart",
   auto second = run_session("after-restart", second_mirror);
   const double charge = rho;  // BM1: one release that spends the whole cap
   for (UserId u = 0; u < n; ++u) {
-    CHECK(first.report.charged[u] <= charge);
-    CHECK(first.report.charged[u] == Approx(charge).epsilon(1e-9));
-    CHECK(second.report.charged[u] <= charge);
-    CHECK(second.report.charged[u] == Approx(charge).epsilon(1e-9));
+    CHECK(first.report.charged[u].value() <= charge);
+    CHECK(first.report.charged[u].value() == Approx(charge).epsilon(1e-9));
+    CHECK(second.report.charged[u].value() <= charge);
+    CHECK(second.report.charged[u].value() == Approx(charge).epsilon(1e-9));
     CHECK(second_mirror.remaining(u) <=
           budget - 2 * charge + 1e-12);  // the first charge is remembered
   }

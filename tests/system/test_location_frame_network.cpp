@@ -192,7 +192,7 @@ Observed observe(const std::vector<ScriptedCoordinator::Session>& script,
 
 TEST_CASE("network: a hostile coordinator's frames learn nothing about where the phone is",
           "[transport][network][frame][privacy]") {
-  // The attack of issue 27: frames whose origin sweeps across the distance where the old 1%
+  // The location-oracle attack: frames whose origin sweeps across the distance where the old 1%
   // stretch check flipped (~1,550 km), Mercator frames (one with its seam at the phone), frames
   // at the antipode; then one session re-framed 150 times. Two phones 1 m apart, and the sweep
   // itself, must see identical outcomes: every local frame answered, every Mercator frame and

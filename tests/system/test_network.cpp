@@ -244,7 +244,7 @@ TEST_CASE("network: a replayed round gets the identical answer and no new charge
 
 TEST_CASE("network: a device listed twice in a round is asked once and the round does not wait",
           "[transport][network]") {
-  // Review of issue 11 item 5: a second slot for the same device id used to be counted as
+  // A second slot for the same device id used to be counted as
   // awaited and never settled, so the round waited out its whole deadline.
   CGP_SEEDED(9103);
   auto points = test::uniform_square(2, 1000, seed);

@@ -528,9 +528,9 @@ TEST_CASE("service: a one-user query's stored result grows with the users it tou
     REQUIRE(counted.has_value());
     // The client's view is as before: dense, one entry per enrolled user.
     REQUIRE(counted->report.charged.size() == enrolled);
-    CHECK(counted->report.charged[0] > 0);
+    CHECK(counted->report.charged[0].value() > 0);
     CHECK(std::count_if(counted->report.charged.begin(), counted->report.charged.end(),
-                        [](double c) { return c > 0; }) == 1);
+                        [](coordinator::Charge c) { return c.value() > 0; }) == 1);
     swarm.reset();
   }
   // On disk: a few dozen bytes, where the dense array alone was 8 × 20,000 = 160,000.
@@ -575,9 +575,9 @@ TEST_CASE("service: a one-user query's stored result grows with the users it tou
   auto dense = analyst.result("dense");
   REQUIRE(dense.has_value());
   REQUIRE(dense->report.charged.size() == enrolled);
-  CHECK(dense->report.charged[7] == 0.25);
+  CHECK(dense->report.charged[7].value() == 0.25);
   CHECK(std::count_if(dense->report.charged.begin(), dense->report.charged.end(),
-                      [](double c) { return c > 0; }) == 1);
+                      [](coordinator::Charge c) { return c.value() > 0; }) == 1);
 }
 
 namespace {
@@ -642,7 +642,8 @@ TEST_CASE("analyst client: a result naming too many users or charging outside th
   charge->set_rho(0.5);
   auto result = analyst.result("q");
   REQUIRE(result.has_value());
-  CHECK(result->report.charged == std::vector<double>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0.5});
+  CHECK(coordinator::charge_values(result->report.charged) ==
+        std::vector<double>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0.5});
   server->Shutdown();
 }
 
@@ -673,7 +674,8 @@ TEST_CASE("service: a large result comes in pages of user indices and the client
   REQUIRE(counted.has_value());
   std::vector<coordinator::UserId> charged;
   for (std::size_t u = 0; u < counted->report.charged.size(); ++u)
-    if (counted->report.charged[u] > 0) charged.push_back(static_cast<coordinator::UserId>(u));
+    if (counted->report.charged[u].value() > 0)
+      charged.push_back(static_cast<coordinator::UserId>(u));
   CHECK(counted->report.charged.size() == 8);
   CHECK(charged.size() >= 6);  // every answering user (the silent ones may be charged too)
   CHECK(counted->report.unanswered == std::vector<coordinator::UserId>{6, 7});

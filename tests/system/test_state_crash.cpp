@@ -192,7 +192,7 @@ TEST_CASE(
 
 TEST_CASE("state: a restart charges what a crash left to every device, enrolled or not, once",
           "[transport][state]") {
-  // The review of issue 33: intents of a device taken out of the enrolment before the restart
+  // Intents of a device taken out of the enrolment before the restart
   // were dropped with the rest, so that device came back later with its pre-query value.
   const fs::path dir = fs::temp_directory_path() / ("cgp-intents-" + std::to_string(getpid()));
   fs::remove_all(dir);

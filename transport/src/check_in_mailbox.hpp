@@ -1,4 +1,4 @@
-// Requests waiting for devices that are not connected (check-in fleets, issue 17): a phone that
+// Requests waiting for devices that are not connected (check-in fleets): a phone that
 // connects only now and then gets, when it checks in, every request of a round still open for
 // it. A request never sent is never charged, on the device or in the coordinator's mirror.
 #pragma once

@@ -134,16 +134,16 @@ constexpr std::pair<const char*, std::uint64_t GatewayCounters::*> kKeptCounters
     {"round_wait_microseconds", &GatewayCounters::round_wait_microseconds},
 };
 
-// The users a query charged, sparse (issue 36: a result grows with the users it touched).
-void set_charges(const std::vector<double>& charged, v1::QueryResult& out) {
+// The users a query charged, sparse: a result grows with the users it touched, not the enrolment.
+void set_charges(std::span<const coordinator::Charge> charged, v1::QueryResult& out) {
   out.clear_charged();
   out.clear_charges();
   out.set_users(static_cast<std::uint32_t>(charged.size()));
   for (std::size_t u = 0; u < charged.size(); ++u) {
-    if (!(charged[u] > 0)) continue;
+    if (!(charged[u].value() > 0)) continue;
     auto* charge = out.add_charges();
     charge->set_user(static_cast<std::uint32_t>(u));
-    charge->set_rho(charged[u]);
+    charge->set_rho(charged[u].value());
   }
 }
 
@@ -244,7 +244,7 @@ void QueryDesk::give_back_holds(const std::string& watch_id,
 }
 
 void QueryDesk::release_watch_holds() {
-  std::vector<std::pair<coordinator::UserId, double>> due;
+  std::vector<std::pair<coordinator::UserId, coordinator::Charge>> due;
   {
     std::lock_guard lock(holds_mutex);
     due.swap(released);
@@ -304,8 +304,9 @@ cgp::Status QueryDesk::restore() {
       continue;  // past the age bound (pruned from the file at the next prune)
     v1::QueryResult result;
     if (!result.ParseFromString(each.bytes)) continue;  // not ours to fail on: skipped
-    if (result.charged_size() > 0) {                    // written before issue 36: made sparse
-      const std::vector<double> dense(result.charged().begin(), result.charged().end());
+    if (result.charged_size() > 0) {                    // an older dense result: made sparse
+      std::vector<coordinator::Charge> dense;
+      for (double rho : result.charged()) dense.emplace_back(rho);
       set_charges(dense, result);
     }
     detail::sort_user_lists(result);
@@ -355,9 +356,10 @@ cgp::Status QueryDesk::restore() {
     used_ids.insert(intent.query_id);
     interrupted.insert(intent.query_id);
     if (auto user = user_of_device.find(intent.device_id); user != user_of_device.end())
-      mirror->charge_unsettled(user->second, intent.charge);
+      mirror->charge_unsettled(user->second, coordinator::Charge{intent.charge});
     else
-      others_mirror.charge_unsettled(others.at(intent.device_id), intent.charge);
+      others_mirror.charge_unsettled(others.at(intent.device_id),
+                                     coordinator::Charge{intent.charge});
   }
   std::vector<std::pair<std::string, double>> not_enrolled;
   for (const auto& [id, index] : others)
@@ -749,7 +751,7 @@ cgp::Status QueryDesk::start_watch(const v1::StartWatchRequest* request, v1::Wat
     // Held until each device answers: kept when it arms, given back when it refuses or
     // rejects (it charged nothing; release_watch_holds).
     release_watch_holds();
-    const double charge = laplace_watch_charge(validated->params().epsilon);
+    const coordinator::Charge charge{laplace_watch_charge(validated->params().epsilon)};
     {
       std::lock_guard holds(holds_mutex);
       for (const auto& device : devices)

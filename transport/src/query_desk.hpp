@@ -92,8 +92,9 @@ struct QueryDesk {
   // not yet armed. A device's refusal or rejection (reported from gateway threads) moves its
   // hold to `released`; the query lock gives those back to the mirror (release_watch_holds).
   std::mutex holds_mutex;
-  std::map<std::pair<std::string, std::string>, std::pair<coordinator::UserId, double>> watch_holds;
-  std::vector<std::pair<coordinator::UserId, double>> released;
+  std::map<std::pair<std::string, std::string>, std::pair<coordinator::UserId, coordinator::Charge>>
+      watch_holds;
+  std::vector<std::pair<coordinator::UserId, coordinator::Charge>> released;
 
   void watch_answered(const std::string& watch_id, const std::string& device_id,
                       const std::string& entry_bytes);
@@ -115,7 +116,7 @@ struct QueryDesk {
   cgp::Status save_mirror(const std::string* settled_query,
                           std::vector<std::pair<std::string, double>> changed = {});
 
-  // Issue 33, intents before rounds: what a round can charge each of its users is on disk
+  // Intents before rounds: what a round can charge each of its users is on disk
   // before any request leaves (NetworkFleet's gate), so that a restart after a crash mid-query
   // charges it (restore) and the mirror never rises above a device's ledger.
   std::optional<Error> intent_error;  // the current query's: its rounds were not sent

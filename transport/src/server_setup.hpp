@@ -1,5 +1,5 @@
-// What the coordinator's gRPC servers share (the device gateway's and the analyst's own port,
-// issue 35): TLS credentials from PEM, and connection limits as gRPC channel arguments.
+// What the coordinator's gRPC servers share (the device gateway's and the analyst's own port):
+// TLS credentials from PEM, and connection limits as gRPC channel arguments.
 #pragma once
 
 #include <grpcpp/security/server_credentials.h>

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cgp/common/privacy/rounding.hpp"
+#include "cgp/coordinator/charge.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
 namespace cgp::coordinator {
@@ -20,12 +21,14 @@ class BudgetMirror {
   // Whether a request the device will charge `charge` for fits (charge =
   // privacy::device_charge(ρ) of the asked ρ, computed once for the many users a round asks the
   // same ρ). The mirror speaks charges only: the asked ρ stays inside the engine.
-  bool can_pay(UserId user, double charge) const noexcept { return charge <= remaining_[user]; }
+  bool can_pay(UserId user, Charge charge) const noexcept {
+    return charge.value() <= remaining_[user];
+  }
   // After a round: an answer costs what the device charged (never less than the request's
   // known charge, privacy::device_charge of the asked ρ), a refusal reports what is left, and a
   // missing answer is assumed to have been charged (the reply may have been lost after the
   // charge).
-  void update_with_charge(UserId user, ReplyKind kind, double known_charge, double charged,
+  void update_with_charge(UserId user, ReplyKind kind, Charge known_charge, Charge charged,
                           double reported_remaining) noexcept;
   // A value kept from before (a restarted coordinator's saved mirror): lowers what is left,
   // never raises it. Non-finite or negative values count as nothing left.
@@ -33,16 +36,16 @@ class BudgetMirror {
   // A round whose requests may have left but whose replies were never folded in (the
   // coordinator stopped mid-query): charged in the worst case, as an unanswered request.
   // The restart rule: mirror = saved snapshot − every such round's charge.
-  void charge_unsettled(UserId user, double known_charge) noexcept {
-    update_with_charge(user, ReplyKind::no_answer, known_charge, 0, 0);
+  void charge_unsettled(UserId user, Charge known_charge) noexcept {
+    update_with_charge(user, ReplyKind::no_answer, known_charge, Charge{}, 0);
   }
   // A charge a device may make later, taken now (a watch it has not armed yet): returns what
   // was taken (at most what was left), to be given back with release() if the device says it
   // charged nothing.
-  double hold(UserId user, double known_charge) noexcept;
+  Charge hold(UserId user, Charge known_charge) noexcept;
   // Gives back at most `taken` (what hold() returned), rounded down: the only way the mirror
   // rises, and only for a charge the device reported it never made.
-  void release(UserId user, double taken) noexcept;
+  void release(UserId user, Charge taken) noexcept;
 
  private:
   std::vector<double> remaining_;
@@ -50,12 +53,12 @@ class BudgetMirror {
 };
 
 // Inline: the engine calls it once per user per round.
-inline void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, double known_charge,
-                                             double charged, double reported_remaining) noexcept {
+inline void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, Charge known_charge,
+                                             Charge charged, double reported_remaining) noexcept {
   double& left = remaining_[user];
   switch (kind) {
     case ReplyKind::answered: {
-      const double cost = std::max(charged, known_charge);
+      const double cost = std::max(charged, known_charge).value();
       left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
       if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
       break;
@@ -64,7 +67,7 @@ inline void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, double
       if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
       break;
     case ReplyKind::no_answer: {
-      const double cost = known_charge;
+      const double cost = known_charge.value();
       left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
       break;
     }

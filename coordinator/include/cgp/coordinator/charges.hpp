@@ -14,21 +14,10 @@
 #include <vector>
 
 #include "cgp/common/expected.hpp"
+#include "cgp/coordinator/charge.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
 namespace cgp::coordinator {
-
-class Charge {
- public:
-  constexpr Charge() noexcept = default;
-  constexpr explicit Charge(double rho) noexcept : value_(rho) {}
-  // The ρ a user is charged (zCDP units; never the asked ρ of a request).
-  constexpr double value() const noexcept { return value_; }
-  friend constexpr auto operator<=>(Charge, Charge) noexcept = default;
-
- private:
-  double value_ = 0;
-};
 
 // Whom a query asks and the most it may charge each of them, over the whole query (all its
 // rounds). Sparse: only the users asked.

@@ -62,7 +62,7 @@ struct QueryReport {
   std::size_t rounds_used = 0;
   std::vector<std::size_t> asked_per_round;
   std::vector<std::size_t> eliminated_per_round;
-  std::vector<double> charged;     // indexed by user id: what this query cost each user
+  std::vector<Charge> charged;     // indexed by user id: what this query cost each user
   std::vector<UserId> refused;     // refused by the device, or not asked: mirror exhausted
   std::vector<UserId> rejected;    // the device rejected the request
   std::vector<UserId> unanswered;  // no answer

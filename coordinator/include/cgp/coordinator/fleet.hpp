@@ -11,6 +11,7 @@
 #include "cgp/common/expected.hpp"
 #include "cgp/common/geometry/region.hpp"
 #include "cgp/common/request.hpp"
+#include "cgp/coordinator/charge.hpp"
 
 namespace cgp::coordinator {
 
@@ -42,7 +43,7 @@ struct RoundReplies {
   std::size_t output_dimension = 0;  // values per answered user
   std::vector<ReplyKind> kind;
   std::vector<double> values;     // kind.size() × output_dimension; NaN unless answered
-  std::vector<double> charged;    // what each device charged (0 unless answered)
+  std::vector<Charge> charged;    // what each device charged (0 unless answered)
   std::vector<double> remaining;  // each device's remaining budget after the round
   void resize(std::size_t users, std::size_t dimension);
 };

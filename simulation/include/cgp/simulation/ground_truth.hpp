@@ -48,7 +48,7 @@ double l1_error(double estimate, double truth) noexcept;
 double distance_error(double found_distance, double true_distance) noexcept;
 // PrivSav = (1/n) Σ B̂_i/ρ with B̂_i = ρ − charged_i: the share of the query's budget ρ that
 // users kept, over `users` (all when empty).
-double privacy_saving(std::span<const double> charged, double rho,
+double privacy_saving(std::span<const coordinator::Charge> charged, double rho,
                       std::span<const UserId> users = {}) noexcept;
 
 }  // namespace cgp::simulation

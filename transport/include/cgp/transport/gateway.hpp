@@ -202,7 +202,7 @@ class NetworkFleet final : public coordinator::Fleet {
   void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
   void set_check_in(bool on) noexcept { check_in_ = on; }
   // Called with each round before any of its requests leaves, e.g. to write down the round's
-  // worst-case charges (a coordinator's intents, issue 33). An error sends nothing: every slot
+  // worst-case charges (a coordinator's intents). An error sends nothing: every slot
   // is not_delivered (nothing released, nothing charged) and the caller reports the error.
   using RoundGate = std::function<Status(const coordinator::RoundRequest&)>;
   void set_before_round(RoundGate gate) { before_round_ = std::move(gate); }
