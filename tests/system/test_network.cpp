@@ -267,3 +267,38 @@ TEST_CASE("network: a device listed twice in a round is asked once and the round
   CHECK(replies.kind[1] == ReplyKind::rejected);  // was no_answer, after the whole deadline
   CHECK(gateway->counters().requests == 1);
 }
+
+TEST_CASE("network: a round of 1,500 devices goes out in parallel parts, each device asked once",
+          "[transport][network]") {
+  // The gateway pushes a round from one thread per core in parts of 256 devices or more
+  // (DeviceGateway::run_round): every asked device gets exactly one request a round, answers
+  // it once, and the report's charges are what the devices' ledgers hold.
+  CGP_SEEDED(9131);
+  const std::size_t n = 1500;
+  auto points = test::uniform_square(n, 2000, seed);
+  const auto config = *DeviceConfig::cgp(1.0);
+  test::MixedFleet devices(config, points, seed, n, 0, 0ms);
+  transport::NetworkFleet fleet(*devices.gateway, device_ids(n), 2, 1.0, 20s);
+  BudgetMirror mirror(n, fleet.initial_budget());
+  double lo[2] = {500, 500}, hi[2] = {1500, 1500};
+  QueryOptions options;
+  options.method = Method::PM1;
+  options.rounds = 4;
+  options.query_id = "parallel-pushes";
+  auto result = range_count(fleet, mirror, *geometry::Box::create(lo, hi),
+                            test::charge_everyone(1e-3), options);
+  REQUIRE(result.has_value());
+  CHECK(result->report.unanswered.empty());
+  CHECK(result->report.rejected.empty());
+  const std::size_t asked = std::accumulate(result->report.asked_per_round.begin(),
+                                            result->report.asked_per_round.end(), std::size_t{0});
+  CHECK(asked >= n);  // the first round asks everyone
+  const auto counters = devices.gateway->counters();
+  CHECK(counters.requests == asked);
+  CHECK(counters.replies == asked);
+  CHECK(counters.late_replies == 0);
+  for (std::size_t u = 0; u < n; ++u) {
+    INFO("device " << u);
+    CHECK(result->report.charged[u].value() == Approx(devices.spent(u)).epsilon(1e-12));
+  }
+}
