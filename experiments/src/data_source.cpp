@@ -98,14 +98,8 @@ std::string data_sha256(const std::string& path) {
   if (in.bad()) return {};
   unsigned char digest[crypto_hash_sha256_BYTES];
   crypto_hash_sha256_final(&state, digest);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * sizeof digest);
-  for (unsigned char byte : digest) {
-    hex += kHex[byte >> 4];
-    hex += kHex[byte & 0xF];
-  }
-  return hex;
+  char hex[2 * crypto_hash_sha256_BYTES + 1];
+  return sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
 }
 
 }  // namespace cgp::experiments

@@ -30,7 +30,7 @@ Expected<DeviceFleet> DeviceFleet::create(const DeviceConfig& config,
   auto state = std::make_unique<State>();
   state->config = config;
   state->dimension = dimension;
-  state->threads = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  state->threads = threads ? threads : default_threads();
   const std::size_t n = points.size() / dimension;
   state->devices.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {

@@ -164,8 +164,7 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
   state->halted.assign(points.size() / dimension, 0);
   state->seed = seed;
   state->first_user = options.first_user;
-  state->threads =
-      options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  state->threads = options.threads ? options.threads : default_threads();
   state->noise = options.noise;
   return SimulatedFleet(std::move(state));
 }

@@ -267,7 +267,7 @@ class Experiments(unittest.TestCase):
             for key in self.KEYS:
                 self.assertEqual(row[key], want[key], key)
 
-    def test_rows_identical_to_cgp_experiments(self):
+    def test_rows_identical_to_cgp_sim(self):
         if not os.environ.get("CGP_SIM_PATH"):
             self.skipTest("CGP_SIM_PATH is not set")
         with tempfile.TemporaryDirectory() as scratch:

@@ -30,11 +30,6 @@ namespace {
 // one thread is as quick as handing parts out.
 constexpr std::size_t kPushesPerPart = 256;
 
-unsigned push_threads() {
-  static const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  return threads;
-}
-
 }  // namespace
 
 namespace detail {
@@ -440,7 +435,7 @@ void DeviceGateway::run_round(const coordinator::RoundRequest& request,
   // own writes, so parts of the round go out side by side.
   std::atomic<std::uint64_t> pushed{0};
   parallel_chunks(
-      asked, push_threads(),
+      asked, default_threads(),
       [&](std::size_t begin, std::size_t end, unsigned) {
         std::uint64_t mine = 0;
         for (std::size_t k = begin; k < end; ++k) {

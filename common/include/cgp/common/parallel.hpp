@@ -93,6 +93,11 @@ class PartPool {
 
 }  // namespace detail
 
+// The cores this process may use (at least 1): the default number of parts of a job.
+inline unsigned default_threads() noexcept {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 // body(begin, end, part) for each of min(threads, n / min_items) parts (at least one), the
 // first on the calling thread. min_items keeps small jobs on one thread.
 template <class Body>  // Body(std::size_t begin, std::size_t end, unsigned part)

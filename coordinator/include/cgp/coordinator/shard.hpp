@@ -2,8 +2,8 @@
 // contiguous range of global user ids and runs the per-user half of the engine on its users
 // alone (their replies, estimates, radii and eliminations); the only numbers that cross shards
 // are a round's counts and, for kNN, the k smallest upper ends: a few hundred bytes a round, no
-// per-user data. One ShardReducer implementation per way shards talk (MPI in cgp_experiments,
-// threads in the tests); a query without one is the whole fleet in this process.
+// per-user data. One ShardReducer implementation per way shards talk (MPI in cgp-sim,
+// tools/mpi_job.cpp; threads in the tests); a query without one is the whole fleet in this process.
 //
 // Results do not depend on how the fleet is split: counts are integers; floating sums are taken
 // per block of global ids (sum_block) and the blocks added in order, in every backend; kNN ties
