@@ -64,27 +64,28 @@ void RoundReplies::resize(std::size_t users, std::size_t dimension) {
   remaining.assign(users, 0.0);
 }
 
-void record_reply(const DeviceReply& reply, std::size_t k, RoundReplies& out) noexcept {
+ReplyDefect record_reply(const DeviceReply& reply, std::size_t k, RoundReplies& out) noexcept {
   out.remaining[k] = reply.remaining_budget;
   switch (reply.status) {
     case ReplyStatus::answered: {
       const std::size_t dim = out.output_dimension;
-      if (reply.values.size() != dim) return;
+      if (reply.values.size() != dim) return ReplyDefect::wrong_dimension;
       for (double v : reply.values)
-        if (!std::isfinite(v)) return;
+        if (!std::isfinite(v)) return ReplyDefect::not_finite;
       out.kind[k] = ReplyKind::answered;
       out.charged[k] = Charge{reply.charged_rho};
       std::copy(reply.values.begin(), reply.values.end(),
                 out.values.begin() + static_cast<std::ptrdiff_t>(k * dim));
-      return;
+      return ReplyDefect::none;
     }
     case ReplyStatus::refused_budget:
       out.kind[k] = ReplyKind::refused;
-      return;
+      return ReplyDefect::none;
     case ReplyStatus::rejected_invalid:
       out.kind[k] = ReplyKind::rejected;
-      return;
+      return ReplyDefect::none;
   }
+  return ReplyDefect::none;
 }
 
 }  // namespace cgp::coordinator

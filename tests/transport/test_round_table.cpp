@@ -47,18 +47,19 @@ TEST_CASE("round table: a reply lands in its own round and slot once", "[transpo
   CHECK_FALSE(table.open(key, duplicate));
   table.close(key, *duplicate);
 
-  CHECK_FALSE(table.deliver(a, answer("q", 2, 5)));           // another round of the query
-  CHECK_FALSE(table.deliver(a, answer("other", 1, 5)));       // another query
-  CHECK_FALSE(table.deliver("device-c", answer("q", 1, 5)));  // a device the round did not ask
-  CHECK(table.deliver(a, answer("q", 1, 5)));
-  CHECK_FALSE(table.deliver(a, answer("q", 1, 6)));  // a second answer from the same stream
+  CHECK_FALSE(table.deliver(a, answer("q", 2, 5)).taken);      // another round of the query
+  CHECK_FALSE(table.deliver(a, answer("other", 1, 5)).taken);  // another query
+  CHECK_FALSE(
+      table.deliver("device-c", answer("q", 1, 5)).taken);  // a device the round did not ask
+  CHECK(table.deliver(a, answer("q", 1, 5)).taken);
+  CHECK_FALSE(table.deliver(a, answer("q", 1, 6)).taken);  // a second answer from the same stream
   CHECK(replies.kind[0] == ReplyKind::answered);
   CHECK(replies.values[0] == 5);
   CHECK(replies.kind[1] == ReplyKind::no_answer);
 
   // An older stream of b, replaced before the round, goes away: the round keeps waiting.
   table.device_gone(b, &newer_b);
-  CHECK(table.deliver(b, answer("q", 1, 8)) == true);  // b's answer still lands
+  CHECK(table.deliver(b, answer("q", 1, 8)).taken);  // b's answer still lands
   CHECK(replies.values[1] == 8);
   CHECK(replies.kind[1] == ReplyKind::answered);
   // A round whose device's stream goes away stops waiting for it, and it stays unanswered.
@@ -68,7 +69,7 @@ TEST_CASE("round table: a reply lands in its own round and slot once", "[transpo
   second->expect(a, 0, &stream_a);
   second->expect(b, 1, &stream_b);
   REQUIRE(table.open(second_key, second));
-  CHECK(table.deliver(a, answer("q", 2, 5)));
+  CHECK(table.deliver(a, answer("q", 2, 5)).taken);
   std::thread gone([&] { table.device_gone(b, &stream_b); });
   std::size_t left = 0;
   CHECK(second->wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30), left));
@@ -77,7 +78,7 @@ TEST_CASE("round table: a reply lands in its own round and slot once", "[transpo
   table.close(second_key, *second);
   table.close(key, *round);
   CHECK(replies.kind[1] == ReplyKind::no_answer);
-  CHECK_FALSE(table.deliver(b, answer("q", 2, 7)));  // late
+  CHECK_FALSE(table.deliver(b, answer("q", 2, 7)).taken);  // late
   CHECK(std::isnan(replies.values[1]));
   // Closed rounds free their key.
   CHECK(table.open(key, std::make_shared<PendingRound>(replies, 2)));
@@ -98,7 +99,7 @@ TEST_CASE("round table: a round with nothing to wait for returns at once", "[tra
   refused.expect(a, 0, nullptr);
   refused.give_up_all();
   CHECK(refused.wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(30), left));
-  CHECK_FALSE(refused.take(a, answer("q", 1, 1)));  // never opened: nothing is taken
+  CHECK_FALSE(refused.take(a, answer("q", 1, 1)).taken);  // never opened: nothing is taken
 }
 
 TEST_CASE("round table: a check-in whose push failed leaves the request waiting, not unanswered",
@@ -119,7 +120,7 @@ TEST_CASE("round table: a check-in whose push failed leaves the request waiting,
   REQUIRE(round->requeue(a, &first));              // the push on `first` failed
   table.device_gone(a, &first);                    // that stream's end settles nothing
   REQUIRE(round->deliver_queued(a, &second));      // the next check-in gets it
-  CHECK(table.deliver(a, answer("q", 1, 3)));
+  CHECK(table.deliver(a, answer("q", 1, 3)).taken);
   CHECK_FALSE(round->requeue(a, &second));  // settled: nothing to wait for again
   // b's push fails too and b never checks in again: not delivered, not unanswered.
   REQUIRE(round->deliver_queued(b, &b_stream));

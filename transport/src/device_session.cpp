@@ -18,7 +18,7 @@ void Session::listen() {
 
 void Session::start_read() {
   reading_ = true;
-  stream_.Read(&incoming_, &read_tag_);
+  stream_.Read(&incoming_bytes_, &read_tag_);
 }
 
 void Session::on_event(Op op, bool ok) {
@@ -63,6 +63,17 @@ void Session::on_read(bool ok) {
     reading_ = false;
   }
   if (!ok) return finish(grpc::Status::OK);  // the device half-closed or went away
+  incoming_.Clear();
+  if (!grpc::SerializationTraits<v1::DeviceToCoordinator>::Deserialize(&incoming_bytes_, &incoming_)
+           .ok()) {
+    if (id_.empty()) core_.hellos.done(this);
+    core_.log_refused("malformed-message",
+                      "event=refused reason=malformed-message device=" +
+                          log_value(id_.empty() ? std::string("-") : id_) +
+                          " note=\"a message that does not parse as cgp.v1.DeviceToCoordinator\"");
+    return finish({grpc::StatusCode::INVALID_ARGUMENT,
+                   "a message does not parse as cgp.v1.DeviceToCoordinator"});
+  }
   if (id_.empty()) {
     core_.hellos.done(this);
     if (!incoming_.has_hello()) {
@@ -98,6 +109,11 @@ void Session::on_read(bool ok) {
                 " tick=" + std::to_string(incoming_.watch_alert().tick()));
   } else if (incoming_.has_goodbye()) {
     return finish(grpc::Status::OK);
+  } else {
+    // A second Hello, or a body this coordinator does not know (a newer device): ignored, so
+    // that devices can add message kinds, but said once per second at most.
+    core_.log_refused("ignored-message", "event=ignored-message device=" + log_value(id_) +
+                                             " body=" + std::to_string(incoming_.body_case()));
   }
   std::lock_guard lock(mutex_);
   if (!finish_requested_) start_read();
@@ -127,9 +143,15 @@ void Session::on_write(bool ok) {
 }
 
 bool Session::push(v1::CoordinatorToDevice message) {
+  // Serialized by the caller's thread (a round's pushes run in parallel), outside the lock.
+  grpc::ByteBuffer bytes;
+  bool own_buffer = false;
+  if (!grpc::SerializationTraits<v1::CoordinatorToDevice>::Serialize(message, &bytes, &own_buffer)
+           .ok())
+    return false;
   std::lock_guard lock(mutex_);
   if (!accepted_ || finish_requested_) return false;
-  outgoing_.push_back(std::move(message));
+  outgoing_.push_back(std::move(bytes));
   if (writing_) return true;
   writing_ = true;
   stream_.Write(outgoing_.front(), &write_tag_);

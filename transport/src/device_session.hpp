@@ -23,7 +23,9 @@ class GatewayCore;
 // The session keeps itself alive (self_) while gRPC holds any of its operations.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  using Stream = grpc::ServerAsyncReaderWriter<v1::CoordinatorToDevice, v1::DeviceToCoordinator>;
+  // Bytes both ways: the session parses what the device sends itself (an unparsable message is
+  // INVALID_ARGUMENT, not a half-close) and serializes what it pushes.
+  using Stream = grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
   enum class Op : std::uint8_t { accepted, read, write, finish };
   struct Tag {
     Session* session;
@@ -58,10 +60,11 @@ class Session : public std::enable_shared_from_this<Session> {
   Tag accepted_tag_{this, Op::accepted}, read_tag_{this, Op::read}, write_tag_{this, Op::write},
       finish_tag_{this, Op::finish};
   std::string id_, sdk_version_;
+  grpc::ByteBuffer incoming_bytes_;
   v1::DeviceToCoordinator incoming_;
 
   std::mutex mutex_;
-  std::deque<v1::CoordinatorToDevice> outgoing_;
+  std::deque<grpc::ByteBuffer> outgoing_;
   bool accepted_ = false, attached_ = false, reading_ = false, writing_ = false;
   bool finish_requested_ = false, finish_sent_ = false, finish_done_ = false;
   grpc::Status finish_status_;

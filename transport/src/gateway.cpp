@@ -17,6 +17,7 @@
 #include "connection_admission.hpp"
 
 #include "gateway_impl.hpp"
+#include "reply_causes.hpp"
 #include "server_setup.hpp"
 
 namespace cgp::transport {
@@ -125,10 +126,10 @@ void GatewayCore::detach(const std::shared_ptr<Session>& session) {
 }
 
 void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& reply) {
-  if (rounds.deliver(device_id, reply)) return;
-  counters.update([](GatewayCounters& c) { ++c.late_replies; });
-  log("event=late-reply device=" + log_value(device_id) + " query=" +
-      log_value(reply.id().query_id()) + " round=" + std::to_string(reply.id().round()));
+  const Delivery delivery = rounds.deliver(device_id, reply);
+  if (!delivery.taken) counters.update([](GatewayCounters& c) { ++c.late_replies; });
+  // Rate-limited per cause: a device sending made-up replies cannot flood the log.
+  if (auto cause = reply_cause(device_id, reply, delivery)) log_refused(cause->reason, cause->line);
 }
 
 bool GatewayCore::await_hello(const std::shared_ptr<Session>& session, const std::string& address) {

@@ -71,7 +71,9 @@ class GatewayCore {
   // Streams are spread over several completion queues: Debian's libgrpc keeps gRPC's debug
   // check of outstanding operations, a linear scan of the queue's pending tags at every
   // completion, so one queue with n connected devices costs O(n) per reply.
-  v1::DeviceGateway::AsyncService device_service;
+  // Raw bytes, parsed by the session: gRPC reports a message that does not parse as the end of
+  // the stream, indistinguishable from a half-close, so the device would get OK.
+  v1::DeviceGateway::WithRawMethod_Connect<v1::DeviceGateway::Service> device_service;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
   std::vector<std::thread> queue_threads;
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)

@@ -62,14 +62,16 @@ void PendingRound::give_up_all() {
   open_ = false;
 }
 
-bool PendingRound::take(std::string_view device_id, const v1::DeviceReply& reply) {
+Delivery PendingRound::take(std::string_view device_id, const v1::DeviceReply& reply) {
   std::lock_guard lock(mutex_);
-  if (!open_) return false;  // first: the ids the slots point to may be gone once closed
+  if (!open_) return {};  // first: the ids the slots point to may be gone once closed
   auto slot = slot_of_device_.find(device_id);
-  if (slot == slot_of_device_.end() || settled_slot_[slot->second.k]) return false;
-  coordinator::record_reply(wire::reply_from_wire(reply), slot->second.k, replies_);
+  if (slot == slot_of_device_.end() || settled_slot_[slot->second.k]) return {};
+  Delivery delivery{true, coordinator::ReplyDefect::none, replies_.output_dimension};
+  delivery.defect =
+      coordinator::record_reply(wire::reply_from_wire(reply), slot->second.k, replies_);
   settle(slot->second.k);
-  return true;
+  return delivery;
 }
 
 void PendingRound::device_gone(std::string_view device_id, const void* session) {
@@ -114,7 +116,7 @@ void RoundTable::close(const Key& key, PendingRound& round) {
   round.close();
 }
 
-bool RoundTable::deliver(std::string_view device_id, const v1::DeviceReply& reply) {
+Delivery RoundTable::deliver(std::string_view device_id, const v1::DeviceReply& reply) {
   std::shared_ptr<PendingRound> round;
   {
     std::lock_guard lock(mutex_);
@@ -122,7 +124,7 @@ bool RoundTable::deliver(std::string_view device_id, const v1::DeviceReply& repl
         std::pair<std::string_view, std::uint32_t>{reply.id().query_id(), reply.id().round()});
     if (it != rounds_.end()) round = it->second;
   }
-  return round && round->take(device_id, reply);
+  return round ? round->take(device_id, reply) : Delivery{};
 }
 
 void RoundTable::device_gone(std::string_view device_id, const void* session) {

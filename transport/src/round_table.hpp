@@ -18,6 +18,14 @@
 
 namespace cgp::transport::detail {
 
+// What became of a reply a device's stream delivered (the gateway logs the cause of every reply
+// it could not use: docs/protocol.md §4).
+struct Delivery {
+  bool taken = false;  // an open round waited for this device's reply and recorded it
+  coordinator::ReplyDefect defect = coordinator::ReplyDefect::none;  // an answer it cannot use
+  std::size_t expected_values = 0;  // the round's output dimension, when taken
+};
+
 // One round: the slot of each device asked, which slots are settled, and the replies.
 class PendingRound {
  public:
@@ -41,8 +49,8 @@ class PendingRound {
   void give_up(std::size_t k);
   // Nothing will come at all (the round could not open): waiting returns at once.
   void give_up_all();
-  // A reply from the stream of `device_id`: false when the round does not wait for it.
-  bool take(std::string_view device_id, const v1::DeviceReply& reply);
+  // A reply from the stream of `device_id`: not taken when the round does not wait for it.
+  Delivery take(std::string_view device_id, const v1::DeviceReply& reply);
   // The stream `session` of `device_id` went away: if the request went to that stream, its slot
   // stops being awaited (a stream replaced by a newer one does not cancel the newer's slot).
   void device_gone(std::string_view device_id, const void* session);
@@ -79,7 +87,7 @@ class RoundTable {
   // Forgets the round under `key` if it is `round` (never another query's round).
   void close(const Key& key, PendingRound& round);
   // A reply to the round it names, from `device_id`'s stream: false when no open round takes it.
-  bool deliver(std::string_view device_id, const v1::DeviceReply& reply);
+  Delivery deliver(std::string_view device_id, const v1::DeviceReply& reply);
   // Every open round stops waiting for what it asked on `device_id`'s stream `session`.
   void device_gone(std::string_view device_id, const void* session);
 

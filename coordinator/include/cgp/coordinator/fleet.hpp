@@ -64,8 +64,10 @@ Expected<DeviceRequest> device_request_for(const RoundRequest& request, std::siz
 // Slot k of a round from a device's reply: the one mapping from a device's ReplyStatus to the
 // engine's ReplyKind, for every fleet that has DeviceReplys (in-process devices, the network).
 // An answer the engine cannot use (wrong number of values, a value not finite) stays
-// no_answer, so that the budget mirror charges it in the worst case.
-void record_reply(const DeviceReply& reply, std::size_t k, RoundReplies& out) noexcept;
+// no_answer, so that the budget mirror charges it in the worst case; what was wrong with it is
+// returned, for the operator's log (a device implementation of its own is debugged from there).
+enum class ReplyDefect : std::uint8_t { none, wrong_dimension, not_finite };
+ReplyDefect record_reply(const DeviceReply& reply, std::size_t k, RoundReplies& out) noexcept;
 
 class Fleet {
  public:
