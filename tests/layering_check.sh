@@ -44,6 +44,7 @@ test_layers=(
   "tests/common|common|cgp_common_tests"
   "tests/client|client-sdk|cgp_client_tests cgp_client_portable_tests"
   "tests/consumer_client|client-sdk|"
+  "tests/conformance|client-sdk|cgp_conformance_tests cgp_make_device_vectors cgp_device_vectors"
   "tests/protocol|protocol|cgp_protocol_tests"
   "tests/coordinator|coordinator|cgp_coordinator_tests"
   "tests/simulation|simulation|cgp_simulation_tests"
