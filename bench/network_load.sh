@@ -103,6 +103,25 @@ for line in open(log):
         send.append(float(m.group(2)))
         wait.append(float(m.group(3)))
         latency.append(float(m.group(4)))
+# A benchmark of a fleet that did not answer measures nothing: every query must have every
+# device answered (none rejected, refused or silent), or the run fails loudly.
+failed = []
+query = re.compile(r"event=query id=(load-\d+) .*\bunanswered=(\d+) answered=(\d+)/(\d+)")
+queries_seen = 0
+for line in open(log):
+    m = query.search(line)
+    if m:
+        queries_seen += 1
+        if int(m.group(2)) != 0 or m.group(3) != m.group(4):
+            failed.append(line.strip())
+    elif re.search(r"event=(reply-rejected|reply-refused|reply-unusable) ", line):
+        failed.append(line.strip())
+if failed or queries_seen == 0 or not latency:
+    print("network_load: FAILED: not every device answered every query "
+          f"({queries_seen} queries logged); the coordinator said:", file=sys.stderr)
+    for line in failed[:20]:
+        print("  " + line, file=sys.stderr)
+    sys.exit(1)
 latency.sort(); send.sort(); wait.sort()
 pct = lambda p: latency[min(len(latency) - 1, int(p * len(latency)))]
 per_device = (int(connected) - int(idle)) / int(devices)
