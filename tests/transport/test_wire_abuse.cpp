@@ -403,6 +403,8 @@ TEST_CASE("wire: the gateway logs why a reply did not count, by device and cause
                         "unset remaining_budget reads as 0"})
                   .empty());
   CHECK_FALSE(log.find({"event=reply-unmatched", "device=stranger", "query=causes"}).empty());
+  CHECK_FALSE(log.find({"event=reply-missing", "device=short", "query=causes", "round=1"}).empty());
+  CHECK(log.find({"event=reply-missing", "device=rejects"}).empty());  // it answered: rejected
   {
     std::lock_guard lock(log.mutex);
     for (const auto& line : log.lines)  // the good answer is not a cause
