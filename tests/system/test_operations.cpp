@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <google/protobuf/descriptor.pb.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -30,6 +31,7 @@
 #include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1/reflection.pb.h"
 #include "grpc/reflection/v1alpha/reflection.pb.h"
 #include "support/idle_flood.hpp"
 
@@ -69,15 +71,17 @@ std::string http_get(int port, const std::string& path) {
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
-// Lists the services by server reflection, as `grpcurl list` does: the bidirectional call
-// /grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo, made with gRPC's generic stub.
-std::vector<std::string> reflected_services(const std::shared_ptr<grpc::Channel>& channel) {
+// One request over server reflection as grpcurl makes it: the bidirectional call at `method`
+// (/grpc.reflection.v1.ServerReflection/ServerReflectionInfo, or v1alpha's), made with gRPC's
+// generic stub; its one response.
+template <class Response, class Request>
+Response reflect(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                 const Request& request) {
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue queue;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto call = stub.PrepareCall(
-      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &queue);
+  auto call = stub.PrepareCall(&context, method, &queue);
   auto step = [&](int tag) {
     void* got = nullptr;
     bool ok = false;
@@ -85,11 +89,8 @@ std::vector<std::string> reflected_services(const std::shared_ptr<grpc::Channel>
            got == reinterpret_cast<void*>(static_cast<std::intptr_t>(tag)) && ok;
   };
   auto tag = [](int n) { return reinterpret_cast<void*>(static_cast<std::intptr_t>(n)); };
-  std::vector<std::string> names;
   call->StartCall(tag(1));
   REQUIRE(step(1));
-  grpc::reflection::v1alpha::ServerReflectionRequest request;
-  request.set_list_services("");
   const std::string bytes = request.SerializeAsString();
   grpc::Slice slice(bytes);
   grpc::ByteBuffer outgoing(&slice, 1);
@@ -104,9 +105,8 @@ std::vector<std::string> reflected_services(const std::shared_ptr<grpc::Channel>
   REQUIRE(incoming.Dump(&slices).ok());
   std::string received;
   for (const auto& s : slices) received.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  Response response;
   REQUIRE(response.ParseFromString(received));
-  for (const auto& each : response.list_services_response().service()) names.push_back(each.name());
   grpc::Status status;
   call->Finish(&status, tag(5));
   REQUIRE(step(5));
@@ -116,6 +116,17 @@ std::vector<std::string> reflected_services(const std::shared_ptr<grpc::Channel>
   bool ok;
   while (queue.Next(&ignored, &ok)) {
   }
+  return response;
+}
+
+// Lists the services by server reflection v1alpha, as `grpcurl list` did before v1.
+std::vector<std::string> reflected_services(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  const auto response = reflect<grpc::reflection::v1alpha::ServerReflectionResponse>(
+      channel, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", request);
+  std::vector<std::string> names;
+  for (const auto& each : response.list_services_response().service()) names.push_back(each.name());
   return names;
 }
 
@@ -174,6 +185,8 @@ TEST_CASE("operations: health checks and reflection need no credential and /metr
     CHECK(std::count(names.begin(), names.end(), "cgp.v1.Analyst") == 1);
     CHECK(std::count(names.begin(), names.end(), "cgp.v1.DeviceGateway") == 1);
     CHECK(std::count(names.begin(), names.end(), "grpc.health.v1.Health") == 1);
+    CHECK(std::count(names.begin(), names.end(), "grpc.reflection.v1.ServerReflection") == 1);
+    CHECK(std::count(names.begin(), names.end(), "grpc.reflection.v1alpha.ServerReflection") == 1);
   }
 
   auto analyst =
@@ -402,4 +415,52 @@ TEST_CASE("operations: /metrics answers with 200 idle sockets open on its port, 
   CHECK(http_get(port, "/elsewhere").empty());  // 404: no body
   idle.open("127.0.0.1", port, 100);
   CHECK(has_line(http_get(port, "/metrics"), "cgp_devices_enrolled 1"));
+}
+
+TEST_CASE("operations: server reflection v1 lists the services and describes the device gateway",
+          "[transport][operations][reflection]") {
+  // Current grpcurl asks grpc.reflection.v1 first: it was UNIMPLEMENTED (v1alpha only). Both
+  // ports serve both versions, with the same answers.
+  transport::CoordinatorOptions options;
+  options.device_ids = {"d0"};
+  options.analyst_address = "127.0.0.1:0";
+  auto service = *transport::CoordinatorService::start(options);
+  using Request = grpc::reflection::v1::ServerReflectionRequest;
+  using Response = grpc::reflection::v1::ServerReflectionResponse;
+  const std::string method = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
+  for (const int port : {service->port(), service->analyst_port()}) {
+    INFO("port " << port << (port == service->port() ? " (devices)" : " (analyst)"));
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                       grpc::InsecureChannelCredentials());
+    Request list;
+    list.set_list_services("");
+    const auto listed = reflect<Response>(channel, method, list);
+    std::vector<std::string> names;
+    for (const auto& each : listed.list_services_response().service()) names.push_back(each.name());
+    CHECK(std::count(names.begin(), names.end(), "grpc.health.v1.Health") == 1);
+    CHECK(std::count(names.begin(), names.end(), "grpc.reflection.v1.ServerReflection") == 1);
+    CHECK(std::count(names.begin(), names.end(), "grpc.reflection.v1alpha.ServerReflection") == 1);
+    const char* ours = port == service->port() ? "cgp.v1.DeviceGateway" : "cgp.v1.Analyst";
+    CHECK(std::count(names.begin(), names.end(), ours) == 1);
+    // A service's file, as `grpcurl describe` asks, and the v1 protocol's own.
+    for (const std::string symbol :
+         {"cgp.v1.DeviceGateway", "grpc.reflection.v1.ServerReflection"}) {
+      INFO(symbol);
+      Request describe;
+      describe.set_file_containing_symbol(symbol);
+      const auto described = reflect<Response>(channel, method, describe);
+      CHECK_FALSE(described.has_error_response());
+      REQUIRE(described.file_descriptor_response().file_descriptor_proto_size() >= 1);
+      google::protobuf::FileDescriptorProto file;
+      REQUIRE(file.ParseFromString(described.file_descriptor_response().file_descriptor_proto(0)));
+      const std::string service_name = symbol.substr(symbol.rfind('.') + 1);
+      CHECK(file.package() + "." + service_name == symbol);
+      CHECK(std::count_if(file.service().begin(), file.service().end(),
+                          [&](const auto& s) { return s.name() == service_name; }) == 1);
+    }
+    Request unknown;
+    unknown.set_file_containing_symbol("no.such.Symbol");
+    CHECK(reflect<Response>(channel, method, unknown).error_response().error_code() ==
+          static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  }
 }

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 
 #include "cgp/transport/gateway.hpp"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "support/idle_flood.hpp"
 #include "support/raw_http2.hpp"
@@ -294,6 +296,39 @@ TEST_CASE("health: a stopping gateway tells its watchers NOT_SERVING, then ends 
   watch->reader->Finish();
   stopper.join();
   CHECK(saw_not_serving);
+}
+
+TEST_CASE("reflection: v1 and v1alpha streams count against the same caps",
+          "[transport][reflection]") {
+  transport::ConnectionLimits limits;
+  limits.reflection_streams = {10, 2, 2, 30s};
+  Gateway g(limits);
+  auto channel = own_connection(g.address);
+  auto alpha = Reflection::NewStub(channel);
+  auto v1 = grpc::reflection::v1::ServerReflection::NewStub(channel);
+  auto old_call = open_reflection(*alpha);
+  REQUIRE(old_call->admitted);
+  // A v1 stream, as current grpcurl opens it: the same answers under the other package.
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 30s);
+  auto stream = v1->ServerReflectionInfo(&context);
+  grpc::reflection::v1::ServerReflectionRequest request;
+  request.set_list_services("");
+  grpc::reflection::v1::ServerReflectionResponse response;
+  REQUIRE(stream->Write(request));
+  REQUIRE(stream->Read(&response));
+  std::vector<std::string> names;
+  for (const auto& each : response.list_services_response().service()) names.push_back(each.name());
+  CHECK(std::count(names.begin(), names.end(), "grpc.reflection.v1.ServerReflection") == 1);
+  CHECK(std::count(names.begin(), names.end(), "grpc.reflection.v1alpha.ServerReflection") == 1);
+  // Two streams of the connection's two: a third of either version is refused.
+  auto third = open_reflection(*alpha);
+  CHECK_FALSE(third->admitted);
+  CHECK(third->refusal.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(
+      (g.logged("reason=reflection-connection-cap") || g.logged("reason=reflection-address-cap")));
+  stream->WritesDone();
+  CHECK(stream->Finish().ok());
 }
 
 TEST_CASE("reflection: streams beyond the caps are refused and each ends after its lifetime",

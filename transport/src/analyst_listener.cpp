@@ -46,8 +46,7 @@ Expected<std::unique_ptr<AnalystListener>> AnalystListener::start(
       std::make_unique<HealthService>(limits.health_watches, limits.health_checks, refused_stream);
   out->reflection_ = std::make_unique<ReflectionService>(
       limits.reflection_streams,
-      std::vector<std::string>{v1::Analyst::service_full_name(), HealthService::kServiceName,
-                               grpc::reflection::v1alpha::ServerReflection::service_full_name()},
+      std::vector<std::string>{v1::Analyst::service_full_name(), HealthService::kServiceName},
       refused_stream);
   grpc::ServerBuilder builder;
   apply_limits(builder, limits);
@@ -55,7 +54,8 @@ Expected<std::unique_ptr<AnalystListener>> AnalystListener::start(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, *credentials);
   builder.RegisterService(out->analyst_.get());
   builder.RegisterService(out->health_.get());
-  builder.RegisterService(out->reflection_.get());
+  builder.RegisterService(&out->reflection_->v1());
+  builder.RegisterService(&out->reflection_->v1alpha());
   out->server_ = builder.BuildAndStart();
   if (!out->server_)
     return make_error(ErrorCode::internal_error, "analyst_listen",

@@ -255,7 +255,6 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
                                                          limits.health_checks, refused_stream);
   std::vector<std::string> reflected = service_names;
   reflected.push_back(detail::HealthService::kServiceName);
-  reflected.push_back(grpc::reflection::v1alpha::ServerReflection::service_full_name());
   impl->reflection = std::make_unique<detail::ReflectionService>(
       limits.reflection_streams, std::move(reflected), refused_stream);
   grpc::ServerBuilder builder;
@@ -274,7 +273,8 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     builder.RegisterService(impl->endpoints.back().get());
   }
   builder.RegisterService(impl->health.get());
-  builder.RegisterService(impl->reflection.get());
+  builder.RegisterService(&impl->reflection->v1());
+  builder.RegisterService(&impl->reflection->v1alpha());
   impl->server = builder.BuildAndStart();
   if (!impl->server) {
     for (auto& queue : impl->queues) {

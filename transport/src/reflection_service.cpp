@@ -10,12 +10,22 @@
 
 namespace cgp::transport::detail {
 
+// The two versions of the protocol: the same messages under two packages.
+struct ReflectionV1 {
+  using Service = grpc::reflection::v1::ServerReflection;
+  using Request = grpc::reflection::v1::ServerReflectionRequest;
+  using Response = grpc::reflection::v1::ServerReflectionResponse;
+};
+struct ReflectionV1alpha {
+  using Service = grpc::reflection::v1alpha::ServerReflection;
+  using Request = grpc::reflection::v1alpha::ServerReflectionRequest;
+  using Response = grpc::reflection::v1alpha::ServerReflectionResponse;
+};
+
 namespace {
 
-using Request = ReflectionService::Request;
-using Response = ReflectionService::Response;
-
 // `file` (always: a client asked for it) and what it imports (each once per stream).
+template <class Response>
 void add_files(const google::protobuf::FileDescriptor* file, std::set<std::string>& sent,
                Response& out) {
   std::vector<const google::protobuf::FileDescriptor*> todo{file};
@@ -31,13 +41,64 @@ void add_files(const google::protobuf::FileDescriptor* file, std::set<std::strin
   }
 }
 
+std::vector<std::string> with_reflection(std::vector<std::string> services) {
+  services.push_back(ReflectionV1::Service::service_full_name());
+  services.push_back(ReflectionV1alpha::Service::service_full_name());
+  return services;
+}
+
 }  // namespace
+
+template <class Version>
+typename Version::Response ReflectionService::answer(const typename Version::Request& request,
+                                                     std::set<std::string>& sent) const {
+  using Request = typename Version::Request;
+  typename Version::Response out;
+  out.set_valid_host(request.host());
+  *out.mutable_original_request() = request;
+  auto error = [&out](grpc::StatusCode code, const std::string& message) {
+    out.mutable_error_response()->set_error_code(static_cast<int>(code));
+    out.mutable_error_response()->set_error_message(message);
+  };
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  switch (request.message_request_case()) {
+    case Request::kListServices:
+      for (const auto& name : services_)
+        out.mutable_list_services_response()->add_service()->set_name(name);
+      break;
+    case Request::kFileContainingSymbol:
+      if (const auto* file = pool->FindFileContainingSymbol(request.file_containing_symbol()))
+        add_files(file, sent, out);
+      else
+        error(grpc::StatusCode::NOT_FOUND, "symbol not found");
+      break;
+    case Request::kFileByFilename:
+      if (const auto* file = pool->FindFileByName(request.file_by_filename()))
+        add_files(file, sent, out);
+      else
+        error(grpc::StatusCode::NOT_FOUND, "file not found");
+      break;
+    case Request::kFileContainingExtension:
+    case Request::kAllExtensionNumbersOfType:
+      error(grpc::StatusCode::UNIMPLEMENTED, "extensions are not served");
+      break;
+    case Request::MESSAGE_REQUEST_NOT_SET:
+      error(grpc::StatusCode::INVALID_ARGUMENT, "the request asks nothing");
+      break;
+  }
+  return out;
+}
 
 // One reflection stream: read a request, write its answer, read the next, until the client is
 // done, the registry ends it (lifetime, shutdown) or an operation fails.
-class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, Response>,
-                                        public BoundedStream {
+template <class Version>
+class ReflectionService::Stream final
+    : public grpc::ServerBidiReactor<typename Version::Request, typename Version::Response>,
+      public BoundedStream {
  public:
+  using Request = typename Version::Request;
+  using Response = typename Version::Response;
+
   Stream(const ReflectionService& owner, StreamRegistry& registry,
          grpc::CallbackServerContext& context)
       : owner_(owner), registry_(registry), context_(context) {}
@@ -75,7 +136,7 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
       return finish_unless_writing(lock);
     }
     try {
-      response_ = owner_.answer(request_, sent_);
+      response_ = owner_.template answer<Version>(request_, sent_);
     } catch (const std::exception&) {  // out of memory: this stream ends, the process goes on
       finishing_ = true;
       final_ = grpc::Status(grpc::StatusCode::INTERNAL, "the answer could not be made");
@@ -83,7 +144,7 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
     }
     writing_ = true;
     lock.unlock();
-    StartWrite(&response_);
+    this->StartWrite(&response_);
   }
   void OnWriteDone(bool ok) override {
     std::unique_lock lock(mutex_);
@@ -104,7 +165,7 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
  private:
   void read(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
-    StartRead(&request_);
+    this->StartRead(&request_);
   }
   // A read may be outstanding: Finish ends it (it completes with ok = false).
   void finish_unless_writing(std::unique_lock<std::mutex>& lock) {
@@ -112,7 +173,7 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
     finish_called_ = true;
     const grpc::Status status = final_;
     lock.unlock();
-    Finish(status);
+    this->Finish(status);
   }
   // Names and symbols are short (ours ~40 bytes); a 1 MB request would be held and echoed.
   static constexpr std::size_t kMaxRequestBytes = 1024;
@@ -127,59 +188,49 @@ class ReflectionService::Stream final : public grpc::ServerBidiReactor<Request, 
   grpc::Status final_;
 };
 
+// One version's generated service: each call becomes a Stream admitted by the shared registry.
+template <class Version>
+class ReflectionService::Endpoint final : public Version::Service::CallbackService {
+ public:
+  using Request = typename Version::Request;
+  using Response = typename Version::Response;
+
+  explicit Endpoint(ReflectionService& owner) : owner_(owner) {}
+
+  grpc::ServerBidiReactor<Request, Response>* ServerReflectionInfo(
+      grpc::CallbackServerContext* context) override {
+    auto* stream = new Stream<Version>(owner_, owner_.streams_, *context);
+    if (auto* refusal = refuse_unless_admitted<Request, Response>(
+            stream, owner_.streams_, context->peer(), "reflection streams", owner_.refused_))
+      return refusal;
+    stream->begin();
+    return stream;
+  }
+
+ private:
+  ReflectionService& owner_;
+};
+
 ReflectionService::ReflectionService(StreamCaps caps, std::vector<std::string> services,
                                      std::function<void(const std::string&)> refused)
-    : services_(std::move(services)), refused_(std::move(refused)), streams_(caps, "reflection") {}
+    : services_(with_reflection(std::move(services))),
+      refused_(std::move(refused)),
+      streams_(caps, "reflection"),
+      v1_(std::make_unique<Endpoint<ReflectionV1>>(*this)),
+      v1alpha_(std::make_unique<Endpoint<ReflectionV1alpha>>(*this)) {}
+
+ReflectionService::~ReflectionService() = default;
+
+grpc::Service& ReflectionService::v1() noexcept {
+  return *v1_;
+}
+
+grpc::Service& ReflectionService::v1alpha() noexcept {
+  return *v1alpha_;
+}
 
 void ReflectionService::shutdown() {
   streams_.end_all(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is stopping"));
-}
-
-Response ReflectionService::answer(const Request& request, std::set<std::string>& sent) const {
-  Response out;
-  out.set_valid_host(request.host());
-  *out.mutable_original_request() = request;
-  auto error = [&out](grpc::StatusCode code, const std::string& message) {
-    out.mutable_error_response()->set_error_code(static_cast<int>(code));
-    out.mutable_error_response()->set_error_message(message);
-  };
-  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
-  switch (request.message_request_case()) {
-    case Request::kListServices:
-      for (const auto& name : services_)
-        out.mutable_list_services_response()->add_service()->set_name(name);
-      break;
-    case Request::kFileContainingSymbol:
-      if (const auto* file = pool->FindFileContainingSymbol(request.file_containing_symbol()))
-        add_files(file, sent, out);
-      else
-        error(grpc::StatusCode::NOT_FOUND, "symbol not found");
-      break;
-    case Request::kFileByFilename:
-      if (const auto* file = pool->FindFileByName(request.file_by_filename()))
-        add_files(file, sent, out);
-      else
-        error(grpc::StatusCode::NOT_FOUND, "file not found");
-      break;
-    case Request::kFileContainingExtension:
-    case Request::kAllExtensionNumbersOfType:
-      error(grpc::StatusCode::UNIMPLEMENTED, "extensions are not served");
-      break;
-    case Request::MESSAGE_REQUEST_NOT_SET:
-      error(grpc::StatusCode::INVALID_ARGUMENT, "the request asks nothing");
-      break;
-  }
-  return out;
-}
-
-grpc::ServerBidiReactor<Request, Response>* ReflectionService::ServerReflectionInfo(
-    grpc::CallbackServerContext* context) {
-  auto* stream = new Stream(*this, streams_, *context);
-  if (auto* refusal = refuse_unless_admitted<Request, Response>(stream, streams_, context->peer(),
-                                                                "reflection streams", refused_))
-    return refusal;
-  stream->begin();
-  return stream;
 }
 
 }  // namespace cgp::transport::detail
