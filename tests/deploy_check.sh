@@ -33,6 +33,7 @@ mkdir -p "$work/etc/tls" "$work/state"
 port="$(free_port)"
 sed -e "s|/var/lib/cgpkit|$work/state|g" -e "s|/etc/cgpkit|$work/etc|g" \
     -e "s|0.0.0.0:7070|127.0.0.1:$port|" -e "s|127.0.0.1:9464|127.0.0.1:0|" \
+    -e "s|^drain-ms = .*|drain-ms = 200|" \
     "$root/deploy/coordinator.toml" > "$work/coordinator.toml"
 "$coordinator" credential --out "$work/etc/analyst.key" >/dev/null
 "$coordinator" enrol --devices "$work/state/devices.csv" --id d0 --credential-out "$work/d0.key" \
@@ -58,6 +59,8 @@ grep -q '"enrolled": 1' "$work/status.json" || fail "unexpected status: $(cat "$
 kill -TERM "$server"
 wait "$server" || fail "the coordinator did not stop cleanly"
 server=""
+grep -q 'event=draining signal=15 drain_ms=200' "$work/serve.log" \
+  || { cat "$work/serve.log" >&2; fail "the example configuration's drain-ms did not drain"; }
 echo "config: a TLS coordinator served from deploy/coordinator.toml"
 
 # 3. The Containerfile.

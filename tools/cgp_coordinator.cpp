@@ -4,17 +4,18 @@
 //                         [--tls-cert PEM --tls-key PEM] [--budget RHO] [--dimension D]
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
 //                         [--watch-min-tick-seconds S] [--analyst-listen HOST:PORT]
-//                         [--frame local:LON,LAT] [--check-in]
+//                         [--frame local:LON,LAT] [--check-in] [--drain-ms MS]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
 //   cgp-coordinator revoke --devices FILE --id ID
 //   cgp-coordinator credential --out FILE [--force]
 //
-// serve runs until SIGINT or SIGTERM; it logs one line per event to stderr, and re-reads the
-// enrolment file on SIGHUP and whenever it changes (checked every 2 s): devices no longer in it
-// are revoked at once. enrol refuses an id already enrolled and never overwrites a key file;
-// revoke takes a device out of the file (a running coordinator follows within 2 s).
+// serve runs until SIGINT or SIGTERM (with --drain-ms, health says NOT_SERVING that long first,
+// everything else served; a second signal stops at once); it logs one line per event to stderr,
+// and re-reads the enrolment file on SIGHUP and whenever it changes (checked every 2 s): devices
+// no longer in it are revoked at once. enrol refuses an id already enrolled and never overwrites
+// a key file; revoke takes a device out of the file (a running coordinator follows within 2 s).
 // Exit 0 on success; 1 when the service cannot start; 2 on bad arguments or values; 3 on a
 // missing, unreadable or invalid file.
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -128,6 +130,12 @@ int revoke_device(const std::string& devices, const std::string& id) {
   return 0;
 }
 
+timespec to_timespec(std::chrono::steady_clock::duration wait) {
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(wait);
+  return {static_cast<time_t>(seconds.count()),
+          static_cast<long>(std::chrono::nanoseconds(wait - seconds).count())};
+}
+
 struct FileStamp {
   timespec modified{};
   ino_t inode = 0;
@@ -174,6 +182,49 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
     log("event=enrolment-added devices=" + std::to_string(added) + " note=restart-to-serve-them");
 }
 
+// Serves until SIGINT or SIGTERM, following the enrolment file on SIGHUP and whenever it
+// changes (`seen`: its stamp when `running` was read). With a drain, the first signal starts it
+// (health NOT_SERVING, everything else served) and the coordinator stops when it ends or at a
+// second signal. Returns the signal that began the stop.
+int serve_until_stopped(const sigset_t& signals, cgp::transport::CoordinatorService& service,
+                        const std::string& devices_file, FileStamp seen,
+                        cgp::transport::Enrolment& running,
+                        const std::function<void(const std::string&)>& log,
+                        const std::function<void(const std::string&)>& say,
+                        std::chrono::milliseconds drain) {
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> drain_ends;
+  int stop_signal = 0;
+  for (;;) {
+    timespec tick{2, 0};
+    if (drain_ends) {
+      const auto left = *drain_ends - Clock::now();
+      if (left <= Clock::duration::zero()) return stop_signal;
+      tick = to_timespec(std::min<Clock::duration>(left, std::chrono::seconds(2)));
+    }
+    siginfo_t info;
+    const int received = sigtimedwait(&signals, &info, &tick);
+    if (received == SIGINT || received == SIGTERM) {
+      if (drain.count() == 0) return received;
+      if (drain_ends) {
+        say("event=drain-cut-short signal=" + std::to_string(received));
+        return stop_signal;
+      }
+      stop_signal = received;
+      say("event=draining signal=" + std::to_string(received) +
+          " drain_ms=" + std::to_string(drain.count()));
+      drain_ends = service.start_draining();
+      continue;
+    }
+    // Devices are still served while draining: the enrolment is still followed.
+    const FileStamp now = stamp_of(devices_file);
+    if (received == SIGHUP || !(now == seen)) {
+      seen = now;
+      follow_enrolment(devices_file, service, running, log);
+    }
+  }
+}
+
 // Everything the command line can say; each command reads what it declared.
 struct Arguments {
   // serve
@@ -181,6 +232,11 @@ struct Arguments {
   double budget = 1.0, watch_min_tick = 1;
   std::size_t dimension = 2, horizon = 20;
   long deadline_ms = 5000;
+  // No drain by default: without a load balancer nobody reads health, and a stop that waits
+  // would only delay every restart (and every test and script that stops a coordinator). Behind
+  // one, the right drain is its unhealthy threshold (probe interval × failures), which only the
+  // operator knows: deploy/coordinator.toml sets one.
+  long drain_ms = 0;
   bool quiet = false;
   std::size_t queues = 8;
   std::string metrics_listen, state_file, frame, analyst_listen;
@@ -223,6 +279,13 @@ void serve_flags(CLI::App& sub, Arguments& a) {
       ->capture_default_str();
   serve->add_option("--deadline-ms", a.deadline_ms, "per-round deadline, milliseconds")
       ->check(CLI::Range(1L, 3600L * 1000))
+      ->capture_default_str();
+  serve
+      ->add_option("--drain-ms", a.drain_ms,
+                   "at SIGTERM/SIGINT, health says NOT_SERVING for this long while everything "
+                   "else is served, then the coordinator stops (a second signal stops at once)")
+      ->check(
+          CLI::Range(0L, static_cast<long>(cgp::transport::CoordinatorOptions::kMaxDrain.count())))
       ->capture_default_str();
   serve->add_flag("--check-in", a.check_in,
                   "devices connect now and then: queue each round's requests for the devices "
@@ -430,6 +493,7 @@ int run_serve(const Arguments& a) {
   options.horizon = a.horizon;
   options.watch_min_tick_seconds = a.watch_min_tick;
   options.round_deadline = std::chrono::milliseconds(a.deadline_ms);
+  options.drain = std::chrono::milliseconds(a.drain_ms);
   options.check_in = a.check_in;
   options.metrics_address = a.metrics_listen;
   options.analyst_address = a.analyst_listen;
@@ -498,18 +562,8 @@ int run_serve(const Arguments& a) {
   if (a.tls_cert.empty())
     say("event=warning message=\"plaintext: credentials cross the network in clear; use "
         "--tls-cert/--tls-key beyond loopback\"");
-  int received = 0;
-  for (;;) {
-    const timespec tick{2, 0};
-    siginfo_t info;
-    received = sigtimedwait(&signals, &info, &tick);
-    if (received == SIGINT || received == SIGTERM) break;
-    const FileStamp now = stamp_of(a.devices_file);
-    if (received == SIGHUP || !(now == seen)) {
-      seen = now;
-      follow_enrolment(a.devices_file, **service, *enrolled, options.gateway.log);
-    }
-  }
+  const int received = serve_until_stopped(signals, **service, a.devices_file, seen, *enrolled,
+                                           options.gateway.log, say, options.drain);
   say("event=stopping signal=" + std::to_string(received));
   service->reset();
   return 0;

@@ -298,6 +298,48 @@ TEST_CASE("health: a stopping gateway tells its watchers NOT_SERVING, then ends 
   CHECK(saw_not_serving);
 }
 
+TEST_CASE("health: a draining gateway says NOT_SERVING of every service and keeps its watchers",
+          "[transport][health][drain]") {
+  transport::ConnectionLimits limits;
+  Gateway g(limits);
+  g.gateway->set_serving("cgp.v1.Analyst", true);
+  auto stub = grpc::health::v1::Health::NewStub(own_connection(g.address));
+  auto check = [&](const std::string& service) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 10s);
+    HealthCheckRequest request;
+    request.set_service(service);
+    HealthCheckResponse response;
+    const grpc::Status status = stub->Check(&context, request, &response);
+    return status.ok() ? response.status() : HealthCheckResponse::SERVICE_UNKNOWN;
+  };
+  auto watch = open_watch(*stub);
+  REQUIRE(watch->admitted);
+  REQUIRE(watch->first.status() == HealthCheckResponse::SERVING);
+
+  g.gateway->drain_health();
+  HealthCheckResponse next;
+  REQUIRE(watch->reader->Read(&next));  // heard at once, the stream stays open
+  CHECK(next.status() == HealthCheckResponse::NOT_SERVING);
+  for (const char* service : {"", "cgp.v1.Analyst", "cgp.v1.DeviceGateway"}) {
+    INFO("service '" << service << "'");
+    CHECK(check(service) == HealthCheckResponse::NOT_SERVING);
+  }
+  CHECK(check("no.such.Service") == HealthCheckResponse::SERVICE_UNKNOWN);  // NOT_FOUND still
+  g.gateway->set_serving("cgp.v1.Analyst", true);                           // a drain is final
+  CHECK(check("cgp.v1.Analyst") == HealthCheckResponse::NOT_SERVING);
+  // A watch opened while draining hears NOT_SERVING first.
+  auto late = open_watch(*stub);
+  REQUIRE(late->admitted);
+  CHECK(late->first.status() == HealthCheckResponse::NOT_SERVING);
+  g.gateway.reset();  // the stop ends both streams
+  while (watch->reader->Read(&next)) CHECK(next.status() == HealthCheckResponse::NOT_SERVING);
+  CHECK(watch->reader->Finish().error_code() == grpc::StatusCode::UNAVAILABLE);
+  while (late->reader->Read(&next)) {
+  }
+  late->reader->Finish();
+}
+
 TEST_CASE("reflection: v1 and v1alpha streams count against the same caps",
           "[transport][reflection]") {
   transport::ConnectionLimits limits;

@@ -74,6 +74,10 @@ AnalystListener::~AnalystListener() {
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
+void AnalystListener::drain_health() {
+  health_->drain();
+}
+
 int AnalystListener::port() const noexcept {
   return admission_->port();
 }

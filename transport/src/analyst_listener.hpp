@@ -36,6 +36,8 @@ class AnalystListener {
 
   int port() const noexcept;
   std::size_t open_connections() const;
+  // Health says NOT_SERVING from now on; calls are served as before (a drain before the stop).
+  void drain_health();
 
  private:
   AnalystListener() = default;

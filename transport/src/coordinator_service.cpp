@@ -203,6 +203,11 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
   impl->rho_capacity = config->rho_capacity();
   impl->mirror = std::make_unique<coordinator::BudgetMirror>(options.device_ids.size(),
                                                              config->rho_capacity());
+  if (options.drain < std::chrono::milliseconds(0) || options.drain > CoordinatorOptions::kMaxDrain)
+    return make_error(
+        ErrorCode::out_of_range, "drain",
+        "drain: " + std::to_string(options.drain.count()) + " ms is not within 0 .. " +
+            std::to_string(CoordinatorOptions::kMaxDrain.count()) + " ms (10 minutes)");
   if (options.retention.max_results == 0 || options.retention.max_age.count() <= 0)
     return make_error(ErrorCode::not_positive, "retention",
                       "retention: max_results and max_age must be > 0");
@@ -294,6 +299,12 @@ int CoordinatorService::port() const noexcept {
 
 DeviceGateway& CoordinatorService::gateway() noexcept {
   return *impl_->gateway;
+}
+
+std::chrono::steady_clock::time_point CoordinatorService::start_draining() {
+  impl_->gateway->drain_health();
+  if (impl_->analyst_listener) impl_->analyst_listener->drain_health();
+  return std::chrono::steady_clock::now() + impl_->options.drain;
 }
 
 Expected<bool> CoordinatorService::revoke(const std::string& device_id) {

@@ -316,6 +316,10 @@ void DeviceGateway::set_serving(const std::string& service, bool serving) {
   impl_->health->set_serving(service, serving);
 }
 
+void DeviceGateway::drain_health() {
+  impl_->health->drain();
+}
+
 bool DeviceGateway::revoke(const std::string& device_id) {
   return impl_->revoke(device_id);
 }

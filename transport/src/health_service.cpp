@@ -145,7 +145,7 @@ HealthService::ServingStatus HealthService::status_of(const std::string& service
   if (shut_down_) return HealthCheckResponse::NOT_SERVING;
   auto it = serving_.find(service);
   if (it == serving_.end()) return HealthCheckResponse::SERVICE_UNKNOWN;
-  return it->second ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+  return it->second && !draining_ ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
 }
 
 void HealthService::subscribe(WatchStream& watch, const std::string& service) {
@@ -163,6 +163,16 @@ void HealthService::set_serving(const std::string& service, bool serving) {
   watches_.for_each([&](BoundedStream& stream) {
     auto& watch = static_cast<WatchStream&>(stream);
     if (watch.subscribed && watch.service == service) watch.post(now);
+  });
+}
+
+void HealthService::drain() {
+  std::lock_guard lock(mutex_);
+  if (draining_ || shut_down_) return;
+  draining_ = true;
+  watches_.for_each([this](BoundedStream& stream) {
+    auto& watch = static_cast<WatchStream&>(stream);
+    if (watch.subscribed) watch.post(status_of(watch.service));
   });
 }
 

@@ -33,6 +33,10 @@ class HealthService final : public HeaderTimeService {
 
   // "" is the server as a whole. Watchers of `service` hear the change.
   void set_serving(const std::string& service, bool serving);
+  // Draining before a stop: every known service (and "") NOT_SERVING from now on, to Check and
+  // to Watch (watchers hear it at once), so that load balancers take the server out while it
+  // still serves everything else. Watch streams stay open; shutdown() ends them. Final.
+  void drain();
   // Stopping: every service NOT_SERVING from now on (watchers hear it), then every Watch ends.
   void shutdown();
   std::size_t open_watches() const { return watches_.open(); }
@@ -50,7 +54,7 @@ class HealthService final : public HeaderTimeService {
   const std::function<void(const std::string&)> refused_;
   mutable std::mutex mutex_;  // the statuses and subscriptions; taken before a registry's lock
   std::map<std::string, bool, std::less<>> serving_;
-  bool shut_down_ = false;
+  bool draining_ = false, shut_down_ = false;
   StreamRegistry watches_, checks_;
   UnaryCall<HealthCheckRequest, HealthCheckResponse>::Handler check_handler_;
 };

@@ -71,6 +71,12 @@ struct CoordinatorOptions {
   std::string metrics_address;
   // SHA-256 of the analyst credential. Unset: analyst calls are not checked (loopback tests only).
   std::optional<CredentialSha256> analyst_credential_sha256;
+  // How long a stop drains first (start_draining): health checks and watches hear NOT_SERVING
+  // while everything else is served, so that load balancers take the coordinator out before it
+  // goes. Long enough for a load balancer's unhealthy threshold (interval × failures). 0 (the
+  // default): no drain — in-process users and tests stop at once. At most kMaxDrain.
+  std::chrono::milliseconds drain{0};
+  static constexpr std::chrono::milliseconds kMaxDrain{10 * 60 * 1000};
 };
 
 class CoordinatorService {
@@ -82,6 +88,11 @@ class CoordinatorService {
   // The analyst's port: analyst_address's, else the device port.
   int analyst_port() const noexcept;
   DeviceGateway& gateway() noexcept;
+  // A stop begins (cgp-coordinator serve: the first SIGTERM or SIGINT): grpc.health.v1 on every
+  // port says NOT_SERVING of every service from now on (Check and Watch), and devices, analyst
+  // calls and queries go on. Returns when the drain ends (now + options.drain): destroy the
+  // service then, or earlier to stop at once.
+  std::chrono::steady_clock::time_point start_draining();
   // Takes an enrolled device out without a restart: its stream ends, it cannot connect again,
   // and later queries leave it out (user indices do not change). Errors: an id not enrolled.
   // Returns false if it was revoked before.

@@ -159,6 +159,9 @@ class DeviceGateway {
   bool revoke(const std::string& device_id);
   // grpc.health.v1 status of a further service served on this port (e.g. "cgp.v1.Analyst").
   void set_serving(const std::string& service, bool serving);
+  // Before a stop: grpc.health.v1 says NOT_SERVING of every service from now on, so that load
+  // balancers drain this port; devices, calls and everything else are served as before.
+  void drain_health();
   // A watch (README "Watches") over these devices (user index, device id): sent to each now if
   // connected, else when it connects; already_exists for a used watch_id. The spec is sent as
   // given: each device validates it and decides within its own budget.
