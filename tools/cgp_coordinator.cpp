@@ -14,8 +14,10 @@
 // serve runs until SIGINT or SIGTERM (with --drain-ms, health says NOT_SERVING that long first,
 // everything else served; a second signal stops at once); it logs one line per event to stderr,
 // and re-reads the enrolment file on SIGHUP and whenever it changes (checked every 2 s): devices
-// no longer in it are revoked at once. enrol refuses an id already enrolled and never overwrites
-// a key file; revoke takes a device out of the file (a running coordinator follows within 2 s).
+// no longer in it are revoked at once, devices new in it can connect at once and are asked from
+// the next query, and a changed credential replaces the old one at once. enrol refuses an id
+// already enrolled and never overwrites a key file; revoke takes a device out of the file (a
+// running coordinator follows both within 2 s).
 // Exit 0 on success; 1 when the service cannot start; 2 on bad arguments or values; 3 on a
 // missing, unreadable or invalid file.
 #include <signal.h>
@@ -151,12 +153,15 @@ FileStamp stamp_of(const std::string& path) {
   return {info.st_mtim, info.st_ino, info.st_size};
 }
 
-// Revokes the running devices that the enrolment file no longer lists, or lists with another
-// credential (the old one must stop working; the new one is admitted after a restart, since
-// users are indexed in enrolment order). An empty file revokes every device; an unreadable one
-// changes nothing.
+// Follows the enrolment file as it is now: devices it no longer lists with a credential are
+// revoked, devices it lists anew (or again, after a revoke) are enrolled and can connect at once,
+// and a device listed with another credential takes it (its old one stops working at once).
+// New devices become the next users in the file's order, as a restart would number them; a file
+// edited by hand so that its order and ours differ is logged, since user indices would then
+// change at the next restart. `running`: the enrolment as last followed, updated here. An empty
+// file revokes every device; an unreadable one changes nothing.
 void follow_enrolment(const std::string& path, cgp::transport::CoordinatorService& service,
-                      const cgp::transport::Enrolment& running,
+                      cgp::transport::Enrolment& running,
                       const std::function<void(const std::string&)>& log) {
   auto entries = cgp::transport::read_enrolment(path);
   if (!entries) {
@@ -164,22 +169,37 @@ void follow_enrolment(const std::string& path, cgp::transport::CoordinatorServic
       log("event=enrolment-unreadable error=" + cgp::protocol::log_value(entries.error().message));
     return;
   }
-  std::map<std::string, cgp::transport::CredentialSha256, std::less<>> listed;
+  std::map<std::string, cgp::transport::CredentialSha256, std::less<>> listed, before;
   for (const auto& [id, credential] : *entries)
     if (credential) listed.emplace(id, *credential);  // revoked lines are not served
-  std::size_t added = listed.size();
-  for (const auto& [id, credential] : running) {
-    auto now = listed.find(id);
-    if (!credential) continue;  // revoked when this process started (enrolled again: added)
-    if (now != listed.end()) --added;
-    if (now != listed.end() && now->second == *credential) continue;
-    (void)service.revoke(id);  // logged by the gateway when it is new
-    if (now != listed.end() && log)
-      log("event=credential-changed device=" + cgp::protocol::log_value(id) +
-          " note=revoked-until-restart");
+  for (const auto& [id, credential] : running)
+    if (credential) before.emplace(id, *credential);
+  for (const auto& [id, credential] : before)
+    if (listed.count(id) == 0) (void)service.revoke(id);  // logged by the gateway when it is new
+  std::size_t added = 0;
+  for (std::size_t line = 0; line < entries->size(); ++line) {
+    auto& [id, credential] = (*entries)[line];
+    if (!credential) continue;
+    if (auto was = before.find(id); was != before.end() && was->second == *credential) continue;
+    auto enrolled = service.enrol(id, *credential);
+    if (!enrolled) {
+      if (log)
+        log("event=enrolment-refused device=" + cgp::protocol::log_value(id) +
+            " error=" + cgp::protocol::log_value(enrolled.error().message));
+      credential.reset();  // not served: tried again at the next change
+      continue;
+    }
+    if (enrolled->new_user || enrolled->readmitted) ++added;
+    if (enrolled->credential_changed && log)
+      log("event=credential-changed device=" + cgp::protocol::log_value(id));
+    if (enrolled->new_user && enrolled->user != line && log)
+      log("event=warning device=" + cgp::protocol::log_value(id) +
+          " user=" + std::to_string(enrolled->user) + " entry=" + std::to_string(line) +
+          " message=\"the enrolment file lost or reordered entries: user indices change at the "
+          "next restart\"");
   }
-  if (added > 0 && log)
-    log("event=enrolment-added devices=" + std::to_string(added) + " note=restart-to-serve-them");
+  if (added > 0 && log) log("event=enrolment-added devices=" + std::to_string(added));
+  running = std::move(*entries);
 }
 
 // Serves until SIGINT or SIGTERM, following the enrolment file on SIGHUP and whenever it

@@ -11,6 +11,10 @@ namespace cgp::coordinator {
 BudgetMirror::BudgetMirror(std::size_t users, double initial_budget)
     : remaining_(users, initial_budget), capacity_(initial_budget) {}
 
+void BudgetMirror::add_users(std::size_t count) {
+  remaining_.resize(remaining_.size() + count, capacity_);
+}
+
 Charge BudgetMirror::hold(UserId user, Charge known_charge) noexcept {
   const double before = remaining_[user];
   charge_unsettled(user, known_charge);

@@ -137,3 +137,24 @@ TEST_CASE("engine: with exact answers, counts and nearest neighbours are exact")
   order.resize(5);
   CHECK(nearest->neighbours == order);
 }
+
+TEST_CASE("engine: users added to the mirror start with the whole budget, the others keep theirs") {
+  // A coordinator that follows its enrolment grows its mirror; a grown mirror must never have
+  // raised a user it charged before (the mirror is a worst case and never optimistic).
+  BudgetMirror mirror(2, 1.0);
+  mirror.update_with_charge(0, ReplyKind::answered, Charge{0.6}, Charge{0.6}, 0.4);
+  const double charged = mirror.remaining(0);
+  REQUIRE(charged <= 0.4);
+  mirror.add_users(3);
+  CHECK(mirror.size() == 5);
+  CHECK(mirror.remaining(0) == charged);
+  CHECK(mirror.remaining(1) == 1.0);
+  for (UserId u = 2; u < 5; ++u) CHECK(mirror.remaining(u) == 1.0);
+  // A new user whose id was charged in an earlier run: its kept value lowers it, never raises.
+  mirror.restore(3, 0.25);
+  CHECK(mirror.remaining(3) == 0.25);
+  mirror.restore(3, 0.75);
+  CHECK(mirror.remaining(3) == 0.25);
+  CHECK_FALSE(mirror.can_pay(3, Charge{0.3}));
+  CHECK(mirror.can_pay(4, Charge{0.3}));
+}

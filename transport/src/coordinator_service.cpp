@@ -47,6 +47,8 @@ grpc::Status unauthenticated(grpc::ServerContextBase* context) {
 // desk's gateway and metrics, which ~QueryDesk stops first of all).
 struct CoordinatorService::Impl : QueryDesk {
   std::unique_ptr<detail::AnalystListener> analyst_listener;  // with analyst_address
+  // enrol and revoke one at a time: the roster and the gateway change together.
+  std::mutex enrolment_mutex;
 };
 
 namespace {
@@ -185,19 +187,17 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     return make_error(ErrorCode::out_of_range, "dimension", "dimension must be 1..4096");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->revoked.assign(options.device_ids.size(), 0);
-  for (std::size_t u = 0; u < options.device_ids.size(); ++u)
-    if (!impl->user_of_device.emplace(options.device_ids[u], static_cast<coordinator::UserId>(u))
-             .second)
+  for (const auto& id : options.device_ids) {
+    auto enrolled = impl->roster.enrol(id);
+    if (!enrolled) return enrolled.error();
+    if (!enrolled->new_user)
       return make_error(ErrorCode::already_exists, "devices",
-                        "device id '" + options.device_ids[u] + "' is enrolled twice");
-  for (const auto& id : options.revoked_device_ids) {
-    auto user = impl->user_of_device.find(id);
-    if (user == impl->user_of_device.end())
+                        "device id '" + id + "' is enrolled twice");
+  }
+  for (const auto& id : options.revoked_device_ids)
+    if (!impl->roster.revoke(id) && !impl->roster.find(id))
       return make_error(ErrorCode::invalid_argument, "revoked_device_ids",
                         "revoked device id '" + id + "' is not among device_ids");
-    impl->revoked[user->second] = 1;
-  }
   auto config = DeviceConfig::cgp(options.device_budget);
   if (!config) return config.error();
   impl->rho_capacity = config->rho_capacity();
@@ -308,15 +308,30 @@ std::chrono::steady_clock::time_point CoordinatorService::start_draining() {
 }
 
 Expected<bool> CoordinatorService::revoke(const std::string& device_id) {
-  auto user = impl_->user_of_device.find(device_id);
-  if (user == impl_->user_of_device.end())
+  std::lock_guard lock(impl_->enrolment_mutex);
+  if (!impl_->roster.find(device_id))
     return make_error(ErrorCode::invalid_argument, "device_id",
                       "device id '" + device_id + "' is not enrolled");
   // The stream ends first, at once, even while a query runs.
   const bool first = impl_->gateway->revoke(device_id);
-  std::lock_guard lock(impl_->revoked_mutex);
-  impl_->revoked[user->second] = 1;
+  impl_->roster.revoke(device_id);
   return first;
+}
+
+Expected<EnrolOutcome> CoordinatorService::enrol(const std::string& device_id,
+                                                 const CredentialSha256& credential_sha256) {
+  CGP_RETURN_IF_ERROR(require_id("device_id", device_id));
+  std::lock_guard lock(impl_->enrolment_mutex);
+  // The user first (its index is fixed from here on), then the credential that lets it in: a
+  // device that can connect is always a user the next query can ask.
+  CGP_ASSIGN_OR_RETURN(const auto user, impl_->roster.enrol(device_id));
+  const auto admitted = impl_->gateway->enrol(device_id, credential_sha256);
+  EnrolOutcome out;
+  out.user = user.user;
+  out.new_user = user.new_user;
+  out.readmitted = user.readmitted;
+  out.credential_changed = admitted == DeviceGateway::Enrolled::credential_changed;
+  return out;
 }
 
 }  // namespace cgp::transport

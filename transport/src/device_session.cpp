@@ -81,7 +81,8 @@ void Session::on_read(bool ok) {
       core_.log_refused("no-hello", "event=refused reason=no-hello");
       return finish({grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"});
     }
-    if (auto admitted = core_.admit(incoming_.hello()); !admitted.ok())
+    std::optional<CredentialSha256> admitted_with;
+    if (auto admitted = core_.admit(incoming_.hello(), admitted_with); !admitted.ok())
       return finish(std::move(admitted));
     id_ = incoming_.hello().device_id();
     sdk_version_ = incoming_.hello().sdk_version();
@@ -91,7 +92,7 @@ void Session::on_read(bool ok) {
     push(std::move(welcome));
     // Events of this stream come on this thread only, so release_if_idle cannot run between
     // the attach and attached_.
-    if (core_.attach(shared_from_this())) {
+    if (core_.attach(shared_from_this(), admitted_with)) {
       std::lock_guard lock(mutex_);
       attached_ = true;
     }

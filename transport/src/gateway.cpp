@@ -47,7 +47,8 @@ GatewayCore::GatewayCore(const GatewayOptions& options)
              }),
       log_sink_(options.log) {}
 
-grpc::Status GatewayCore::admit(const v1::Hello& hello) {
+grpc::Status GatewayCore::admit(const v1::Hello& hello,
+                                std::optional<CredentialSha256>& admitted_with) {
   const std::string& id = hello.device_id();
   auto refuse = [&](grpc::Status status, const char* reason) {
     counters.update([](GatewayCounters& c) { ++c.refused_connections; });
@@ -62,25 +63,29 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello) {
   if (hello.protocol_version() != wire::kProtocolVersion)
     return refuse({grpc::StatusCode::FAILED_PRECONDITION, "protocol_version must be 1"},
                   "protocol-version");
-  if (sessions.is_revoked(id))
+  // Read once, compared outside the registry's lock (a hash per Hello).
+  const SessionRegistry::Admission expected = sessions.admission_of(id);
+  if (expected.revoked)
     return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "revoked");
-  if (credential_digests.empty()) return grpc::Status::OK;
+  admitted_with = expected.digest;
+  if (!expected.checked) return grpc::Status::OK;
   // Binding the stream to the id whose credential it presented: a device cannot answer for
   // another id, since replies are taken as that id's only.
-  auto expected = credential_digests.find(id);
-  if (expected == credential_digests.end() ||
-      !credential_matches(hello.credential(), expected->second))
+  if (!expected.digest || !credential_matches(hello.credential(), *expected.digest))
     return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "credential");
   return grpc::Status::OK;
 }
 
-bool GatewayCore::attach(const std::shared_ptr<Session>& session) {
-  auto attached = sessions.attach(session);
-  if (attached.revoked) {
-    // Revoked between its admission and now.
+bool GatewayCore::attach(const std::shared_ptr<Session>& session,
+                         const std::optional<CredentialSha256>& admitted_with) {
+  auto attached = sessions.attach(session, admitted_with);
+  if (attached.revoked || attached.credential_changed) {
+    // Revoked, or given another credential, between its admission and now.
+    const char* reason = attached.revoked ? "revoked" : "credential";
     counters.update([](GatewayCounters& c) { ++c.refused_connections; });
-    log_refused("revoked", "event=refused reason=revoked device=" + log_value(session->id()));
-    session->finish({grpc::StatusCode::UNAUTHENTICATED, "this device was revoked"});
+    log_refused(reason, std::string("event=refused reason=") + reason +
+                            " device=" + log_value(session->id()));
+    session->finish({grpc::StatusCode::UNAUTHENTICATED, "credential refused"});
     return false;
   }
   if (attached.replaced) attached.replaced->finish(grpc::Status::CANCELLED);
@@ -150,6 +155,17 @@ bool GatewayCore::revoke(const std::string& device_id) {
   return newly;
 }
 
+DeviceGateway::Enrolled GatewayCore::enrol(const std::string& device_id,
+                                           const CredentialSha256& digest) {
+  auto enrolment = sessions.enrol(device_id, digest);
+  if (enrolment.ended)
+    enrolment.ended->finish(
+        {grpc::StatusCode::UNAUTHENTICATED, "this device's credential was changed"});
+  if (enrolment.admitted) return DeviceGateway::Enrolled::admitted;
+  return enrolment.replaced ? DeviceGateway::Enrolled::credential_changed
+                            : DeviceGateway::Enrolled::unchanged;
+}
+
 void GatewayCore::serve() {
   hellos.start();
   for (auto& queue : queues) {
@@ -209,10 +225,11 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
     if (auto restored = impl->watches.restore(kept); !restored)
       impl->log("event=state-error error=" + log_value(restored.error().message));
   impl->watches.set_observer(options.watch_changed);
+  std::map<std::string, CredentialSha256> digests;
   for (const auto& [id, credential] : options.device_credentials)
-    impl->credential_digests[id] = sha256_of(credential);
-  for (const auto& [id, digest] : options.device_credential_digests)
-    impl->credential_digests[id] = digest;
+    digests[id] = sha256_of(credential);
+  for (const auto& [id, digest] : options.device_credential_digests) digests[id] = digest;
+  impl->sessions.set_credentials(std::move(digests));
   auto transport_credentials =
       detail::server_credentials(options.tls_certificate_chain, options.tls_private_key);
   if (!transport_credentials) return transport_credentials.error();
@@ -324,6 +341,11 @@ bool DeviceGateway::revoke(const std::string& device_id) {
   return impl_->revoke(device_id);
 }
 
+DeviceGateway::Enrolled DeviceGateway::enrol(const std::string& device_id,
+                                             const CredentialSha256& digest) {
+  return impl_->enrol(device_id, digest);
+}
+
 Status DeviceGateway::start_watch(
     const v1::WatchSpec& spec, const std::vector<std::pair<std::uint32_t, std::string>>& devices) {
   CGP_RETURN_IF_ERROR(impl_->watches.add(spec, devices));
@@ -353,6 +375,11 @@ NetworkFleet::NetworkFleet(DeviceGateway& gateway, std::vector<std::string> devi
       dimension_(dimension),
       initial_budget_(initial_budget),
       round_deadline_(round_deadline) {}
+
+void NetworkFleet::add_devices(std::vector<std::string> device_ids) {
+  device_ids_.insert(device_ids_.end(), std::make_move_iterator(device_ids.begin()),
+                     std::make_move_iterator(device_ids.end()));
+}
 
 void NetworkFleet::ask(const coordinator::RoundRequest& request,
                        coordinator::RoundReplies& replies) {

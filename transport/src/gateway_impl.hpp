@@ -4,8 +4,9 @@
 // queues with a thread each (no thread per device); the listening socket is accepted on one
 // thread of ConnectionAdmission; analyst calls run on gRPC's sync pool.
 // The gateway's state is in parts that own their locks: the session registry (who is connected,
-// who is revoked), the round table (where replies go), the Hello watchdog (streams that have not
-// introduced themselves) and the counters. GatewayCore wires them to gRPC; it has no lock.
+// who is revoked, who presents which credential), the round table (where replies go), the Hello
+// watchdog (streams that have not introduced themselves) and the counters. GatewayCore wires them
+// to gRPC; it has no lock.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -42,15 +43,20 @@ class GatewayCore {
   void shutdown();
 
   // What a session reports. admit: checks a Hello (the error is the status the stream finishes
-  // with); attach: the Hello was accepted; detach: the stream is gone; deliver: a reply came.
-  grpc::Status admit(const v1::Hello& hello);
-  bool attach(const std::shared_ptr<Session>& session);  // false: refused, the stream ends
+  // with), and says which credential it was admitted with; attach: the Hello was accepted;
+  // detach: the stream is gone; deliver: a reply came.
+  grpc::Status admit(const v1::Hello& hello, std::optional<CredentialSha256>& admitted_with);
+  // False: refused (revoked, or its credential changed since admit), the stream ends.
+  bool attach(const std::shared_ptr<Session>& session,
+              const std::optional<CredentialSha256>& admitted_with);
   void detach(const std::shared_ptr<Session>& session);
   void deliver(const std::string& device_id, const v1::DeviceReply& reply);
   // A stream accepted from `address` waits for its Hello; false: refused (a cap is reached).
   bool await_hello(const std::shared_ptr<Session>& session, const std::string& address);
   // A device out from now on; false when it was out before.
   bool revoke(const std::string& device_id);
+  // A device admitted with this credential from now on (DeviceGateway::enrol).
+  DeviceGateway::Enrolled enrol(const std::string& device_id, const CredentialSha256& digest);
 
   void log(const std::string& line) const {
     if (log_sink_) log_sink_(line);
@@ -82,7 +88,6 @@ class GatewayCore {
   std::unique_ptr<ReflectionService> reflection;
   std::unique_ptr<ConnectionAdmission> admission;  // the listening socket
   std::unique_ptr<grpc::Server> server;
-  std::map<std::string, CredentialSha256> credential_digests;  // device id -> SHA-256, fixed
   int port = 0;
 
  private:

@@ -254,8 +254,33 @@ void QueryDesk::release_watch_holds() {
 }
 
 std::size_t QueryDesk::enrolled_not_revoked() {
-  std::lock_guard lock(revoked_mutex);
-  return revoked.size() - static_cast<std::size_t>(std::count(revoked.begin(), revoked.end(), 1));
+  return roster.not_revoked();
+}
+
+void QueryDesk::take_new_users() {
+  std::vector<std::string> joined = roster.ids_from(options.device_ids.size());
+  if (joined.empty()) return;
+  std::map<std::string, double> kept;
+  if (state) {
+    auto stored = state->mirror();
+    if (!stored) {
+      log("event=state-error error=" + log_value(stored.error().message) +
+          " note=enrolled-devices-wait-for-the-next-query");
+      return;
+    }
+    kept = std::move(*stored);
+  }
+  const std::size_t first = options.device_ids.size();
+  mirror->add_users(joined.size());
+  for (std::size_t k = 0; k < joined.size(); ++k) {
+    const auto user = static_cast<coordinator::UserId>(first + k);
+    auto row = kept.find(joined[k]);
+    if (row != kept.end()) mirror->restore(user, row->second);
+    // As restore() marks them: saved when the row holds this value, else at the next save.
+    if (state) saved_mirror.push_back(row != kept.end() ? mirror->remaining(user) : -1.0);
+  }
+  options.device_ids.insert(options.device_ids.end(), joined.begin(), joined.end());
+  fleet->add_devices(std::move(joined));
 }
 
 void QueryDesk::persist_mirror(const std::string* settled_query) {
@@ -331,8 +356,7 @@ cgp::Status QueryDesk::restore() {
   auto kept = state->mirror();
   if (!kept) return kept.error();
   for (const auto& [id, remaining] : *kept)
-    if (auto user = user_of_device.find(id); user != user_of_device.end())
-      mirror->restore(user->second, remaining);
+    if (auto user = roster.find(id)) mirror->restore(*user, remaining);
   saved_mirror.resize(options.device_ids.size());
   for (std::size_t u = 0; u < saved_mirror.size(); ++u) {
     const auto user = static_cast<coordinator::UserId>(u);
@@ -347,7 +371,7 @@ cgp::Status QueryDesk::restore() {
   // again): a mirror of its own for those.
   std::map<std::string, coordinator::UserId> others;
   for (const auto& intent : *unsettled)
-    if (user_of_device.count(intent.device_id) == 0)
+    if (!roster.find(intent.device_id))
       others.try_emplace(intent.device_id, static_cast<coordinator::UserId>(others.size()));
   coordinator::BudgetMirror others_mirror(others.size(), rho_capacity);
   for (const auto& [id, index] : others)
@@ -355,8 +379,8 @@ cgp::Status QueryDesk::restore() {
   for (const auto& intent : *unsettled) {
     used_ids.insert(intent.query_id);
     interrupted.insert(intent.query_id);
-    if (auto user = user_of_device.find(intent.device_id); user != user_of_device.end())
-      mirror->charge_unsettled(user->second, coordinator::Charge{intent.charge});
+    if (auto user = roster.find(intent.device_id))
+      mirror->charge_unsettled(*user, coordinator::Charge{intent.charge});
     else
       others_mirror.charge_unsettled(others.at(intent.device_id),
                                      coordinator::Charge{intent.charge});
@@ -408,11 +432,7 @@ Expected<QueryDesk::Prepared> QueryDesk::prepare(const v1::QueryOptions& in,
   // A user listed twice is one user (a duplicate made a round wait out its deadline).
   std::sort(out.subject.begin(), out.subject.end());
   out.subject.erase(std::unique(out.subject.begin(), out.subject.end()), out.subject.end());
-  std::vector<char> revoked_now;
-  {
-    std::lock_guard lock(revoked_mutex);
-    revoked_now = revoked;
-  }
+  const std::vector<char> revoked_now = roster.revoked_flags(n);
   if (std::count(revoked_now.begin(), revoked_now.end(), 1) > 0) {
     // Revoked devices take no part: "all" means all the others.
     if (out.subject.empty())
@@ -459,6 +479,7 @@ cgp::Status QueryDesk::run(const v1::QueryOptions& in, const char* kind, v1::Que
                            Run&& body, QueryShape shape) {
   std::lock_guard lock(query_mutex);
   release_watch_holds();
+  take_new_users();
   auto prepared = prepare(in, std::move(shape.subject), shape.scheduled);
   if (!prepared) return prepared.error();
   const auto& query = prepared->query;
@@ -641,20 +662,20 @@ cgp::Status QueryDesk::knn(const v1::KnnQuery* request, v1::QueryResult* out) {
 }
 
 cgp::Status QueryDesk::threshold(const v1::ThresholdQuery* request, v1::QueryResult* out) {
-  auto user = user_of_device.find(request->device_id());
-  if (user == user_of_device.end())
+  const auto user = roster.find(request->device_id());
+  if (!user)
     return make_error(ErrorCode::invalid_argument, "device_id", "device_id is not enrolled");
   return run(request->options(), "threshold", out,
              [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
                  v1::QueryResult& result) -> cgp::Status {
-               auto answer = coordinator::threshold(*fleet, *mirror, user->second, request->q(),
+               auto answer = coordinator::threshold(*fleet, *mirror, *user, request->q(),
                                                     request->population(), charges.cap(0), query);
                if (!answer) return answer.error();
                result.set_below(answer->below);
                fill_report(answer->report, result);
                return {};
              },
-             {.subject = {user->second}, .k = 0, .scheduled = false});
+             {.subject = {*user}, .k = 0, .scheduled = false});
 }
 
 cgp::Status QueryDesk::top_regions(const v1::TopRegionsQuery* request, v1::QueryResult* out) {
@@ -715,36 +736,14 @@ cgp::Status QueryDesk::start_watch(const v1::StartWatchRequest* request, v1::Wat
   auto validated = wire::watch_from_wire(spec);
   if (!validated) return validated.error();
   if (auto runnable = runnable_on_devices(*validated, now); !runnable) return runnable.error();
-  const std::size_t n = options.device_ids.size();
-  std::vector<char> revoked_now;
-  {
-    std::lock_guard lock(revoked_mutex);
-    revoked_now = revoked;
-  }
-  std::vector<std::uint32_t> users(request->users().begin(), request->users().end());
-  const bool everyone = users.empty();
-  if (everyone)
-    for (std::size_t u = 0; u < n; ++u) users.push_back(static_cast<std::uint32_t>(u));
-  std::sort(users.begin(), users.end());
-  users.erase(std::unique(users.begin(), users.end()), users.end());
   std::vector<std::pair<std::uint32_t, std::string>> devices;
-  for (std::uint32_t u : users) {
-    if (u >= n)
-      return make_error(ErrorCode::out_of_range, "users",
-                        "users: index " + std::to_string(u) + " is not below the " +
-                            std::to_string(n) + " enrolled");
-    if (revoked_now[u] == 0)
-      devices.emplace_back(u, options.device_ids[u]);
-    else if (!everyone)
-      return make_error(
-          ErrorCode::invalid_argument, "users",
-          "users: user " + std::to_string(u) + " (" + options.device_ids[u] + ") is revoked");
-  }
-  if (devices.empty())
-    return make_error(ErrorCode::invalid_argument, "users",
-                      "users: every user of this watch is revoked");
   {
     std::lock_guard lock(query_mutex);
+    take_new_users();
+    auto chosen =
+        watch_devices(std::vector<std::uint32_t>(request->users().begin(), request->users().end()));
+    if (!chosen) return chosen.error();
+    devices = std::move(*chosen);
     if (gateway->watch_report(spec.watch_id()))
       return make_error(ErrorCode::already_exists, "watch_id",
                         "watch_id '" + spec.watch_id() + "' was already used");
@@ -776,6 +775,34 @@ cgp::Status QueryDesk::start_watch(const v1::StartWatchRequest* request, v1::Wat
   if (!report) return report.error();
   *out = std::move(*report);
   return {};
+}
+
+Expected<std::vector<std::pair<std::uint32_t, std::string>>> QueryDesk::watch_devices(
+    std::vector<std::uint32_t> users) const {
+  const std::size_t n = options.device_ids.size();
+  const std::vector<char> revoked_now = roster.revoked_flags(n);
+  const bool everyone = users.empty();
+  if (everyone)
+    for (std::size_t u = 0; u < n; ++u) users.push_back(static_cast<std::uint32_t>(u));
+  std::sort(users.begin(), users.end());
+  users.erase(std::unique(users.begin(), users.end()), users.end());
+  std::vector<std::pair<std::uint32_t, std::string>> devices;
+  for (std::uint32_t u : users) {
+    if (u >= n)
+      return make_error(ErrorCode::out_of_range, "users",
+                        "users: index " + std::to_string(u) + " is not below the " +
+                            std::to_string(n) + " enrolled");
+    if (revoked_now[u] == 0)
+      devices.emplace_back(u, options.device_ids[u]);
+    else if (!everyone)
+      return make_error(
+          ErrorCode::invalid_argument, "users",
+          "users: user " + std::to_string(u) + " (" + options.device_ids[u] + ") is revoked");
+  }
+  if (devices.empty())
+    return make_error(ErrorCode::invalid_argument, "users",
+                      "users: every user of this watch is revoked");
+  return devices;
 }
 
 cgp::Status QueryDesk::runnable_on_devices(const WatchSpec& spec, double now) const {

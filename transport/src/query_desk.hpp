@@ -27,6 +27,7 @@
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "cgp/v1/analyst.pb.h"
+#include "roster.hpp"
 
 namespace cgp::transport {
 namespace detail {
@@ -40,11 +41,14 @@ struct QueryDesk {
   // The gateway serves analyst calls as soon as it listens, before start() has made the fleet
   // and the metrics: until then every call is UNAVAILABLE.
   std::atomic<bool> ready{false};
+  // options.device_ids: the users queries are planned over, grown under the query lock from
+  // the roster (take_new_users); the roster may be ahead of it by devices enrolled since.
   CoordinatorOptions options;
   std::unique_ptr<DeviceGateway> gateway;
   std::unique_ptr<detail::MetricsEndpoint> metrics;
   std::unique_ptr<NetworkFleet> fleet;
-  std::map<std::string, coordinator::UserId> user_of_device;
+  // Every device id ever enrolled in this run, by user index, and who is revoked.
+  detail::Roster roster;
 
   std::mutex query_mutex;  // queries run one at a time: they share the mirror
   std::unique_ptr<coordinator::BudgetMirror> mirror;
@@ -127,10 +131,13 @@ struct QueryDesk {
 
   // At start: results, counters and the mirror as the last run left them.
   cgp::Status restore();
-  // Per user: revoked, left out of every later query. Its own lock: a revoke must not wait for
-  // a running query.
-  std::mutex revoked_mutex;
-  std::vector<char> revoked;
+
+  // Under the query lock, before a query or watch is planned: the devices enrolled since the
+  // last one become users of the mirror and the fleet (a query in progress keeps its users).
+  // A new user's mirror starts at the whole budget, lowered to what the state file kept for
+  // its id (charged under that id before); a state file that cannot be read adds nobody this
+  // time, since a mirror that forgot a charge would ask a device for budget it may not have.
+  void take_new_users();
 
   // What prepare() makes of an analyst's options: the engine's options, whom the query asks and
   // the most it charges each, and the users left out because the mirror shows them spent.
@@ -187,6 +194,11 @@ struct QueryDesk {
   // costs ρ = (ε(1 + 2^-10))²/2 once, public), so the mirror is charged that too — before the
   // spec leaves, under the query lock, so that no query plans with a mirror that predates it.
   cgp::Status start_watch(const v1::StartWatchRequest* request, v1::WatchReport* out);
+
+  // Under the query lock: the (user, device id) pairs a watch over `users` goes to (empty:
+  // every user not revoked); a revoked user named, or an index not enrolled, is an error.
+  Expected<std::vector<std::pair<std::uint32_t, std::string>>> watch_devices(
+      std::vector<std::uint32_t> users) const;
 
   // What every device would refuse, refused here first (nothing charged, nothing sent): a
   // watch over the network ticks itself, so it needs a schedule that has not ended and a tick

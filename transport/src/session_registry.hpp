@@ -1,16 +1,21 @@
-// Which device is connected on which stream, and which devices are revoked: one lock for both,
-// so that a Hello admitted while its device is being revoked cannot slip in between.
+// Which device is connected on which stream, which devices are revoked and which credential
+// each must present: one lock for all three, so that a Hello admitted while its device is being
+// revoked, or while its credential is being changed, cannot slip in between.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "cgp/transport/credentials.hpp"
 
 namespace cgp::transport::detail {
 
@@ -18,12 +23,31 @@ class Session;
 
 class SessionRegistry {
  public:
+  // The credentials devices present in Hello, by id, as a gateway starts. None at all: no
+  // credential is ever checked (loopback tests), also of devices enrolled later.
+  void set_credentials(std::map<std::string, CredentialSha256> digests);
+
+  // What a Hello with this id must present: refused whatever it presents (revoked), nothing
+  // (credentials are not checked), or the credential its secret must hash to (none: not
+  // enrolled, refused).
+  struct Admission {
+    bool revoked = false;
+    bool checked = true;
+    std::optional<CredentialSha256> digest;
+  };
+  Admission admission_of(std::string_view id) const;
+
   struct Attached {
-    bool revoked = false;               // not attached: the device was revoked meanwhile
+    bool revoked = false;  // not attached: the device was revoked meanwhile
+    // Not attached: the device's credential changed since its Hello was admitted with
+    // `admitted_with` (the old one must stop working at once).
+    bool credential_changed = false;
     std::shared_ptr<Session> replaced;  // a reconnecting device's old stream, to be finished
   };
-  // A device's stream once its Hello was accepted; it replaces the device's older stream.
-  Attached attach(const std::shared_ptr<Session>& session);
+  // A device's stream once its Hello was accepted with the credential `admitted_with` (its
+  // Admission::digest); it replaces the device's older stream.
+  Attached attach(const std::shared_ptr<Session>& session,
+                  const std::optional<CredentialSha256>& admitted_with);
   // Forgets `session` unless a newer stream of its device replaced it; false then.
   bool detach(const std::shared_ptr<Session>& session);
 
@@ -50,12 +74,21 @@ class SessionRegistry {
   // `newly` is false when it was revoked before.
   std::shared_ptr<Session> revoke(const std::string& id, bool& newly);
   bool is_revoked(std::string_view id) const;
+  // From now on `id` is admitted with this credential, a revoked id included.
+  struct Enrolment {
+    bool admitted = false;           // new, or revoked before: it may connect now
+    bool replaced = false;           // enrolled and not revoked, with another credential before
+    std::shared_ptr<Session> ended;  // its stream under the old credential, to be finished
+  };
+  Enrolment enrol(const std::string& id, const CredentialSha256& digest);
 
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
   std::set<std::string, std::less<>> revoked_;
+  std::map<std::string, CredentialSha256, std::less<>> credentials_;
+  bool checked_ = false;  // credentials_ was not empty at start
 };
 
 }  // namespace cgp::transport::detail

@@ -18,6 +18,10 @@ class BudgetMirror {
 
   double remaining(UserId user) const noexcept { return remaining_[user]; }
   std::size_t size() const noexcept { return remaining_.size(); }
+  // Users enrolled since (a coordinator that follows its enrolment): appended with the whole
+  // budget, as a device that never answered has it; lower one with restore() when its id was
+  // charged before. Existing users keep their values.
+  void add_users(std::size_t count);
   // Whether a request the device will charge `charge` for fits (charge =
   // privacy::device_charge(ρ) of the asked ρ, computed once for the many users a round asks the
   // same ρ). The mirror speaks charges only: the asked ρ stays inside the engine.

@@ -23,7 +23,8 @@ namespace cgp::transport {
 
 struct CoordinatorOptions {
   GatewayOptions gateway;  // listen address, TLS, device credentials, log
-  // The users, in the order analysts index them (the enrolment order).
+  // The users, in the order analysts index them (the enrolment order); CoordinatorService::enrol
+  // appends more while it runs.
   std::vector<std::string> device_ids;
   // Of device_ids, those revoked before this start (an enrolment file's "id,revoked" lines): they
   // keep their user index, are never asked, and cannot connect (give them no credential digest).
@@ -79,6 +80,14 @@ struct CoordinatorOptions {
   static constexpr std::chrono::milliseconds kMaxDrain{10 * 60 * 1000};
 };
 
+// What CoordinatorService::enrol did.
+struct EnrolOutcome {
+  coordinator::UserId user = 0;     // its index: the next one for a new id, its old one otherwise
+  bool new_user = false;            // an id not enrolled before in this run
+  bool readmitted = false;          // revoked before: admitted and asked again
+  bool credential_changed = false;  // enrolled, not revoked, now with another credential
+};
+
 class CoordinatorService {
  public:
   static Expected<std::unique_ptr<CoordinatorService>> start(const CoordinatorOptions& options);
@@ -97,6 +106,15 @@ class CoordinatorService {
   // and later queries leave it out (user indices do not change). Errors: an id not enrolled.
   // Returns false if it was revoked before.
   Expected<bool> revoke(const std::string& device_id);
+  // Enrols a device without a restart (cgp-coordinator serve follows its enrolment file so).
+  // A new id becomes the next user and can connect at once; queries and watches that start from
+  // then on ask it (one in progress keeps its users). A known id keeps its user index and its
+  // budget mirror (never raised: the mirror is a worst case of what the device has spent), is
+  // admitted again if it was revoked, and from now on needs this credential: its old one stops
+  // working at once and a stream it holds under it is ended. Errors: device_id not a valid id,
+  // or too many devices (too_large).
+  Expected<EnrolOutcome> enrol(const std::string& device_id,
+                               const CredentialSha256& credential_sha256);
 
  private:
   struct Impl;  // in the .cpp

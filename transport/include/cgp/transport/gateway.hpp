@@ -157,6 +157,12 @@ class DeviceGateway {
   // Takes a device out for good: its stream is ended and every later Hello with its id is
   // refused (UNAUTHENTICATED), whatever credential it presents. False if it was already revoked.
   bool revoke(const std::string& device_id);
+  // Admits a device with this credential from now on, without a restart: a new id, or a revoked
+  // one again (admitted), or an enrolled one with another credential (credential_changed: its
+  // old credential stops working at once, and a stream it holds under it is ended). A gateway
+  // started without any credential checks none, also of devices enrolled later.
+  enum class Enrolled { unchanged, admitted, credential_changed };
+  Enrolled enrol(const std::string& device_id, const CredentialSha256& digest);
   // grpc.health.v1 status of a further service served on this port (e.g. "cgp.v1.Analyst").
   void set_serving(const std::string& service, bool serving);
   // Before a stop: grpc.health.v1 says NOT_SERVING of every service from now on, so that load
@@ -204,6 +210,9 @@ class NetworkFleet final : public coordinator::Fleet {
   double initial_budget() const noexcept override { return initial_budget_; }
   void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
   void set_check_in(bool on) noexcept { check_in_ = on; }
+  // Devices enrolled since: the next users, in this order. Between queries only (under the
+  // caller's query lock): a query keeps the users it started with.
+  void add_devices(std::vector<std::string> device_ids);
   // Called with each round before any of its requests leaves, e.g. to write down the round's
   // worst-case charges (a coordinator's intents). An error sends nothing: every slot
   // is not_delivered (nothing released, nothing charged) and the caller reports the error.
