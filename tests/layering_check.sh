@@ -46,7 +46,7 @@ test_layers=(
   "tests/consumer_client|client-sdk|"
   "tests/conformance|client-sdk|cgp_conformance_tests cgp_make_device_vectors cgp_device_vectors"
   "tests/protocol|protocol|cgp_protocol_tests"
-  "tests/coordinator|coordinator|cgp_coordinator_tests"
+  "tests/coordinator|coordinator|cgp_coordinator_tests cgp_reply_conformance_tests cgp_make_reply_vectors cgp_reply_vectors"
   "tests/simulation|simulation|cgp_simulation_tests"
   "tests/experiments|experiments|cgp_experiments_tests"
   "tests/transport|transport|cgp_transport_tests"

@@ -56,6 +56,12 @@ class BudgetMirror {
   double capacity_;
 };
 
+// A device's own report of what it has left lowers the mirror, never raises it; a negative
+// report is nothing left (as restore() reads it) and a non-finite one says nothing.
+inline void lower_to_report(double& left, double reported_remaining) noexcept {
+  if (std::isfinite(reported_remaining)) left = std::min(left, std::max(0.0, reported_remaining));
+}
+
 // Inline: the engine calls it once per user per round.
 inline void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, Charge known_charge,
                                              Charge charged, double reported_remaining) noexcept {
@@ -64,11 +70,11 @@ inline void BudgetMirror::update_with_charge(UserId user, ReplyKind kind, Charge
     case ReplyKind::answered: {
       const double cost = std::max(charged, known_charge).value();
       left = std::max(0.0, privacy::subtract_down(left, std::min(left, cost)));
-      if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
+      lower_to_report(left, reported_remaining);
       break;
     }
     case ReplyKind::refused:
-      if (std::isfinite(reported_remaining)) left = std::min(left, reported_remaining);
+      lower_to_report(left, reported_remaining);
       break;
     case ReplyKind::no_answer: {
       const double cost = known_charge.value();
