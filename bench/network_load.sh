@@ -6,7 +6,9 @@
 #   bench/network_load.sh BUILD_DIR [DEVICES=10000] [SWARMS=2] [QUERIES=5]
 # Knobs (environment): PER_CONNECTION devices per TCP connection (500; 1 is what phones do),
 # TLS=1 (a throwaway self-signed certificate), STAGGER=1 (each swarm starts once the previous
-# one is connected: no connection storm), COORDINATOR_QUEUES, SWARM_QUEUES, PROFILE=/tmp/p.
+# one is connected: no connection storm), COORDINATOR_QUEUES, SWARM_QUEUES, PROFILE=/tmp/p,
+# STORM=1 (after the queries the coordinator is restarted — SIGTERM, then the same command —
+# and every device comes back at once: time until 99% and all are back, peak CPU).
 set -euo pipefail
 build="$(cd "$1" && pwd)"
 devices="${2:-10000}"
@@ -35,11 +37,15 @@ if [ "${TLS:-0}" = 1 ]; then
     -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout key.pem -out cert.pem 2> /dev/null
   tls_serve=(--tls-cert cert.pem --tls-key key.pem); tls_dial=(--tls-root cert.pem)
 fi
-"$build/bin/cgp-coordinator" serve --listen "$address" --devices devices.csv \
-  --analyst-credential analyst.key --budget 0.003 --deadline-ms 10000 --queues "${COORDINATOR_QUEUES:-8}" \
-  --max-connections-per-address "$((devices + 64))" "${tls_serve[@]}" 2> coordinator.log &
-coordinator=$!
-pids+=("$coordinator")
+start_coordinator() {  # LOG: serves in the background, its pid in $coordinator
+  "$build/bin/cgp-coordinator" serve --listen "$address" --devices devices.csv \
+    --analyst-credential analyst.key --budget 0.003 --deadline-ms 10000 \
+    --queues "${COORDINATOR_QUEUES:-8}" --max-connections-per-address "$((devices + 64))" \
+    "${tls_serve[@]}" 2> "$1" &
+  coordinator=$!
+  pids+=("$coordinator")
+}
+start_coordinator coordinator.log
 sleep 0.5
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 idle_rss=$(rss_kb "$coordinator")
@@ -86,11 +92,12 @@ for ((q = 0; q < queries; q++)); do
 done
 end=$(date +%s.%N)
 coordinator_cpu=$(awk -v a="$(cpu_seconds "$coordinator")" -v b="$coordinator_cpu0" 'BEGIN { print a - b }')
+peak_rss=$(awk '/VmHWM/ {print $2}' "/proc/$coordinator/status")
 swarm_cpu=$(awk -v a="$(swarm_cpu)" -v b="$swarm_cpu0" 'BEGIN { print a - b }')
 python3 - "$start" "$end" "$idle_rss" "$connected_rss" "$devices" coordinator.log \
-  "$coordinator_cpu" "$swarm_cpu" <<'PY'
+  "$coordinator_cpu" "$swarm_cpu" "$peak_rss" <<'PY'
 import re, sys
-start, end, idle, connected, devices, log, coordinator_cpu, swarm_cpu = sys.argv[1:]
+start, end, idle, connected, devices, log, coordinator_cpu, swarm_cpu, peak = sys.argv[1:]
 seconds = float(end) - float(start)
 latency, replies = [], 0
 pattern = re.compile(r"event=round query=load-\d+ round=\d+ asked=\d+ sent=\d+ replies=(\d+) "
@@ -135,5 +142,30 @@ print(f"CPU during the queries coordinator {float(coordinator_cpu):.1f} s "
       f"({1e6 * float(coordinator_cpu) / replies:.1f} µs per reply), swarms {float(swarm_cpu):.1f} s "
       f"({1e6 * float(swarm_cpu) / replies:.1f} µs per reply)")
 print(f"coordinator RSS        idle {int(idle) / 1024:.1f} MiB, with devices "
-      f"{int(connected) / 1024:.1f} MiB: {per_device:.1f} KiB per connected device")
+      f"{int(connected) / 1024:.1f} MiB: {per_device:.1f} KiB per connected device; "
+      f"peak during the queries {int(peak) / 1024:.1f} MiB: "
+      f"{(int(peak) - int(idle)) / int(devices):.1f} KiB per device")
 PY
+
+if [ "${STORM:-0}" = 1 ]; then
+  # Every device dropped at once: the coordinator restarts as an operator would restart it, and
+  # the fleet redials with its own backoff. CPU is sampled every 0.2 s (% of one core).
+  kill -TERM "$coordinator"; wait "$coordinator" 2>/dev/null || true
+  storm_start=$(date +%s.%N)
+  start_coordinator coordinator-restarted.log
+  cpu_prev=0; peak_cpu=0; back_99=""; back=0
+  for _ in $(seq 1 1500); do
+    sleep 0.2
+    cpu_now=$(cpu_seconds "$coordinator")
+    peak_cpu=$(awk -v a="$cpu_now" -v b="$cpu_prev" -v p="$peak_cpu" \
+      'BEGIN { c = (a - b) / 0.2 * 100; printf "%.0f", (c > p ? c : p) }')
+    cpu_prev=$cpu_now
+    back=$(grep -c ' event=connect ' coordinator-restarted.log || true)
+    elapsed=$(awk -v a="$(date +%s.%N)" -v b="$storm_start" 'BEGIN { printf "%.1f", a - b }')
+    [ -z "$back_99" ] && [ "$back" -ge $(( (devices * 99 + 99) / 100 )) ] && back_99=$elapsed
+    [ "$back" -ge "$devices" ] && break
+  done
+  refused=$(grep -c ' event=refused ' coordinator-restarted.log || true)
+  echo "reconnect storm        99% of $devices devices back in ${back_99:-(not reached)} s, $back in $elapsed s; peak coordinator CPU ${peak_cpu}% of one core; $refused refusals logged"
+  [ "$back" -ge "$devices" ] || { echo "network_load: FAILED: only $back of $devices devices came back" >&2; exit 1; }
+fi

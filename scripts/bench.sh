@@ -3,6 +3,8 @@
 #   scripts/bench.sh             device benchmarks (Google Benchmark) and library sizes
 #   scripts/bench.sh coordinator the coordinator scenarios, one process each (peak memory)
 #   scripts/bench.sh network     10,000 devices over loopback (bench/network_load.sh)
+#   scripts/bench.sh network-tls 6,000 devices with a TLS connection each, then a reconnect
+#                                storm (optional: devices swarms queries)
 #   scripts/bench.sh timing      device timing by |noise| bucket and by inside/outside, unpaced
 #                                and paced (bench/bench_timing.cpp; optional: samples requests seed)
 #   scripts/bench.sh sim         the simulation suite against a numpy baseline (bench/sim_suite.sh)
@@ -17,6 +19,11 @@ cmake -S "$root" -B "$root/build-release" -G Ninja -DCMAKE_BUILD_TYPE=Release >/
 if [ "${1:-}" = "network" ]; then
   cmake --build "$root/build-release" --target cgp-coordinator cgp-device-swarm cgp-analyst
   exec "$root/bench/network_load.sh" "$root/build-release" "${2:-10000}" "${3:-2}" "${4:-5}"
+fi
+if [ "${1:-}" = "network-tls" ]; then  # as phones connect: one TLS connection each
+  cmake --build "$root/build-release" --target cgp-coordinator cgp-device-swarm cgp-analyst
+  TLS=1 PER_CONNECTION=1 STAGGER=1 STORM=1 exec "$root/bench/network_load.sh" \
+    "$root/build-release" "${2:-6000}" "${3:-2}" "${4:-1}"
 fi
 if [ "${1:-}" = "sim" ]; then
   if ! dpkg-query -W -f='${Status}' python3-numpy 2>/dev/null | grep -q "ok installed"; then
