@@ -1,7 +1,5 @@
 #include "device_vectors.hpp"
 
-#include <sodium.h>
-
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -15,38 +13,20 @@
 #include "cgp/common/request.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "cgp/v1/cgp.pb.h"
+#include "support/hex_text.hpp"
 
 namespace cgp::conformance {
 
 using nlohmann::json;
-
-std::string hex_double(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%a", value);
-  return text;
-}
+using test::bytes_from_hex;
+using test::bytes_to_hex;
+using test::double_from_hex;
+using test::hex_double;
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::string to_hex(const std::string& bytes) {
-  std::string out(bytes.size() * 2 + 1, '\0');
-  sodium_bin2hex(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
-                 bytes.size());
-  out.pop_back();
-  return out;
-}
-
-std::string from_hex(const std::string& hex) {
-  std::string out(hex.size() / 2, '\0');
-  std::size_t written = 0;
-  sodium_hex2bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), hex.data(), hex.size(),
-                 nullptr, &written, nullptr);
-  out.resize(written);
-  return out;
-}
 
 // Builds one group's cases: each request is serialized deterministically, as the coordinator
 // sends it.
@@ -81,7 +61,8 @@ class GroupBuilder {
     add_bytes(name, about, wire::serialize(r));
   }
   void add_bytes(const std::string& name, const std::string& about, const std::string& bytes) {
-    group_["cases"].push_back({{"name", name}, {"about", about}, {"request_hex", to_hex(bytes)}});
+    group_["cases"].push_back(
+        {{"name", name}, {"about", about}, {"request_hex", bytes_to_hex(bytes)}});
   }
   json done() { return std::move(group_); }
 
@@ -337,21 +318,21 @@ json device_vector_definitions() {
 }
 
 json evaluate_group(const json& group) {
-  const double capacity = std::strtod(group.at("capacity").get<std::string>().c_str(), nullptr);
+  const double capacity = double_from_hex(group.at("capacity").get<std::string>());
   auto config = DeviceConfig::cgp(capacity, group.at("sticky_halt").get<bool>());
   if (!config) throw std::runtime_error("capacity: " + config.error().message);
   auto device = client::Device::open_for_simulation(*config, 1, 0);
   for (const auto& component : group.at("components")) {
     std::vector<double> value;
     for (const auto& v : component.at("value"))
-      value.push_back(std::strtod(v.get<std::string>().c_str(), nullptr));
+      value.push_back(double_from_hex(v.get<std::string>()));
     const auto id = component.at("id").get<std::string>();
     if (!device.register_component(id, value.size()) || !device.set_component(id, value))
       throw std::runtime_error("component " + id + " could not be set");
   }
   json expects = json::array();
   for (const auto& c : group.at("cases")) {
-    const std::string request_bytes = from_hex(c.at("request_hex").get<std::string>());
+    const std::string request_bytes = bytes_from_hex(c.at("request_hex").get<std::string>());
     const std::string reply_bytes = device.handle(std::span(
         reinterpret_cast<const std::uint8_t*>(request_bytes.data()), request_bytes.size()));
     v1::DeviceReply reply;

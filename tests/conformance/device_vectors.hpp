@@ -16,7 +16,4 @@ nlohmann::json device_vector_definitions();
 // order on it): one "expect" object per case.
 nlohmann::json evaluate_group(const nlohmann::json& group);
 
-// A double as the file writes it: C99 hexadecimal ("%a": exact, Python's float.fromhex reads it).
-std::string hex_double(double value);
-
 }  // namespace cgp::conformance

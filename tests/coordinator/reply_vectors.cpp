@@ -1,7 +1,5 @@
 #include "reply_vectors.hpp"
 
-#include <sodium.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,10 +11,15 @@
 #include "cgp/coordinator/budget_mirror.hpp"
 #include "cgp/coordinator/fleet.hpp"
 #include "cgp/v1/cgp.pb.h"
+#include "support/hex_text.hpp"
 
 namespace cgp::conformance {
 
 using nlohmann::json;
+using test::bytes_from_hex;
+using test::bytes_to_hex;
+using test::double_from_hex;
+using test::hex_double;
 
 namespace {
 
@@ -24,30 +27,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kBudget = 1.0;              // every device's budget (the coordinator's --budget)
 constexpr std::size_t kOutputDimension = 2;  // a 2-D location
-
-std::string hex_double(double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%a", value);
-  return text;
-}
-double from_hex_double(const json& value) {
-  return std::strtod(value.get<std::string>().c_str(), nullptr);
-}
-std::string to_hex(const std::string& bytes) {
-  std::string out(bytes.size() * 2 + 1, '\0');
-  sodium_bin2hex(out.data(), out.size(), reinterpret_cast<const unsigned char*>(bytes.data()),
-                 bytes.size());
-  out.pop_back();
-  return out;
-}
-std::string from_hex(const std::string& hex) {
-  std::string out(hex.size() / 2, '\0');
-  std::size_t written = 0;
-  sodium_hex2bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), hex.data(), hex.size(),
-                 nullptr, &written, nullptr);
-  out.resize(written);
-  return out;
-}
 
 // An honest answer to a request asked at `rho`, from a device whose mirror stood at `before`.
 v1::DeviceReply answer(double rho, double before) {
@@ -69,7 +48,7 @@ json make_case(const std::string& name, const std::string& about, double rho, do
           {"about", about},
           {"asked_rho", hex_double(rho)},
           {"mirror_before", hex_double(before)},
-          {"reply_hex", to_hex(wire::serialize(reply))}};
+          {"reply_hex", bytes_to_hex(wire::serialize(reply))}};
 }
 
 }  // namespace
@@ -169,11 +148,11 @@ json reply_vector_definitions() {
 }
 
 json evaluate_reply_case(const json& file, const json& c) {
-  const double budget = from_hex_double(file.at("budget"));
-  const double rho = from_hex_double(c.at("asked_rho"));
-  const double before = from_hex_double(c.at("mirror_before"));
+  const double budget = double_from_hex(file.at("budget").get<std::string>());
+  const double rho = double_from_hex(c.at("asked_rho").get<std::string>());
+  const double before = double_from_hex(c.at("mirror_before").get<std::string>());
   v1::DeviceReply wire_reply;
-  if (!wire_reply.ParseFromString(from_hex(c.at("reply_hex").get<std::string>())))
+  if (!wire_reply.ParseFromString(bytes_from_hex(c.at("reply_hex").get<std::string>())))
     throw std::runtime_error("reply_hex does not parse");
 
   coordinator::RoundReplies replies;
