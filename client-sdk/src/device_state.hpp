@@ -63,7 +63,9 @@ struct Device::State {
     reply.id = id;
     reply.status = ReplyStatus::rejected_invalid;
     reply.error = std::move(error);
-    reply.remaining_budget = filter.remaining();
+    // A device whose ledger failed reports nothing left (as Device::remaining does): its filter
+    // was never loaded.
+    reply.remaining_budget = ledger_status.ok() ? filter.remaining() : 0.0;
     return reply;
   }
 

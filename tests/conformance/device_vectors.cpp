@@ -113,6 +113,8 @@ json location_group(std::mt19937_64& rng) {
   for (auto [name, rho] : std::vector<std::pair<std::string, double>>{
            {"rho-zero", 0.0}, {"rho-negative", -0.5}, {"rho-nan", kNaN}, {"rho-inf", kInf}})
     g.add(name, "rho must be finite and > 0", g.request(rho));
+  g.add("rho-huge", "rho = 1e308: 2·rho overflows, no usable noise scale: OUT_OF_RANGE",
+        g.request(1e308));
   g.add("unknown-component", "no such component on the device", g.request(0.01, "altitude"));
   {
     auto r = g.request(0.01);
@@ -155,7 +157,21 @@ json location_group(std::mt19937_64& rng) {
     g.add("frame-unknown-projection", "frame.projection 99 is unknown", r);
     r.mutable_frame()->set_projection(v1::PROJECTION_LOCAL_EQUIDISTANT);
     r.mutable_frame()->set_origin_lat(91);
-    g.add("frame-bad-origin", "origin_lat outside [-90, 90]", r);
+    g.add("frame-bad-origin", "origin_lat outside (-90, 90)", r);
+    r.mutable_frame()->set_origin_lat(90);
+    g.add("frame-pole-origin", "origin_lat 90: the interval is open", r);
+    r.mutable_frame()->set_projection(v1::PROJECTION_SPHERICAL_MERCATOR);
+    r.mutable_frame()->set_origin_lat(40.78);
+    g.add("frame-mercator-latitude",
+          "a mercator frame has a central meridian only: origin_lat "
+          "must be 0",
+          r);
+    r.mutable_frame()->set_origin_lat(0);
+    g.add("frame-mercator-metres", "a mercator frame on a component set in metres: answered", r);
+    r.mutable_frame()->set_projection(v1::PROJECTION_UNSPECIFIED);
+    r.mutable_frame()->set_origin_lon(12.5);
+    g.add("frame-unspecified-origin",
+          "projection 0 with an origin: no frame (the origin is not read); answered", r);
   }
   return g.done();
 }
@@ -233,6 +249,20 @@ json geometry_group(std::mt19937_64& rng) {
     g.add("polygon-square", "a square", r);
     ring(polygon->add_holes(), {{100, 100}, {300, 100}, {300, 300}, {100, 300}});
     g.add("polygon-hole", "a square with a square hole", r);
+    {  // a replay is matched on the request as normalized: a closing vertex is the same ring
+      auto again = region(0.5);
+      again.mutable_id()->set_query_id("ring-replay");
+      ring(region_of(again)->mutable_polygon()->mutable_outer(),
+           {{0, 0}, {400, 0}, {400, 400}, {0, 400}});
+      g.add("ring-first", "a square, answered", again);
+      again.mutable_signed_distance_to_region()->mutable_region()->mutable_polygon()->clear_outer();
+      ring(region_of(again)->mutable_polygon()->mutable_outer(),
+           {{0, 0}, {400, 0}, {400, 0}, {400, 400}, {0, 400}, {0, 0}});
+      g.add("ring-replay-normalized",
+            "the same id with the square's ring repeated and closed: the same request after "
+            "cleaning, so the identical reply",
+            again);
+    }
     r = region(0.5);
     polygon = region_of(r)->mutable_polygon();
     ring(polygon->mutable_outer(), {{0, 0}, {400, 400}, {400, 0}, {0, 400}});

@@ -135,6 +135,8 @@ def plan(rho, capacity):
     if not rho >= capacity * 2.0 ** MIN_RHO_SHIFT:
         raise ValueError("rho below capacity·2^-18")
     sigma = 1.0 / math.sqrt(2.0 * rho)
+    if not (math.isfinite(sigma) and sigma > 0.0):   # 2ρ overflowed: no usable noise scale
+        raise ValueError("rho gives no usable noise scale")
     e1 = math.frexp(sigma)[1] - 1 - 24          # frexp: sigma = m·2^k, m in [0.5, 1)
     # e₂: the largest e with 2^(2e) <= 2^-42 / (2C).  Start from a float estimate and settle it
     # with exact comparisons.
@@ -479,9 +481,28 @@ def _canonical(message, out):
                 out.append(struct.pack("<q", int(v)))
 
 
+def _normalized(request):
+    """§5.6: the content a replay is matched on — a frame of projection 0 is no frame, and
+    polygon rings are compared as §5.2 cleans them."""
+    r = type(request)()
+    r.CopyFrom(request)
+    if r.HasField("frame") and r.frame.projection == 0:
+        r.ClearField("frame")
+    if r.WhichOneof("statistic") == "signed_distance_to_region":
+        region = r.signed_distance_to_region.region
+        if region.WhichOneof("shape") == "polygon":
+            for ring in [region.polygon.outer] + list(region.polygon.holes):
+                if len(ring.xy) % 2 == 0:
+                    cleaned = _clean_ring(list(ring.xy))
+                    del ring.xy[:]
+                    for x, y in cleaned:
+                        ring.xy.extend([x, y])
+    return r
+
+
 def request_digest(request):
     parts = []
-    _canonical(request, parts)
+    _canonical(_normalized(request), parts)
     return hashlib.sha256(b"".join(parts)).digest()
 
 
@@ -533,7 +554,7 @@ class Device:
         request = None
         try:
             if len(request_bytes) > MAX_MESSAGE_BYTES:
-                raise _Invalid(E["MALFORMED_MESSAGE"], "request: more than 1 MiB")
+                raise _Invalid(E["TOO_LARGE"], "request: more than 1 MiB")
             try:
                 request = pb.DeviceRequest.FromString(bytes(request_bytes))
             except Exception:  # DecodeError, or any parser refusal: the bytes are not a request
@@ -615,8 +636,10 @@ class Device:
             if f.projection != 0:
                 if not (math.isfinite(f.origin_lon) and math.isfinite(f.origin_lat)):
                     raise _Invalid(E["NOT_FINITE"], "frame.origin is not finite")
-                if not (-180.0 <= f.origin_lon <= 180.0 and -90.0 <= f.origin_lat <= 90.0):
+                if not (-180.0 <= f.origin_lon <= 180.0 and -90.0 < f.origin_lat < 90.0):
                     raise _Invalid(E["OUT_OF_RANGE"], "frame.origin_lon/origin_lat out of range")
+                if f.projection == 2 and f.origin_lat != 0.0:
+                    raise _Invalid(E["OUT_OF_RANGE"], "frame.origin_lat must be 0 (mercator)")
         return public
 
     def _replay(self, r):

@@ -61,6 +61,9 @@ void Session::on_read(bool ok) {
   {
     std::lock_guard lock(mutex_);
     reading_ = false;
+    // A stream told to finish (revoked, its credential changed, replaced by a newer one) counts
+    // nothing it still sends: a read already posted may complete after the finish was asked.
+    if (finish_requested_) return;
   }
   if (!ok) return finish(grpc::Status::OK);  // the device half-closed or went away
   incoming_.Clear();
@@ -112,7 +115,7 @@ void Session::on_read(bool ok) {
     return finish(grpc::Status::OK);
   } else {
     // A second Hello, or a body this coordinator does not know (a newer device): ignored, so
-    // that devices can add message kinds, but said once per second at most.
+    // that devices can add message kinds, and logged at the refusal log's rate.
     core_.log_refused("ignored-message", "event=ignored-message device=" + log_value(id_) +
                                              " body=" + std::to_string(incoming_.body_case()));
   }

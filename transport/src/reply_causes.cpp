@@ -48,8 +48,9 @@ std::optional<ReplyCause> reply_cause(std::string_view device_id, const v1::Devi
   }
   switch (reply.status()) {
     case v1::ANSWERED:
-      // The device's own report lowers the mirror (never raises it): 0 retires the device.
-      if (!(reply.remaining_budget() > 0)) {
+      // The device's own report lowers the mirror (never raises it): 0 retires the device. A
+      // value that is not finite is ignored by the mirror, so it retires nobody.
+      if (std::isfinite(reply.remaining_budget()) && !(reply.remaining_budget() > 0)) {
         return ReplyCause{"device-exhausted",
                           about("device-exhausted", device_id, reply) + " remaining_budget=" +
                               log_value(format_number(reply.remaining_budget())) +
