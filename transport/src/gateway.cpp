@@ -493,12 +493,12 @@ void DeviceGateway::run_round(const coordinator::RoundRequest& request,
   // round's count alone a team whose device misses every deadline could not tell which one.
   for (std::size_t k = 0; k < asked; ++k) {
     if (!sessions[k] || replies.kind[k] != ReplyKind::no_answer) continue;
-    core.log_refused("reply-missing",
-                     "event=reply-missing device=" + log_value(device_ids[request.users[k]]) +
-                         " query=" + log_value(request.query_id) +
-                         " round=" + std::to_string(request.round) +
-                         " note=\"no usable reply before the round ended (deadline, stream "
-                         "closed, or an answer it could not use)\"");
+    core.log_refused_built("reply-missing", [&] {
+      return "event=reply-missing device=" + log_value(device_ids[request.users[k]]) +
+             " query=" + log_value(request.query_id) + " round=" + std::to_string(request.round) +
+             " note=\"no usable reply before the round ended (deadline, stream closed, or an "
+             "answer it could not use)\"";
+    });
   }
 
   std::uint64_t answered = 0, unanswered = 0, not_reached = 0;

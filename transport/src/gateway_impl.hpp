@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cgp/transport/gateway.hpp"
@@ -64,6 +65,10 @@ class GatewayCore {
   // A refusal: rate-limited per reason (refusal_log.hpp), so that a flood cannot flood the log.
   void log_refused(std::string_view reason, const std::string& line) {
     refusals_.refused(reason, line);
+  }
+  template <class MakeLine>
+  void log_refused_built(std::string_view reason, MakeLine&& make_line) {
+    refusals_.refused_built(reason, std::forward<MakeLine>(make_line));
   }
 
   const std::optional<geometry::LocationFrame> frame;  // GatewayOptions::frame

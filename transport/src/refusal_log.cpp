@@ -19,6 +19,10 @@ void RefusalLog::flush(const std::string& reason, Window& window, Clock::time_po
 void RefusalLog::refused(std::string_view reason, const std::string& line, Clock::time_point now) {
   if (!sink_) return;
   std::lock_guard lock(mutex_);
+  if (take_line(reason, now)) sink_(line);
+}
+
+bool RefusalLog::take_line(std::string_view reason, Clock::time_point now) {
   auto found = windows_.find(reason);
   if (found == windows_.end()) found = windows_.emplace(std::string(reason), Window{now}).first;
   Window& window = found->second;
@@ -29,10 +33,10 @@ void RefusalLog::refused(std::string_view reason, const std::string& line, Clock
   }
   if (window.written < kLinesPerSecond) {
     ++window.written;
-    sink_(line);
-  } else {
-    ++window.suppressed;
+    return true;
   }
+  ++window.suppressed;
+  return false;
 }
 
 }  // namespace cgp::transport::detail

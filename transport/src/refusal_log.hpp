@@ -27,6 +27,15 @@ class RefusalLog {
   // `line` is the whole event line ("event=refused reason=... ..."); `reason` groups it.
   void refused(std::string_view reason, const std::string& line,
                Clock::time_point now = Clock::now());
+  // The same, with the line built only if it is written: a caller that names many devices at
+  // once (a round's missing replies) does no string work for the lines the limit drops.
+  template <class MakeLine>
+  void refused_built(std::string_view reason, MakeLine&& make_line,
+                     Clock::time_point now = Clock::now()) {
+    if (!sink_) return;
+    std::lock_guard lock(mutex_);
+    if (take_line(reason, now)) sink_(make_line());
+  }
 
  private:
   struct Window {
@@ -34,6 +43,8 @@ class RefusalLog {
     std::uint64_t written = 0, suppressed = 0;
   };
   void flush(const std::string& reason, Window& window, Clock::time_point now);
+  // Under mutex_: whether this second still has a line for `reason` (else it is counted).
+  bool take_line(std::string_view reason, Clock::time_point now);
   std::function<void(const std::string&)> sink_;
   std::mutex mutex_;
   std::map<std::string, Window, std::less<>> windows_;
