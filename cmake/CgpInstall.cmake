@@ -56,9 +56,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/cgpkit-client.pc
 if(CGP_DEVICE_LINK)
   if(BUILD_SHARED_LIBS)
     set(CGP_PC_LINK_REQUIRES "cgpkit-client")
-    set(CGP_PC_LINK_REQUIRES_PRIVATE "grpc++")
+    set(CGP_PC_LINK_REQUIRES_PRIVATE "grpc++ libssl")
   else()
-    set(CGP_PC_LINK_REQUIRES "cgpkit-client grpc++")
+    set(CGP_PC_LINK_REQUIRES "cgpkit-client grpc++ libssl")
     set(CGP_PC_LINK_REQUIRES_PRIVATE "")
   endif()
   configure_file(${CMAKE_CURRENT_LIST_DIR}/cgpkit-link.pc.in

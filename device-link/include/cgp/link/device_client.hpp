@@ -28,8 +28,16 @@ struct WatchLimits {
   static constexpr std::size_t kMaxWatchesCeiling = 100000;
 };
 
+// How a device reaches its coordinator: gRPC on the coordinator's device port, or the lean
+// transport (TLS 1.3 frames, docs/protocol.md §2b) on its device frames port
+// (cgp-coordinator serve --device-frames-listen): the same messages, about a third of the
+// coordinator's memory and a fifth of its CPU per device (README "Network load"). Frames need
+// TLS (tls_root_certificate).
+enum class DeviceTransport { grpc, frames };
+
 struct DeviceConnection {
   std::string coordinator_address;  // host:port
+  DeviceTransport transport = DeviceTransport::grpc;
   std::string device_id;
   std::string credential;            // sent in Hello; checked by the coordinator
   std::string tls_root_certificate;  // PEM; empty = plaintext

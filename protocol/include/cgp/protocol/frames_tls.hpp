@@ -1,0 +1,40 @@
+// TLS for the lean device transport (device_frames.hpp), with the OpenSSL gRPC links against:
+// TLS 1.3 only, ALPN "cgp-frames/1" required both ways, record buffers released while a
+// connection is idle (SSL_MODE_RELEASE_BUFFERS: an idle device holds no 34 KB of buffers).
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <memory>
+#include <string>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/common/validate.hpp"
+
+namespace cgp::protocol {
+
+struct SslContextFree {
+  void operator()(SSL_CTX* context) const noexcept { SSL_CTX_free(context); }
+};
+using SslContext = std::unique_ptr<SSL_CTX, SslContextFree>;
+struct SslFree {
+  void operator()(SSL* ssl) const noexcept { SSL_free(ssl); }
+};
+using Ssl = std::unique_ptr<SSL, SslFree>;
+
+// The coordinator's: PEM chain and key (checked to belong together: an error naming "tls").
+// A client that offers no ALPN or another protocol fails its handshake.
+Expected<SslContext> frames_server_context(const std::string& certificate_chain,
+                                           const std::string& private_key);
+// A device's: the server must present a chain that `root_certificate` (PEM) signs, for the
+// host it was dialled by (`SSL_set1_host`/IP check: frames_client_session).
+Expected<SslContext> frames_client_context(const std::string& root_certificate);
+// A client session on connected socket `fd` for `host` (a name or an IP literal), with the
+// server's name sent (SNI) and checked against its certificate.
+Expected<Ssl> frames_client_session(SSL_CTX* context, int fd, const std::string& host);
+// After the handshake: did the peer agree to "cgp-frames/1"?
+bool frames_alpn_agreed(const SSL* ssl);
+// The text of OpenSSL's error queue (emptied), for a message.
+std::string take_ssl_errors();
+
+}  // namespace cgp::protocol

@@ -1,0 +1,152 @@
+#include "cgp/protocol/frames_tls.hpp"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
+#include <array>
+#include <cstring>
+
+#include "cgp/protocol/device_frames.hpp"
+
+namespace cgp::protocol {
+namespace {
+
+// ALPN's wire form: a length byte, then the name.
+const std::string& alpn_wire() {
+  static const std::string wire =
+      std::string(1, static_cast<char>(kDeviceFramesAlpn.size())) + std::string(kDeviceFramesAlpn);
+  return wire;
+}
+
+Error tls_error(const std::string& message) {
+  return make_error(ErrorCode::invalid_argument, "tls", "tls: " + message + take_ssl_errors());
+}
+
+int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length,
+                const unsigned char* offered, unsigned int offered_length, void*) {
+  const auto& wire = alpn_wire();
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(
+          &chosen, out_length, reinterpret_cast<const unsigned char*>(wire.data()),
+          static_cast<unsigned>(wire.size()), offered, offered_length) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_ALERT_FATAL;  // no ALPN, or not ours: the handshake fails
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+SslContext base_context(const SSL_METHOD* method) {
+  SslContext context(SSL_CTX_new(method));
+  if (!context) return context;
+  SSL_CTX_set_min_proto_version(context.get(), TLS1_3_VERSION);
+  SSL_CTX_set_mode(context.get(), SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                      SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  return context;
+}
+
+}  // namespace
+
+std::string take_ssl_errors() {
+  std::string text;
+  while (const unsigned long code = ERR_get_error()) {
+    std::array<char, 256> buffer{};
+    ERR_error_string_n(code, buffer.data(), buffer.size());
+    text += text.empty() ? " (" : "; ";
+    text += buffer.data();
+  }
+  if (!text.empty()) text += ")";
+  return text;
+}
+
+Expected<SslContext> frames_server_context(const std::string& certificate_chain,
+                                           const std::string& private_key) {
+  if (certificate_chain.empty() || private_key.empty())
+    return make_error(ErrorCode::missing_field, "tls",
+                      "tls: the device frames port needs a certificate chain and a private key");
+  SslContext context = base_context(TLS_server_method());
+  if (!context) return tls_error("cannot make a context");
+  std::unique_ptr<BIO, decltype(&BIO_free)> chain(
+      BIO_new_mem_buf(certificate_chain.data(), static_cast<int>(certificate_chain.size())),
+      BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> leaf(
+      PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr), X509_free);
+  if (!leaf || SSL_CTX_use_certificate(context.get(), leaf.get()) != 1)
+    return tls_error("the certificate chain holds no PEM certificate");
+  while (X509* extra = PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr))
+    if (SSL_CTX_add0_chain_cert(context.get(), extra) != 1) {
+      X509_free(extra);
+      return tls_error("a chain certificate cannot be added");
+    }
+  ERR_clear_error();  // the end of the chain reads as an error
+  std::unique_ptr<BIO, decltype(&BIO_free)> key_bio(
+      BIO_new_mem_buf(private_key.data(), static_cast<int>(private_key.size())), BIO_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
+  if (!key || SSL_CTX_use_PrivateKey(context.get(), key.get()) != 1)
+    return tls_error("the private key is not a PEM private key");
+  if (SSL_CTX_check_private_key(context.get()) != 1)
+    return tls_error("the private key does not belong to the chain's first certificate");
+  // Devices reconnect with a full handshake: no session cache to grow with the fleet.
+  SSL_CTX_set_session_cache_mode(context.get(), SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_num_tickets(context.get(), 0);
+  SSL_CTX_set_alpn_select_cb(context.get(), select_alpn, nullptr);
+  return context;
+}
+
+Expected<SslContext> frames_client_context(const std::string& root_certificate) {
+  if (root_certificate.empty())
+    return make_error(ErrorCode::missing_field, "tls",
+                      "tls: the device frames transport needs the coordinator's root certificate");
+  SslContext context = base_context(TLS_client_method());
+  if (!context) return tls_error("cannot make a context");
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(root_certificate.data(), static_cast<int>(root_certificate.size())),
+      BIO_free);
+  X509_STORE* store = SSL_CTX_get_cert_store(context.get());
+  int roots = 0;
+  while (X509* root = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    const int added = X509_STORE_add_cert(store, root);
+    X509_free(root);
+    if (added != 1) return tls_error("a root certificate cannot be added");
+    ++roots;
+  }
+  ERR_clear_error();
+  if (roots == 0) return tls_error("the root certificate holds no PEM certificate");
+  SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, nullptr);
+  const auto& wire = alpn_wire();
+  if (SSL_CTX_set_alpn_protos(context.get(), reinterpret_cast<const unsigned char*>(wire.data()),
+                              static_cast<unsigned>(wire.size())) != 0)
+    return tls_error("cannot offer ALPN");
+  return context;
+}
+
+Expected<Ssl> frames_client_session(SSL_CTX* context, int fd, const std::string& host) {
+  Ssl ssl(SSL_new(context));
+  if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) return tls_error("cannot make a session");
+  in6_addr ip6{};
+  in_addr ip4{};
+  const bool literal =
+      inet_pton(AF_INET, host.c_str(), &ip4) == 1 || inet_pton(AF_INET6, host.c_str(), &ip6) == 1;
+  if (literal) {
+    // An IP literal is checked against the certificate's IP addresses; no SNI for it (RFC 6066).
+    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), host.c_str()) != 1)
+      return tls_error("cannot check address " + host);
+  } else {
+    if (SSL_set_tlsext_host_name(ssl.get(), host.c_str()) != 1 ||
+        SSL_set1_host(ssl.get(), host.c_str()) != 1)
+      return tls_error("cannot check host " + host);
+  }
+  SSL_set_connect_state(ssl.get());
+  return ssl;
+}
+
+bool frames_alpn_agreed(const SSL* ssl) {
+  const unsigned char* agreed = nullptr;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(ssl, &agreed, &length);
+  return agreed && length == kDeviceFramesAlpn.size() &&
+         std::memcmp(agreed, kDeviceFramesAlpn.data(), length) == 0;
+}
+
+}  // namespace cgp::protocol
