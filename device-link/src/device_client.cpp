@@ -1,6 +1,7 @@
 #include "cgp/link/device_client.hpp"
 #include "cgp/common/version.hpp"
 #include "cgp/protocol/status_codec.hpp"
+#include "coordinator_stream.hpp"
 
 #include <grpcpp/grpcpp.h>
 
@@ -172,6 +173,12 @@ Status serve_device(const std::string& coordinator_address, const std::string& d
 }
 
 Status serve_device(const DeviceConnection& connection, client::Device& device) {
+  return detail::serve_session(connection, device).status;
+}
+
+namespace detail {
+
+SessionEnd serve_session(const DeviceConnection& connection, client::Device& device) {
   const std::string& coordinator_address = connection.coordinator_address;
   const std::string& device_id = connection.device_id;
   if (!device.secure_randomness() && !connection.allow_simulation_randomness)
@@ -193,12 +200,10 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
                         "device_id may hold only A-Z a-z 0-9 . _ - : @ / +, not byte " +
                             std::to_string(i) + " (value " +
                             std::to_string(static_cast<unsigned char>(device_id[i])) + ")");
-  auto channel = grpc::CreateCustomChannel(
-      coordinator_address, protocol::device_channel_credentials(connection.tls_root_certificate),
-      protocol::device_channel_arguments());
-  auto stub = v1::DeviceGateway::NewStub(channel);
-  grpc::ClientContext context;
-  auto stream = stub->Connect(&context);
+  auto dialled = connection.transport == DeviceTransport::frames ? dial_frames(connection)
+                                                                 : dial_grpc(connection);
+  if (!dialled) return dialled.error();
+  std::unique_ptr<CoordinatorStream> stream = std::move(*dialled);
   // A watchdog cancels the stream when the caller asks to stop (connection.stop), and when a
   // coordinator accepts the connection but never welcomes the device (a stalled connection, an
   // overloaded server), after 10 s, so that the caller can dial again.
@@ -219,7 +224,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     const auto stopped = [&] { return connection.stop.stop_requested(); };
     const auto cancel = [&] {  // with watch_mutex held
       cancelled = true;
-      context.TryCancel();
+      stream->cancel();
     };
     if (!watch_changed.wait_for(lock, done, std::chrono::seconds(10),
                                 [&] { return welcomed || stopped(); })) {
@@ -258,7 +263,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
   hello.mutable_hello()->set_sdk_version(std::string(version_string()));
   hello.mutable_hello()->set_credential(connection.credential);
-  if (!stream->Write(hello))
+  if (!stream->write(hello))
     return make_error(ErrorCode::unavailable, "coordinator",
                       "coordinator: cannot reach " + coordinator_address);
   // Writes come from this thread (replies) and the watch ticker (alerts): one at a time.
@@ -266,7 +271,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   std::mutex& device_mutex = connection.device_mutex ? *connection.device_mutex : own_device_mutex;
   auto send = [&](v1::DeviceToCoordinator out) {
     std::lock_guard lock(write_mutex);
-    return stream->Write(out);
+    return stream->write(out);
   };
   Status frame_error;  // a Welcome whose frame this device cannot take, or a second Welcome
   bool welcome_seen = false;
@@ -290,8 +295,9 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   };
   v1::CoordinatorToDevice message;
   bool stream_ended = false;  // by the coordinator or the connection, not by this device
+  std::chrono::milliseconds retry_after{0};  // the coordinator's Goodbye: come back after this
   for (;;) {
-    if (!stream->Read(&message)) {
+    if (!stream->read(message)) {
       stream_ended = true;
       break;
     }
@@ -304,6 +310,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
     }
     if (!message.has_request()) {
       if (message.has_goodbye()) {  // the coordinator ends the call itself
+        retry_after = std::chrono::milliseconds(message.goodbye().retry_after_ms());
         stream_ended = true;
         break;
       }
@@ -346,22 +353,23 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
   ticker.reset();  // no alert is written once the stream is closing
   // Leaving on its own (a frame it cannot take, a second Welcome, a failed write), the device
   // does not wait for the coordinator to end the call: a hostile one never would.
-  if (!stream_ended) context.TryCancel();
-  stream->WritesDone();
-  const grpc::Status status = stream->Finish();
+  if (!stream_ended) stream->cancel();
+  const Status ended = stream->finish("coordinator");
+  retry_after = std::max(retry_after, stream->retry_after());
   watchdog.request_stop();
   watchdog.join();
-  if (!frame_error) return frame_error;
+  if (!frame_error) return {frame_error, retry_after};
   if (gave_up)
-    return make_error(ErrorCode::deadline_exceeded, "coordinator",
-                      "coordinator: no Welcome from " + coordinator_address + " within 10 s");
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
-    return make_error(ErrorCode::unauthenticated, "credential",
-                      "credential: the coordinator refused device " + device_id);
-  if (connection.stop.stop_requested()) return {};
-  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED)
-    return protocol::from_grpc_status(status, context.GetServerTrailingMetadata(), "coordinator");
-  return {};
+    return {make_error(ErrorCode::deadline_exceeded, "coordinator",
+                       "coordinator: no Welcome from " + coordinator_address + " within 10 s"),
+            retry_after};
+  if (!ended && ended.error().code == ErrorCode::unauthenticated)
+    return {make_error(ErrorCode::unauthenticated, "credential",
+                       "credential: the coordinator refused device " + device_id),
+            retry_after};
+  if (connection.stop.stop_requested()) return {Status{}, retry_after};
+  return {ended, retry_after};
 }
 
+}  // namespace detail
 }  // namespace cgp::link

@@ -7,6 +7,7 @@
 #include <stop_token>
 
 #include "cgp/link/device_client.hpp"
+#include "coordinator_stream.hpp"
 
 namespace cgp::link {
 namespace {
@@ -39,6 +40,15 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds wait) {
       static_cast<std::chrono::milliseconds::rep>(static_cast<double>(wait.count()) * factor(rng)));
 }
 
+// Pace steering (docs/protocol.md §3): no sooner than the coordinator asked, plus up to 10% more,
+// so that devices given the same delay still spread out.
+std::chrono::milliseconds steered(std::chrono::milliseconds retry_after) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  std::uniform_real_distribution<double> factor(1.0, 1.1);
+  return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(
+      static_cast<double>(retry_after.count()) * factor(rng)));
+}
+
 }  // namespace
 
 Status serve_device_reconnecting(const DeviceConnection& connection, client::Device& device,
@@ -47,12 +57,14 @@ Status serve_device_reconnecting(const DeviceConnection& connection, client::Dev
   std::chrono::milliseconds backoff = policy.initial;
   while (!connection.stop.stop_requested()) {
     const auto began = std::chrono::steady_clock::now();
-    Status served = serve_device(connection, device);
+    const detail::SessionEnd session = detail::serve_session(connection, device);
+    const Status& served = session.status;
     if (on_session_end) on_session_end(served);
     if (!served && final_error(served.error())) return served;
     // A session that lasted starts the backoff over; quick failures double it, up to max.
     if (std::chrono::steady_clock::now() - began >= policy.reset_after) backoff = policy.initial;
-    if (sleep_unless_stopped(connection.stop, jittered(backoff))) break;
+    const auto wait = std::max(jittered(backoff), steered(session.retry_after));
+    if (sleep_unless_stopped(connection.stop, wait)) break;
     backoff = std::min(2 * backoff, policy.max);
   }
   return {};

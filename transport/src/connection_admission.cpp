@@ -117,6 +117,7 @@ struct ConnectionAdmission::State {
   int wake[2] = {-1, -1};
   int port = 0;
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> sink;
+  HandOver hand_over;  // or this, for a server of our own
   std::thread thread;
 
   struct Admitted {
@@ -214,6 +215,7 @@ struct ConnectionAdmission::State {
       ++per_address[address];
       peak = std::max(peak, admitted.size());
     }
+    if (hand_over) return hand_over(fd, address);
     grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters parameters;
     parameters.listener_fd = listen_fd;
     parameters.fd = fd;  // gRPC's from here on
@@ -379,6 +381,11 @@ Expected<std::unique_ptr<ConnectionAdmission>> ConnectionAdmission::listen(
 void ConnectionAdmission::start(
     std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> sink) {
   state_->sink = std::move(sink);
+  state_->thread = std::thread([state = state_.get()] { state->run(); });
+}
+
+void ConnectionAdmission::start(HandOver hand_over) {
+  state_->hand_over = std::move(hand_over);
   state_->thread = std::thread([state = state_.get()] { state->run(); });
 }
 

@@ -45,6 +45,10 @@ class ConnectionAdmission {
 
   // Starts accepting; admitted connections go to `sink` (made by the gRPC server builder).
   void start(std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> sink);
+  // The same for a server of our own (the device frames listener): each admitted connection's
+  // descriptor (the receiver's from then on) and its peer address, on the accepting thread.
+  using HandOver = std::function<void(int fd, const std::string& address)>;
+  void start(HandOver hand_over);
   // Stops accepting and closes the listening socket; connections already handed over stay.
   void stop();
 

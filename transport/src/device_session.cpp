@@ -1,15 +1,8 @@
 #include "device_session.hpp"
 
-#include <chrono>
-
-#include "cgp/common/wire/codec.hpp"
-#include "cgp/common/wire/limits.hpp"
-#include "cgp/protocol/log_format.hpp"
 #include "gateway_impl.hpp"
 
 namespace cgp::transport::detail {
-
-using protocol::log_value;
 
 void Session::listen() {
   self_ = shared_from_this();
@@ -68,57 +61,17 @@ void Session::on_read(bool ok) {
   if (!ok) return finish(grpc::Status::OK);  // the device half-closed or went away
   incoming_.Clear();
   if (!grpc::SerializationTraits<v1::DeviceToCoordinator>::Deserialize(&incoming_bytes_, &incoming_)
-           .ok()) {
-    if (id_.empty()) core_.hellos.done(this);
-    core_.log_refused("malformed-message",
-                      "event=refused reason=malformed-message device=" +
-                          log_value(id_.empty() ? std::string("-") : id_) +
-                          " note=\"a message that does not parse as cgp.v1.DeviceToCoordinator\"");
-    return finish({grpc::StatusCode::INVALID_ARGUMENT,
-                   "a message does not parse as cgp.v1.DeviceToCoordinator"});
-  }
-  if (id_.empty()) {
-    core_.hellos.done(this);
-    if (!incoming_.has_hello()) {
-      core_.counters.update([](GatewayCounters& c) { ++c.refused_connections; });
-      core_.log_refused("no-hello", "event=refused reason=no-hello");
-      return finish({grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello"});
-    }
-    std::optional<CredentialSha256> admitted_with;
-    if (auto admitted = core_.admit(incoming_.hello(), admitted_with); !admitted.ok())
-      return finish(std::move(admitted));
-    id_ = incoming_.hello().device_id();
-    sdk_version_ = incoming_.hello().sdk_version();
-    v1::CoordinatorToDevice welcome;
-    welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
-    if (core_.frame) *welcome.mutable_welcome()->mutable_frame() = wire::frame_to_wire(core_.frame);
-    push(std::move(welcome));
+           .ok())
+    return finish(
+        core_.refuse_malformed(*this, "a message does not parse as cgp.v1.DeviceToCoordinator"));
+  const MessageOutcome outcome = core_.on_message(shared_from_this(), incoming_);
+  if (outcome.attached) {
     // Events of this stream come on this thread only, so release_if_idle cannot run between
     // the attach and attached_.
-    if (core_.attach(shared_from_this(), admitted_with)) {
-      std::lock_guard lock(mutex_);
-      attached_ = true;
-    }
-  } else if (incoming_.has_reply()) {
-    core_.deliver(id_, incoming_.reply());
-  } else if (incoming_.has_watch_started()) {
-    core_.watches.started(id_, incoming_.watch_started());
-  } else if (incoming_.has_watch_alert()) {
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    // Logged only when the board takes it: a device cannot fill the log with made-up watches.
-    if (core_.watches.alerted(id_, incoming_.watch_alert(), now))
-      core_.log("event=watch-alert device=" + log_value(id_) +
-                " watch=" + log_value(incoming_.watch_alert().watch_id()) +
-                " tick=" + std::to_string(incoming_.watch_alert().tick()));
-  } else if (incoming_.has_goodbye()) {
-    return finish(grpc::Status::OK);
-  } else {
-    // A second Hello, or a body this coordinator does not know (a newer device): ignored, so
-    // that devices can add message kinds, and logged at the refusal log's rate.
-    core_.log_refused("ignored-message", "event=ignored-message device=" + log_value(id_) +
-                                             " body=" + std::to_string(incoming_.body_case()));
+    std::lock_guard lock(mutex_);
+    attached_ = true;
   }
+  if (outcome.end) return finish(*outcome.end);
   std::lock_guard lock(mutex_);
   if (!finish_requested_) start_read();
 }
@@ -180,7 +133,7 @@ void Session::release_if_idle() {
     // flight.
     const bool done = !accepted_ || (finish_done_ && !reading_ && !writing_);
     if (!done || !self_) return;
-    if (accepted_ && id_.empty()) core_.hellos.done(this);
+    if (accepted_ && id().empty()) core_.hellos.done(this);
     detach = attached_;
     attached_ = false;
   }

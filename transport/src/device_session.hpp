@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cgp/v1/device_gateway.grpc.pb.h"
+#include "device_stream.hpp"
 
 namespace cgp::transport::detail {
 
@@ -21,7 +22,7 @@ class GatewayCore;
 // a reconnect replacing the stream, shutdown), so every call into gRPC is made under mutex_.
 // gRPC never completes an operation inline here, so holding the mutex across the call is safe.
 // The session keeps itself alive (self_) while gRPC holds any of its operations.
-class Session : public std::enable_shared_from_this<Session> {
+class Session final : public DeviceStream, public std::enable_shared_from_this<Session> {
  public:
   // Bytes both ways: the session parses what the device sends itself (an unparsable message is
   // INVALID_ARGUMENT, not a half-close) and serializes what it pushes.
@@ -38,13 +39,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // From the queue thread: one completed operation.
   void on_event(Op op, bool ok);
 
-  // The device id, once its Hello was accepted (fixed from then on).
-  const std::string& id() const noexcept { return id_; }
-  // What the device said it runs (Hello.sdk_version; may be empty), fixed with the id.
-  const std::string& sdk_version() const noexcept { return sdk_version_; }
-  // Any thread. False when the stream is finishing or gone.
-  bool push(v1::CoordinatorToDevice message);
-  void finish(grpc::Status status);
+  bool push(v1::CoordinatorToDevice message) override;
+  void finish(grpc::Status status) override;
 
  private:
   void on_read(bool ok);
@@ -59,7 +55,6 @@ class Session : public std::enable_shared_from_this<Session> {
   Stream stream_{&context_};
   Tag accepted_tag_{this, Op::accepted}, read_tag_{this, Op::read}, write_tag_{this, Op::write},
       finish_tag_{this, Op::finish};
-  std::string id_, sdk_version_;
   grpc::ByteBuffer incoming_bytes_;
   v1::DeviceToCoordinator incoming_;
 

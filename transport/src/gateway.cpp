@@ -39,7 +39,7 @@ GatewayCore::GatewayCore(const GatewayOptions& options)
     : frame(options.frame),
       hellos({options.hello_timeout, options.limits.max_pending_streams,
               options.limits.max_pending_streams_per_address},
-             [this](const std::shared_ptr<Session>& session) {
+             [this](const std::shared_ptr<DeviceStream>& session) {
                counters.update([](GatewayCounters& c) { ++c.refused_connections; });
                log_refused("no-hello-in-time", "event=refused reason=no-hello-in-time");
                session->finish(
@@ -76,7 +76,62 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello,
   return grpc::Status::OK;
 }
 
-bool GatewayCore::attach(const std::shared_ptr<Session>& session,
+MessageOutcome GatewayCore::on_message(const std::shared_ptr<DeviceStream>& stream,
+                                       const v1::DeviceToCoordinator& message) {
+  MessageOutcome outcome;
+  if (stream->id().empty()) {
+    hellos.done(stream.get());
+    if (!message.has_hello()) {
+      counters.update([](GatewayCounters& c) { ++c.refused_connections; });
+      log_refused("no-hello", "event=refused reason=no-hello");
+      outcome.end =
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be Hello");
+      return outcome;
+    }
+    std::optional<CredentialSha256> admitted_with;
+    if (auto admitted = admit(message.hello(), admitted_with); !admitted.ok()) {
+      outcome.end = std::move(admitted);
+      return outcome;
+    }
+    stream->introduce(message.hello().device_id(), message.hello().sdk_version());
+    v1::CoordinatorToDevice welcome;
+    welcome.mutable_welcome()->set_protocol_version(wire::kProtocolVersion);
+    if (frame) *welcome.mutable_welcome()->mutable_frame() = wire::frame_to_wire(frame);
+    stream->push(std::move(welcome));
+    outcome.attached = attach(stream, admitted_with);
+  } else if (message.has_reply()) {
+    deliver(stream->id(), message.reply());
+  } else if (message.has_watch_started()) {
+    watches.started(stream->id(), message.watch_started());
+  } else if (message.has_watch_alert()) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    // Logged only when the board takes it: a device cannot fill the log with made-up watches.
+    if (watches.alerted(stream->id(), message.watch_alert(), now))
+      log("event=watch-alert device=" + log_value(stream->id()) +
+          " watch=" + log_value(message.watch_alert().watch_id()) +
+          " tick=" + std::to_string(message.watch_alert().tick()));
+  } else if (message.has_goodbye()) {
+    outcome.end = grpc::Status::OK;
+  } else {
+    // A second Hello, or a body this coordinator does not know (a newer device): ignored, so
+    // that devices can add message kinds, and logged at the refusal log's rate.
+    log_refused("ignored-message", "event=ignored-message device=" + log_value(stream->id()) +
+                                       " body=" + std::to_string(message.body_case()));
+  }
+  return outcome;
+}
+
+grpc::Status GatewayCore::refuse_malformed(const DeviceStream& stream, const std::string& what) {
+  if (stream.id().empty()) hellos.done(&stream);
+  log_refused("malformed-message",
+              "event=refused reason=malformed-message device=" +
+                  log_value(stream.id().empty() ? std::string("-") : stream.id()) + " note=\"" +
+                  what + "\"");
+  return {grpc::StatusCode::INVALID_ARGUMENT, what};
+}
+
+bool GatewayCore::attach(const std::shared_ptr<DeviceStream>& session,
                          const std::optional<CredentialSha256>& admitted_with) {
   auto attached = sessions.attach(session, admitted_with);
   if (attached.revoked || attached.credential_changed) {
@@ -122,7 +177,7 @@ bool GatewayCore::attach(const std::shared_ptr<Session>& session,
   return true;
 }
 
-void GatewayCore::detach(const std::shared_ptr<Session>& session) {
+void GatewayCore::detach(const std::shared_ptr<DeviceStream>& session) {
   sessions.detach(session);
   // A round waiting for this device stops waiting: its request went down with the stream.
   rounds.device_gone(session->id(), session.get());
@@ -137,7 +192,8 @@ void GatewayCore::deliver(const std::string& device_id, const v1::DeviceReply& r
   if (auto cause = reply_cause(device_id, reply, delivery)) log_refused(cause->reason, cause->line);
 }
 
-bool GatewayCore::await_hello(const std::shared_ptr<Session>& session, const std::string& address) {
+bool GatewayCore::await_hello(const std::shared_ptr<DeviceStream>& session,
+                              const std::string& address) {
   if (hellos.await(session, address)) return true;
   counters.update([](GatewayCounters& c) {
     ++c.refused_connections;
@@ -187,8 +243,29 @@ void GatewayCore::shutdown() {
   if (health) health->shutdown();
   if (reflection) reflection->shutdown();
   if (admission) admission->stop();  // no new connections while the streams are ended
+  if (frames) frames->stop_accepting();
   hellos.stop();
-  for (const auto& session : sessions.all()) session->finish(grpc::Status::OK);
+  const auto connected = sessions.all();
+  // Pace steering: each device is told when to come back, spread over the window in which
+  // reconnect_rate devices a second can return, so that a restart is not a reconnect storm.
+  // The spread is public (a hash of the id and this stop's time), nothing about a user.
+  const std::uint64_t window_ms =
+      reconnect_rate == 0 ? 0 : connected.size() * 1000 / reconnect_rate;
+  const auto nonce =
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  for (const auto& session : connected) {
+    v1::CoordinatorToDevice goodbye;
+    goodbye.mutable_goodbye()->set_reason("the coordinator is stopping");
+    if (window_ms > 0) {
+      const std::uint64_t spread =
+          std::hash<std::string>{}(session->id()) ^ (nonce * 0x9E3779B97F4A7C15ULL);
+      goodbye.mutable_goodbye()->set_retry_after_ms(
+          static_cast<std::uint32_t>((spread * 0xBF58476D1CE4E5B9ULL >> 11) % window_ms));
+    }
+    session->push(std::move(goodbye));
+    session->finish(grpc::Status::OK);
+  }
+  if (frames) frames->stop(std::chrono::milliseconds(2000));
   // Calls still open after the grace period are cancelled; then the queues drain.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   for (auto& queue : queues) queue->Shutdown();
@@ -258,6 +335,14 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   impl->admission = std::move(*admission);
   impl->port = impl->admission->port();
 
+  impl->reconnect_rate = options.reconnect_rate;
+  if (!options.frames_address.empty()) {
+    auto frames = detail::FrameListener::start(*impl, options.frames_address, options.frame_loops,
+                                               options.tls_certificate_chain,
+                                               options.tls_private_key, limits);
+    if (!frames) return frames.error();
+    impl->frames = std::move(*frames);
+  }
   // Operators' hooks: grpc.health.v1 (no credential: load balancers and orchestrators probe it)
   // and server reflection (grpcurl lists and calls the services), both our own so that their
   // streams are bounded (health_service.hpp). gRPC's default health service is a process-wide
@@ -315,9 +400,14 @@ int DeviceGateway::port() const noexcept {
   return impl_->port;
 }
 
+int DeviceGateway::frames_port() const noexcept {
+  return impl_->frames ? impl_->frames->port() : 0;
+}
+
 GatewayCounters DeviceGateway::counters() const {
   GatewayCounters out = impl_->counters.snapshot();
   out.open_connections = impl_->admission ? impl_->admission->open_connections() : 0;
+  if (impl_->frames) out.open_connections += impl_->frames->open_connections();
   return out;
 }
 
@@ -404,7 +494,7 @@ void DeviceGateway::run_round(const coordinator::RoundRequest& request,
   auto round = std::make_shared<detail::PendingRound>(replies, asked);
 
   // Requests first, so that a fast reply finds its round open.
-  std::vector<std::shared_ptr<detail::Session>> sessions;
+  std::vector<std::shared_ptr<detail::DeviceStream>> sessions;
   core.sessions.find_many(
       asked,
       [&](std::size_t k) -> const std::string* {

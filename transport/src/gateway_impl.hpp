@@ -23,6 +23,8 @@
 #include "check_in_mailbox.hpp"
 #include "connection_admission.hpp"
 #include "device_session.hpp"
+#include "device_stream.hpp"
+#include "frame_listener.hpp"
 #include "gateway_counters.hpp"
 #include "health_service.hpp"
 #include "hello_watchdog.hpp"
@@ -33,6 +35,12 @@
 #include "watch_board.hpp"
 
 namespace cgp::transport::detail {
+
+// What a stream does after a device's message (GatewayCore::on_message).
+struct MessageOutcome {
+  std::optional<grpc::Status> end;  // set: end the stream with this status
+  bool attached = false;            // the Hello was accepted: the stream is the device's now
+};
 
 class GatewayCore {
  public:
@@ -48,16 +56,25 @@ class GatewayCore {
   // detach: the stream is gone; deliver: a reply came.
   grpc::Status admit(const v1::Hello& hello, std::optional<CredentialSha256>& admitted_with);
   // False: refused (revoked, or its credential changed since admit), the stream ends.
-  bool attach(const std::shared_ptr<Session>& session,
+  bool attach(const std::shared_ptr<DeviceStream>& session,
               const std::optional<CredentialSha256>& admitted_with);
-  void detach(const std::shared_ptr<Session>& session);
+  void detach(const std::shared_ptr<DeviceStream>& session);
   void deliver(const std::string& device_id, const v1::DeviceReply& reply);
   // A stream accepted from `address` waits for its Hello; false: refused (a cap is reached).
-  bool await_hello(const std::shared_ptr<Session>& session, const std::string& address);
+  bool await_hello(const std::shared_ptr<DeviceStream>& session, const std::string& address);
   // A device out from now on; false when it was out before.
   bool revoke(const std::string& device_id);
   // A device admitted with this credential from now on (DeviceGateway::enrol).
   DeviceGateway::Enrolled enrol(const std::string& device_id, const CredentialSha256& digest);
+
+  // One message from a device, whichever transport carried it: a Hello first (checked,
+  // Welcomed, attached), then replies, watch answers and Goodbye (docs/protocol.md §4). Called on
+  // the stream's own thread, one message at a time.
+  MessageOutcome on_message(const std::shared_ptr<DeviceStream>& stream,
+                            const v1::DeviceToCoordinator& message);
+  // A message (or frame) that does not parse: logged at the refusal log's rate; the status to
+  // end the stream with (INVALID_ARGUMENT).
+  grpc::Status refuse_malformed(const DeviceStream& stream, const std::string& what);
 
   void log(const std::string& line) const {
     if (log_sink_) log_sink_(line);
@@ -93,6 +110,8 @@ class GatewayCore {
   std::unique_ptr<ReflectionService> reflection;
   std::unique_ptr<ConnectionAdmission> admission;  // the listening socket
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<FrameListener> frames;  // the lean device transport, when served
+  std::size_t reconnect_rate = 0;         // GatewayOptions::reconnect_rate
   int port = 0;
 
  private:

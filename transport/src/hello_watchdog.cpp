@@ -6,7 +6,7 @@
 namespace cgp::transport::detail {
 
 HelloWatchdog::HelloWatchdog(Limits limits,
-                             std::function<void(const std::shared_ptr<Session>&)> expired)
+                             std::function<void(const std::shared_ptr<DeviceStream>&)> expired)
     : limits_(limits), expired_(std::move(expired)) {}
 
 HelloWatchdog::~HelloWatchdog() {
@@ -32,7 +32,7 @@ void HelloWatchdog::run() {
     changed_.wait_for(lock, std::clamp(limits_.timeout / 4, std::chrono::milliseconds(1),
                                        std::chrono::milliseconds(1000)));
     const auto now = std::chrono::steady_clock::now();
-    std::vector<std::shared_ptr<Session>> expired;
+    std::vector<std::shared_ptr<DeviceStream>> expired;
     for (auto it = awaiting_.begin(); it != awaiting_.end();) {
       if (it->second.deadline > now) {
         ++it;
@@ -48,7 +48,7 @@ void HelloWatchdog::run() {
   }
 }
 
-bool HelloWatchdog::await(const std::shared_ptr<Session>& session, std::string address) {
+bool HelloWatchdog::await(const std::shared_ptr<DeviceStream>& session, std::string address) {
   std::lock_guard lock(mutex_);
   auto& pending = pending_per_address_[address];
   if (awaiting_.size() < limits_.max_pending && pending < limits_.max_pending_per_address) {
@@ -68,7 +68,7 @@ void HelloWatchdog::forget(Map::iterator it) {
   awaiting_.erase(it);
 }
 
-void HelloWatchdog::done(const Session* session) {
+void HelloWatchdog::done(const DeviceStream* session) {
   std::lock_guard lock(mutex_);
   if (auto it = awaiting_.find(session); it != awaiting_.end()) forget(it);
 }

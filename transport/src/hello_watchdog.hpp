@@ -14,7 +14,7 @@
 
 namespace cgp::transport::detail {
 
-class Session;
+class DeviceStream;
 
 class HelloWatchdog {
  public:
@@ -25,7 +25,7 @@ class HelloWatchdog {
   };
   // `expired` is called, outside the lock and on the watchdog's thread, for each stream whose
   // Hello did not come in time.
-  HelloWatchdog(Limits limits, std::function<void(const std::shared_ptr<Session>&)> expired);
+  HelloWatchdog(Limits limits, std::function<void(const std::shared_ptr<DeviceStream>&)> expired);
   ~HelloWatchdog();
   HelloWatchdog(const HelloWatchdog&) = delete;
   HelloWatchdog& operator=(const HelloWatchdog&) = delete;
@@ -35,22 +35,22 @@ class HelloWatchdog {
 
   // A stream accepted from `address` starts waiting. False (nothing recorded): a cap is
   // reached, and the stream is to be ended.
-  bool await(const std::shared_ptr<Session>& session, std::string address);
+  bool await(const std::shared_ptr<DeviceStream>& session, std::string address);
   // Its Hello came, or it ended: no longer watched.
-  void done(const Session* session);
+  void done(const DeviceStream* session);
 
  private:
   struct Awaiting {
-    std::weak_ptr<Session> session;
+    std::weak_ptr<DeviceStream> session;
     std::chrono::steady_clock::time_point deadline;
     std::string address;
   };
-  using Map = std::unordered_map<const Session*, Awaiting>;
+  using Map = std::unordered_map<const DeviceStream*, Awaiting>;
   void forget(Map::iterator it);  // under mutex_
   void run();
 
   const Limits limits_;
-  const std::function<void(const std::shared_ptr<Session>&)> expired_;
+  const std::function<void(const std::shared_ptr<DeviceStream>&)> expired_;
   std::mutex mutex_;
   std::condition_variable changed_;
   Map awaiting_;

@@ -21,7 +21,8 @@ SessionRegistry::Admission SessionRegistry::admission_of(std::string_view id) co
 }
 
 SessionRegistry::Attached SessionRegistry::attach(
-    const std::shared_ptr<Session>& session, const std::optional<CredentialSha256>& admitted_with) {
+    const std::shared_ptr<DeviceStream>& session,
+    const std::optional<CredentialSha256>& admitted_with) {
   Attached out;
   {
     std::lock_guard lock(mutex_);
@@ -44,7 +45,7 @@ SessionRegistry::Attached SessionRegistry::attach(
   return out;
 }
 
-bool SessionRegistry::detach(const std::shared_ptr<Session>& session) {
+bool SessionRegistry::detach(const std::shared_ptr<DeviceStream>& session) {
   bool removed = false;
   {
     std::lock_guard lock(mutex_);
@@ -58,14 +59,14 @@ bool SessionRegistry::detach(const std::shared_ptr<Session>& session) {
   return removed;
 }
 
-std::shared_ptr<Session> SessionRegistry::find(const std::string& id) const {
+std::shared_ptr<DeviceStream> SessionRegistry::find(const std::string& id) const {
   std::lock_guard lock(mutex_);
   auto it = sessions_.find(id);
   return it == sessions_.end() ? nullptr : it->second;
 }
 
-std::vector<std::shared_ptr<Session>> SessionRegistry::all() const {
-  std::vector<std::shared_ptr<Session>> out;
+std::vector<std::shared_ptr<DeviceStream>> SessionRegistry::all() const {
+  std::vector<std::shared_ptr<DeviceStream>> out;
   std::lock_guard lock(mutex_);
   out.reserve(sessions_.size());
   for (const auto& [id, session] : sessions_) out.push_back(session);
@@ -82,8 +83,8 @@ bool SessionRegistry::wait_for(std::size_t count, std::chrono::milliseconds time
   return changed_.wait_for(lock, timeout, [&] { return sessions_.size() >= count; });
 }
 
-std::shared_ptr<Session> SessionRegistry::revoke(const std::string& id, bool& newly) {
-  std::shared_ptr<Session> connected;
+std::shared_ptr<DeviceStream> SessionRegistry::revoke(const std::string& id, bool& newly) {
+  std::shared_ptr<DeviceStream> connected;
   {
     std::lock_guard lock(mutex_);
     newly = revoked_.insert(id).second;

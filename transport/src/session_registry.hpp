@@ -19,7 +19,7 @@
 
 namespace cgp::transport::detail {
 
-class Session;
+class DeviceStream;
 
 class SessionRegistry {
  public:
@@ -42,21 +42,21 @@ class SessionRegistry {
     // Not attached: the device's credential changed since its Hello was admitted with
     // `admitted_with` (the old one must stop working at once).
     bool credential_changed = false;
-    std::shared_ptr<Session> replaced;  // a reconnecting device's old stream, to be finished
+    std::shared_ptr<DeviceStream> replaced;  // a reconnecting device's old stream, to be finished
   };
   // A device's stream once its Hello was accepted with the credential `admitted_with` (its
   // Admission::digest); it replaces the device's older stream.
-  Attached attach(const std::shared_ptr<Session>& session,
+  Attached attach(const std::shared_ptr<DeviceStream>& session,
                   const std::optional<CredentialSha256>& admitted_with);
   // Forgets `session` unless a newer stream of its device replaced it; false then.
-  bool detach(const std::shared_ptr<Session>& session);
+  bool detach(const std::shared_ptr<DeviceStream>& session);
 
-  std::shared_ptr<Session> find(const std::string& id) const;
+  std::shared_ptr<DeviceStream> find(const std::string& id) const;
   // Many lookups under one lock (a round's): out[k] = the session of *id_of(k), null when
   // id_of(k) is null or the device is not connected.
   template <class IdOf>
   void find_many(std::size_t count, IdOf&& id_of,
-                 std::vector<std::shared_ptr<Session>>& out) const {
+                 std::vector<std::shared_ptr<DeviceStream>>& out) const {
     out.assign(count, nullptr);
     std::lock_guard lock(mutex_);
     for (std::size_t k = 0; k < count; ++k) {
@@ -66,26 +66,26 @@ class SessionRegistry {
       if (it != sessions_.end()) out[k] = it->second;
     }
   }
-  std::vector<std::shared_ptr<Session>> all() const;
+  std::vector<std::shared_ptr<DeviceStream>> all() const;
   std::size_t size() const;
   bool wait_for(std::size_t count, std::chrono::milliseconds timeout) const;
 
   // From now on the device is refused; returns its stream (to be finished), if connected.
   // `newly` is false when it was revoked before.
-  std::shared_ptr<Session> revoke(const std::string& id, bool& newly);
+  std::shared_ptr<DeviceStream> revoke(const std::string& id, bool& newly);
   bool is_revoked(std::string_view id) const;
   // From now on `id` is admitted with this credential, a revoked id included.
   struct Enrolment {
-    bool admitted = false;           // new, or revoked before: it may connect now
-    bool replaced = false;           // enrolled and not revoked, with another credential before
-    std::shared_ptr<Session> ended;  // its stream under the old credential, to be finished
+    bool admitted = false;  // new, or revoked before: it may connect now
+    bool replaced = false;  // enrolled and not revoked, with another credential before
+    std::shared_ptr<DeviceStream> ended;  // its stream under the old credential, to be finished
   };
   Enrolment enrol(const std::string& id, const CredentialSha256& digest);
 
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
-  std::unordered_map<std::string, std::shared_ptr<Session>> sessions_;
+  std::unordered_map<std::string, std::shared_ptr<DeviceStream>> sessions_;
   std::set<std::string, std::less<>> revoked_;
   std::map<std::string, CredentialSha256, std::less<>> credentials_;
   bool checked_ = false;  // credentials_ was not empty at start

@@ -37,7 +37,6 @@ enum class DeviceTransport { grpc, frames };
 
 struct DeviceConnection {
   std::string coordinator_address;  // host:port
-  DeviceTransport transport = DeviceTransport::grpc;
   std::string device_id;
   std::string credential;            // sent in Hello; checked by the coordinator
   std::string tls_root_certificate;  // PEM; empty = plaintext
@@ -65,6 +64,9 @@ struct DeviceConnection {
   // (Device::open_for_simulation). Otherwise such a device is refused before dialling
   // (invalid_argument naming "randomness"): its noise would be predictable.
   bool allow_simulation_randomness = false;
+  // gRPC, or the lean frames (on the coordinator's device frames port; needs
+  // tls_root_certificate). Last, so that positional initializers of the fields above still work.
+  DeviceTransport transport = DeviceTransport::grpc;
 };
 
 // How serve_device_reconnecting dials again: after a session that lasted at least

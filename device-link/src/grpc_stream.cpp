@@ -1,0 +1,56 @@
+// The gRPC transport of a device's stream (DeviceGateway.Connect).
+#include <grpcpp/grpcpp.h>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/protocol/channel_settings.hpp"
+#include "cgp/protocol/status_codec.hpp"
+#include "cgp/v1/device_gateway.grpc.pb.h"
+#include "coordinator_stream.hpp"
+
+namespace cgp::link::detail {
+namespace {
+
+class GrpcStream final : public CoordinatorStream {
+ public:
+  explicit GrpcStream(const DeviceConnection& connection)
+      : channel_(grpc::CreateCustomChannel(
+            connection.coordinator_address,
+            protocol::device_channel_credentials(connection.tls_root_certificate),
+            protocol::device_channel_arguments())),
+        stub_(v1::DeviceGateway::NewStub(channel_)),
+        stream_(stub_->Connect(&context_)) {}
+
+  bool write(const v1::DeviceToCoordinator& message) override { return stream_->Write(message); }
+  bool read(v1::CoordinatorToDevice& message) override { return stream_->Read(&message); }
+  void cancel() override { context_.TryCancel(); }
+  Status finish(const std::string& peer) override {
+    stream_->WritesDone();
+    const grpc::Status status = stream_->Finish();
+    return ended_status(status, context_.GetServerTrailingMetadata(), peer);
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DeviceGateway::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::DeviceToCoordinator, v1::CoordinatorToDevice>>
+      stream_;
+};
+
+}  // namespace
+
+Status ended_status(const grpc::Status& status,
+                    const std::multimap<grpc::string_ref, grpc::string_ref>& trailing,
+                    const std::string& peer) {
+  if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) return {};
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+    return make_error(ErrorCode::unauthenticated, "credential", "credential refused");
+  return protocol::from_grpc_status(status, trailing, peer);
+}
+
+Expected<std::unique_ptr<CoordinatorStream>> dial_grpc(const DeviceConnection& connection) {
+  // gRPC dials lazily: an unreachable coordinator shows as the first write failing.
+  return std::unique_ptr<CoordinatorStream>(new GrpcStream(connection));
+}
+
+}  // namespace cgp::link::detail

@@ -1,0 +1,244 @@
+#include "frame_listener.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "frame_session.hpp"
+#include "gateway_impl.hpp"
+
+namespace cgp::transport::detail {
+namespace {
+
+// Keepalive on every device connection, by the kernel (no timer of ours per device): NATs keep
+// the flow, and a device that vanished is noticed after ~keepalive_time + keepalive_timeout.
+void tune_socket(int fd, const ConnectionLimits& limits) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  const int idle = static_cast<int>(std::max<std::int64_t>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(limits.keepalive_time).count()));
+  const int probes = 4;
+  const int interval = static_cast<int>(std::max<std::int64_t>(
+      1,
+      std::chrono::duration_cast<std::chrono::seconds>(limits.keepalive_timeout).count() / probes));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
+
+}  // namespace
+
+// One epoll thread and the connections it owns (by descriptor). Connections arrive from the
+// accepting thread through `incoming_`; everything else about them happens here, except the
+// writes other threads make through FrameSession::push/finish.
+class FrameLoop {
+ public:
+  FrameLoop(GatewayCore& core, SSL_CTX* context, const ConnectionLimits& limits)
+      : core_(core), context_(context), limits_(limits) {
+    epoll_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = wake_;
+    epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &event);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FrameLoop() {
+    stop(std::chrono::milliseconds(0));
+    ::close(wake_);
+    ::close(epoll_);
+  }
+
+  // The accepting thread: `fd` is this loop's from now on.
+  void adopt(int fd, std::string address) {
+    {
+      std::lock_guard lock(incoming_mutex_);
+      incoming_.emplace_back(fd, std::move(address));
+    }
+    wake();
+  }
+
+  void stop(std::chrono::milliseconds grace) {
+    if (!thread_.joinable()) return;
+    stop_at_ = std::chrono::steady_clock::now() + grace;
+    stopping_ = true;
+    wake();
+    thread_.join();
+  }
+
+  std::size_t open() const { return open_.load(std::memory_order_relaxed); }
+
+ private:
+  void wake() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto written = ::write(wake_, &one, sizeof one);
+  }
+
+  void take_incoming() {
+    std::vector<std::pair<int, std::string>> arrived;
+    {
+      std::lock_guard lock(incoming_mutex_);
+      arrived.swap(incoming_);
+    }
+    for (auto& [fd, address] : arrived) {
+      if (stopping_) {
+        ::close(fd);
+        continue;
+      }
+      tune_socket(fd, limits_);
+      protocol::Ssl ssl(SSL_new(context_));
+      if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) {
+        ::close(fd);
+        continue;
+      }
+      SSL_set_accept_state(ssl.get());
+      auto session = std::make_shared<FrameSession>(core_, fd, std::move(ssl));
+      const auto slot = static_cast<std::size_t>(fd);
+      if (by_fd_.size() <= slot) by_fd_.resize(slot + 1);
+      by_fd_[slot] = session;
+      open_.fetch_add(1, std::memory_order_relaxed);
+      // The Hello watchdog bounds the handshake too: a connection that never finishes TLS is
+      // ended at the hello timeout like one that never says Hello.
+      if (!core_.await_hello(session, address)) {
+        close(fd);
+        continue;
+      }
+      epoll_event event{};
+      event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+      event.data.fd = fd;
+      if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) close(fd);
+    }
+  }
+
+  void close(int fd) {
+    const auto slot = static_cast<std::size_t>(fd);
+    if (slot >= by_fd_.size() || !by_fd_[slot]) return;
+    auto session = std::move(by_fd_[slot]);
+    session->close_now();  // closes fd (and so removes it from epoll)
+    open_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void sweep(std::chrono::steady_clock::time_point now) {
+    for (std::size_t fd = 0; fd < by_fd_.size(); ++fd)
+      if (by_fd_[fd] && by_fd_[fd]->linger_expired(now)) close(static_cast<int>(fd));
+  }
+
+  void run() {
+    std::vector<epoll_event> events(512);
+    auto last_sweep = std::chrono::steady_clock::now();
+    bool ended_all = false;
+    for (;;) {
+      const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), 250);
+      take_incoming();
+      for (int k = 0; k < n; ++k) {
+        const int fd = events[static_cast<std::size_t>(k)].data.fd;
+        if (fd == wake_) {
+          std::uint64_t count = 0;
+          [[maybe_unused]] const auto got = ::read(wake_, &count, sizeof count);
+          continue;
+        }
+        const auto slot = static_cast<std::size_t>(fd);
+        // Closed earlier in this batch: its descriptor is no longer ours.
+        if (slot >= by_fd_.size() || !by_fd_[slot]) continue;
+        if (!by_fd_[slot]->on_ready()) close(fd);
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (stopping_) {
+        if (!ended_all) {
+          ended_all = true;  // those the gateway did not end (before Hello) end here
+          for (auto& session : by_fd_)
+            if (session)
+              session->finish(
+                  grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is stopping"));
+        }
+        if (open() == 0 || now >= stop_at_) break;
+      }
+      if (now - last_sweep >= std::chrono::milliseconds(250)) {
+        last_sweep = now;
+        sweep(now);
+      }
+    }
+    for (std::size_t fd = 0; fd < by_fd_.size(); ++fd) close(static_cast<int>(fd));
+  }
+
+  GatewayCore& core_;
+  SSL_CTX* context_;
+  const ConnectionLimits limits_;
+  int epoll_ = -1, wake_ = -1;
+  std::mutex incoming_mutex_;
+  std::vector<std::pair<int, std::string>> incoming_;
+  std::vector<std::shared_ptr<FrameSession>> by_fd_;  // this thread only
+  std::atomic<std::size_t> open_{0};
+  std::atomic<bool> stopping_{false};
+  std::chrono::steady_clock::time_point stop_at_{};
+  std::thread thread_;
+};
+
+Expected<std::unique_ptr<FrameListener>> FrameListener::start(GatewayCore& core,
+                                                              const std::string& address,
+                                                              std::size_t loops,
+                                                              const std::string& certificate_chain,
+                                                              const std::string& private_key,
+                                                              const ConnectionLimits& limits) {
+  if (loops == 0 || loops > 64)
+    return make_error(ErrorCode::out_of_range, "frame_loops", "frame_loops must be 1..64");
+  std::unique_ptr<FrameListener> listener(new FrameListener());
+  CGP_ASSIGN_OR_RETURN(listener->context_,
+                       protocol::frames_server_context(certificate_chain, private_key));
+  auto* counters = &core.counters;
+  CGP_ASSIGN_OR_RETURN(listener->admission_,
+                       ConnectionAdmission::listen(
+                           address, limits, [&core](const std::string& line) { core.log(line); },
+                           [counters](ConnectionRefusal why) {
+                             counters->update([why](GatewayCounters& c) {
+                               ++c.refused_connections;
+                               if (why == ConnectionRefusal::total_cap) ++c.refused_total_cap;
+                               if (why == ConnectionRefusal::address_cap) ++c.refused_address_cap;
+                               if (why == ConnectionRefusal::descriptors) ++c.refused_descriptors;
+                             });
+                           }));
+  for (std::size_t k = 0; k < loops; ++k)
+    listener->loops_.push_back(std::make_unique<FrameLoop>(core, listener->context_.get(), limits));
+  auto* self = listener.get();
+  listener->admission_->start([self](int fd, const std::string& peer) {
+    self->loops_[self->next_loop_++ % self->loops_.size()]->adopt(fd, peer);
+  });
+  return listener;
+}
+
+FrameListener::~FrameListener() {
+  stop(std::chrono::milliseconds(0));
+}
+
+void FrameListener::stop_accepting() {
+  if (admission_) admission_->stop();
+}
+
+void FrameListener::stop(std::chrono::milliseconds grace) {
+  stop_accepting();
+  for (auto& loop : loops_) loop->stop(grace);
+}
+
+int FrameListener::port() const noexcept {
+  return admission_->port();
+}
+
+std::size_t FrameListener::open_connections() const {
+  std::size_t open = 0;
+  for (const auto& loop : loops_) open += loop->open();
+  return open;
+}
+
+}  // namespace cgp::transport::detail

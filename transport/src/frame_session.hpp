@@ -1,0 +1,66 @@
+// The coordinator's end of one device's connection on the lean transport (docs/protocol.md §2b):
+// TLS 1.3 on a non-blocking socket, frames both ways, driven by one FrameLoop thread. Writes
+// (a round's pushes, a finish) may come from any thread: every OpenSSL call on the connection
+// is made under mutex_, the frames are handled on the loop thread outside it.
+//
+// What an idle device costs here: this object, OpenSSL's SSL (its record buffers released while
+// idle: SSL_MODE_RELEASE_BUFFERS) and the socket; the reader and the write queue hold no heap
+// once drained.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cgp/protocol/device_frames.hpp"
+#include "cgp/protocol/frames_tls.hpp"
+#include "device_stream.hpp"
+
+namespace cgp::transport::detail {
+
+class GatewayCore;
+
+class FrameSession final : public DeviceStream, public std::enable_shared_from_this<FrameSession> {
+ public:
+  // How long an ended connection waits for the device to close before it is closed anyway.
+  static constexpr std::chrono::milliseconds kLinger{2000};
+
+  FrameSession(GatewayCore& core, int fd, protocol::Ssl ssl);
+  ~FrameSession() override;
+
+  bool push(v1::CoordinatorToDevice message) override;
+  void finish(grpc::Status status) override;
+
+  // Loop thread: the socket is ready. False: the connection is over and must be closed.
+  bool on_ready();
+  // Loop thread: closes the socket and tells the gateway the device is gone.
+  void close_now();
+  // Loop thread: an ended connection whose device has not closed within kLinger.
+  bool linger_expired(std::chrono::steady_clock::time_point now) const noexcept;
+
+ private:
+  enum class Phase : std::uint8_t { handshake, open, ending, closed };
+  // Under mutex_: writes what can go out now; false when the connection is broken.
+  bool flush_locked();
+  // Under mutex_: after the end frame went out, close_notify and no more writes.
+  void shut_write_locked();
+  // Loop thread: handles every whole frame read so far; false when the stream ended.
+  bool handle_frames();
+
+  GatewayCore& core_;
+  std::mutex mutex_;
+  int fd_;
+  protocol::Ssl ssl_;
+  Phase phase_ = Phase::handshake;
+  bool write_shut_ = false;
+  std::string out_;                            // framed bytes not yet taken by SSL_write
+  protocol::FrameReader in_;                   // loop thread only
+  bool attached_ = false;                      // loop thread only
+  v1::DeviceToCoordinator incoming_;           // loop thread only, reused
+  std::atomic<std::int64_t> linger_until_{0};  // steady-clock ns; 0: not ending
+};
+
+}  // namespace cgp::transport::detail
