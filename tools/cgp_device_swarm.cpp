@@ -1,18 +1,22 @@
-// cgp-device-swarm: N simulated devices in one process, each on its own stream to a coordinator
-// (gRPC completion queues over a fixed set of threads: no thread per device), for load and
-// fault tests.
+// cgp-device-swarm: N simulated devices in one process, each on its own connection to a
+// coordinator (gRPC completion queues, or epoll loops for the frames transport, over a fixed set
+// of threads: no thread per device), for load and fault tests.
 //
 //   cgp-device-swarm --coordinator HOST:PORT --count N [--offset K] [--data FILE]
 //                    [--projection local|mercator]
 //                    [--secrets FILE] [--prefix device-] [--budget RHO] [--seed S]
-//                    [--tls-root PEM] [--streams-per-connection K] [--queues Q]
-//                    [--duration SECONDS]
+//                    [--tls-root PEM] [--transport grpc|frames] [--ignore-retry-after]
+//                    [--streams-per-connection K] [--queues Q] [--duration SECONDS]
 //
 // Device i is PREFIX<K+i> at row K+i of --data (projected like cgp-sim does), or of cgp-sim's
 // built-in synthetic city (seed --seed) without --data: several swarms with disjoint --offset
 // ranges serve one enrolment. --secrets: the CSV "id,credential" that
-// `cgp-coordinator enrol --count` wrote. Runs until SIGINT/SIGTERM or --duration; prints its
-// counters every 10 s and at the end. Exit 2 on bad arguments, 3 on unreadable data.
+// `cgp-coordinator enrol --count` wrote. --transport frames: the lean transport (TLS 1.3 frames,
+// docs/protocol.md §2b) on the coordinator's device frames port, one connection per device; it
+// needs --tls-root. --ignore-retry-after: redial on the devices' own backoff even when the
+// coordinator says when to come back (tests of its pace steering). Runs until SIGINT/SIGTERM or
+// --duration; prints its counters every 10 s and at the end. Exit 2 on bad arguments, 3 on
+// unreadable data.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -41,9 +45,10 @@ int fail(int code, const std::string& message) {
 void report(const cgp::swarm::DeviceSwarm& swarm) {
   const auto c = swarm.counters();
   std::fprintf(stderr,
-               "event=swarm connected=%zu requests=%llu replies=%llu refused_connections=%llu "
-               "lost_connections=%llu\n",
-               swarm.connected(), static_cast<unsigned long long>(c.requests),
+               "event=swarm connected=%zu welcomes=%llu requests=%llu replies=%llu "
+               "refused_connections=%llu lost_connections=%llu\n",
+               swarm.connected(), static_cast<unsigned long long>(c.welcomes),
+               static_cast<unsigned long long>(c.requests),
                static_cast<unsigned long long>(c.replies),
                static_cast<unsigned long long>(c.refused_connections),
                static_cast<unsigned long long>(c.lost_connections));
@@ -53,10 +58,11 @@ int run(int argc, char** argv) {
   CLI::App app{"cgp-device-swarm: many simulated devices serving a cgpkit coordinator"};
   cgp::tools::add_common_flags(app, /*config_file=*/true);
   std::string coordinator, data_file, projection = "local", secrets_file, prefix = "device-",
-                                      tls_root_file;
+                                      tls_root_file, transport = "grpc";
   std::size_t count = 0, offset = 0, per_connection = 500, queues = 4;
   double budget = 1.0, duration = 0;
   std::uint64_t seed = 1;
+  bool ignore_retry_after = false;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
   app.add_option("--count", count, "number of devices")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
@@ -73,10 +79,15 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", seed, "noise seed (and the synthetic city's)")->capture_default_str();
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
+  app.add_option("--transport", transport,
+                 "grpc|frames (frames: the coordinator's device frames port; needs --tls-root)")
+      ->capture_default_str();
+  app.add_flag("--ignore-retry-after", ignore_retry_after,
+               "frames: redial on the devices' own backoff, not when the coordinator says");
   app.add_option("--streams-per-connection", per_connection, "devices per TCP connection")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
-  app.add_option("--queues", queues, "gRPC completion queues (a thread each)")
+  app.add_option("--queues", queues, "gRPC completion queues or frames epoll loops (a thread each)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{256}))
       ->capture_default_str();
   app.add_option("--duration", duration, "seconds to run (0 = until SIGINT/SIGTERM)")
@@ -87,6 +98,11 @@ int run(int argc, char** argv) {
   if (!config) return fail(2, "--budget: " + config.error().message);
   auto kind = cgp::geometry::parse_projection_kind(projection);
   if (!kind) return fail(2, "--projection must be local or mercator, got '" + projection + "'");
+  if (transport != "grpc" && transport != "frames")
+    return fail(2, "--transport must be grpc or frames, got '" + transport + "'");
+  // Frames are TLS only: checked here, before the data is read, like the other flags.
+  if (transport == "frames" && tls_root_file.empty())
+    return fail(2, "--transport frames needs --tls-root (the frames transport is TLS only)");
 
   cgp::experiments::Dataset data;
   if (data_file.empty()) {
@@ -134,6 +150,9 @@ int run(int argc, char** argv) {
   options.first_stream = offset;
   options.streams_per_connection = per_connection;
   options.completion_queues = queues;
+  options.transport =
+      transport == "frames" ? cgp::link::DeviceTransport::frames : cgp::link::DeviceTransport::grpc;
+  options.obey_retry_after = !ignore_retry_after;
   if (!tls_root_file.empty()) {
     auto root = cgp::read_file(tls_root_file, "--tls-root");
     if (!root) return fail(3, root.error().message);
