@@ -8,14 +8,20 @@
 # TLS=1 (a throwaway self-signed certificate), STAGGER=1 (each swarm starts once the previous
 # one is connected: no connection storm), COORDINATOR_QUEUES, SWARM_QUEUES, PROFILE=/tmp/p,
 # STORM=1 (after the queries the coordinator is restarted — SIGTERM, then the same command —
-# and every device comes back at once: time until 99% and all are back, peak CPU).
+# and every device comes back when its Goodbye said: time until 99% and all are back, peak CPU),
+# FRAMES=1 (devices on the lean transport, TLS 1.3 frames on the coordinator's
+# --device-frames-listen port, one connection each; implies TLS=1), RECONNECT_RATE (devices/s
+# a stop spreads the reconnects over, the coordinator's --reconnect-rate, default 1000).
 set -euo pipefail
 build="$(cd "$1" && pwd)"
 devices="${2:-10000}"
 swarms="${3:-2}"
 queries="${4:-5}"
 work="$(mktemp -d)"
-address="127.0.0.1:$((20000 + RANDOM % 20000))"
+port=$((20000 + RANDOM % 20000))
+address="127.0.0.1:$port"
+frames_address="127.0.0.1:$((port + 1))"
+[ "${FRAMES:-0}" = 1 ] && TLS=1
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -37,11 +43,16 @@ if [ "${TLS:-0}" = 1 ]; then
     -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout key.pem -out cert.pem 2> /dev/null
   tls_serve=(--tls-cert cert.pem --tls-key key.pem); tls_dial=(--tls-root cert.pem)
 fi
+frames_serve=(); device_address="$address"; device_transport=()
+if [ "${FRAMES:-0}" = 1 ]; then
+  frames_serve=(--device-frames-listen "$frames_address")
+  device_address="$frames_address"; device_transport=(--transport frames)
+fi
 start_coordinator() {  # LOG: serves in the background, its pid in $coordinator
   "$build/bin/cgp-coordinator" serve --listen "$address" --devices devices.csv \
     --analyst-credential analyst.key --budget 0.003 --deadline-ms 10000 \
     --queues "${COORDINATOR_QUEUES:-8}" --max-connections-per-address "$((devices + 64))" \
-    "${tls_serve[@]}" 2> "$1" &
+    --reconnect-rate "${RECONNECT_RATE:-1000}" "${tls_serve[@]}" "${frames_serve[@]}" 2> "$1" &
   coordinator=$!
   pids+=("$coordinator")
 }
@@ -54,7 +65,7 @@ per=$(( (devices + swarms - 1) / swarms ))
 connect_start=$(date +%s.%N)
 for ((s = 0; s < swarms; s++)); do
   offset=$((s * per)); count=$(( devices - offset < per ? devices - offset : per ))
-  "$build/bin/cgp-device-swarm" --coordinator "$address" --offset "$offset" \
+  "$build/bin/cgp-device-swarm" --coordinator "$device_address" "${device_transport[@]}" --offset "$offset" \
     --count "$count" --secrets secrets.csv --budget 0.003 --queues "${SWARM_QUEUES:-4}" --streams-per-connection "${PER_CONNECTION:-500}" \
     "${tls_dial[@]}" 2> "swarm-$s.log" &
   pids+=("$!")

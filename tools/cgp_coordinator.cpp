@@ -258,8 +258,8 @@ struct Arguments {
   // operator knows: deploy/coordinator.toml sets one.
   long drain_ms = 0;
   bool quiet = false;
-  std::size_t queues = 8;
-  std::string metrics_listen, state_file, frame, analyst_listen;
+  std::size_t queues = 8, frame_loops = 2, reconnect_rate = 1000;
+  std::string metrics_listen, state_file, frame, analyst_listen, frames_listen;
   cgp::transport::ConnectionLimits analyst_limits =
       cgp::transport::CoordinatorOptions::default_analyst_limits();
   bool no_state = false, check_in = false, init_state = false;
@@ -338,6 +338,20 @@ void serve_flags(CLI::App& sub, Arguments& a) {
   serve->add_option("--analyst-listen", a.analyst_listen,
                     "HOST:PORT of the analyst's own port (Analyst API, health, reflection), with "
                     "its own connection caps that devices never take (default: the --listen port)");
+  serve->add_option("--device-frames-listen", a.frames_listen,
+                    "HOST:PORT of the lean device transport (TLS 1.3 frames, docs/protocol.md "
+                    "§2b; needs --tls-cert/--tls-key), beside the gRPC --listen port");
+  serve
+      ->add_option("--frame-loops", a.frame_loops,
+                   "epoll threads driving the device frames connections")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  serve
+      ->add_option("--reconnect-rate", a.reconnect_rate,
+                   "devices per second a stop spreads reconnects over (each device's Goodbye "
+                   "says when to come back; 0: no delay)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1000000}))
+      ->capture_default_str();
   serve
       ->add_option("--queues", a.queues,
                    "gRPC completion queues for device streams (a thread each)")
@@ -481,6 +495,9 @@ int run_serve(const Arguments& a) {
   cgp::transport::CoordinatorOptions options;
   options.gateway.address = a.listen;
   options.gateway.completion_queues = a.queues;
+  options.gateway.frames_address = a.frames_listen;
+  options.gateway.frame_loops = a.frame_loops;
+  options.gateway.reconnect_rate = a.reconnect_rate;
   if (!a.frame.empty()) {
     auto frame = cgp::geometry::LocationFrame::parse(a.frame);
     if (!frame) return fail(2, "--frame: " + frame.error().message);
@@ -492,6 +509,9 @@ int run_serve(const Arguments& a) {
   }
   if (a.tls_cert.empty() != a.tls_key.empty())
     return fail(2, "--tls-cert and --tls-key go together");
+  if (!a.frames_listen.empty() && a.tls_cert.empty())
+    return fail(2, "--device-frames-listen: the lean device transport is TLS only; give "
+                   "--tls-cert and --tls-key");
   if (!a.tls_cert.empty()) {
     auto chain = cgp::read_file(a.tls_cert, "--tls-cert");
     if (!chain) return fail(3, chain.error().message);
@@ -577,6 +597,7 @@ int run_serve(const Arguments& a) {
       " tls=" + (a.tls_cert.empty() ? "off" : "on") +
       " max_connections=" + std::to_string((*service)->gateway().max_connections()) +
       " analyst_port=" + std::to_string((*service)->analyst_port()) +
+      " frames_port=" + std::to_string((*service)->gateway().frames_port()) +
       " metrics_port=" + std::to_string((*service)->metrics_port()) +
       " version=" + std::string(cgp::version_string()));
   if (a.tls_cert.empty())

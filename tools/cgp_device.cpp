@@ -2,6 +2,7 @@
 // coordinator over gRPC until the coordinator closes the stream.
 //
 //   cgp-device --coordinator HOST:PORT --id ID [--credential FILE] [--tls-root FILE]
+//              [--transport grpc|frames]
 //              --ledger PATH --budget RHO [--sticky-halt]
 //              [--location X,Y | --lonlat LON,LAT] [--component NAME=V1,V2,...]...
 //              [--components FILE]
@@ -70,6 +71,11 @@ int run(int argc, char** argv) {
   app.add_option("--credential", credential_file,
                  "file holding this device's credential (trailing newlines ignored)");
   app.add_option("--tls-root", tls_root_file, "PEM root certificate of the coordinator");
+  std::string transport = "grpc";
+  app.add_option("--transport", transport,
+                 "grpc (the coordinator's --listen port) or frames (its --device-frames-listen "
+                 "port: the lean TLS transport, needs --tls-root)")
+      ->capture_default_str();
   app.add_option("--ledger", ledger, "SQLite ledger file (created if absent)")->required();
   app.add_option("--budget", budget,
                  "total rho of the CGP filter (per m^2 for locations in metres)")
@@ -131,6 +137,13 @@ int run(int argc, char** argv) {
     }
   }
   cgp::link::DeviceConnection connection;
+  if (transport == "frames") {
+    if (tls_root_file.empty())
+      return fail(2, "--transport: frames is TLS only; give --tls-root");
+    connection.transport = cgp::link::DeviceTransport::frames;
+  } else if (transport != "grpc") {
+    return fail(2, "--transport must be grpc or frames, got '" + transport + "'");
+  }
   connection.coordinator_address = coordinator;
   connection.device_id = id;
   connection.watch_limits = watch_limits;
