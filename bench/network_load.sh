@@ -177,6 +177,8 @@ if [ "${STORM:-0}" = 1 ]; then
     [ "$back" -ge "$devices" ] && break
   done
   refused=$(grep -c ' event=refused ' coordinator-restarted.log || true)
+  # Why, if any: a storm should refuse no valid device.
+  grep -o ' event=refused reason=[a-z-]*' coordinator-restarted.log | sort | uniq -c | sed 's/^/  /' || true
   echo "reconnect storm        99% of $devices devices back in ${back_99:-(not reached)} s, $back in $elapsed s; peak coordinator CPU ${peak_cpu}% of one core; $refused refusals logged"
   [ "$back" -ge "$devices" ] || { echo "network_load: FAILED: only $back of $devices devices came back" >&2; exit 1; }
 fi

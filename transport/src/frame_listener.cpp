@@ -104,7 +104,7 @@ class FrameLoop {
         continue;
       }
       SSL_set_accept_state(ssl.get());
-      auto session = std::make_shared<FrameSession>(core_, fd, std::move(ssl));
+      auto session = std::make_shared<FrameSession>(core_, epoll_, fd, std::move(ssl));
       const auto slot = static_cast<std::size_t>(fd);
       if (by_fd_.size() <= slot) by_fd_.resize(slot + 1);
       by_fd_[slot] = session;
@@ -115,8 +115,10 @@ class FrameLoop {
         close(fd);
         continue;
       }
+      // Level-triggered, input only: a reply costs one read(); output is watched only while
+      // a write waits (FrameSession::watch_output_locked).
       epoll_event event{};
-      event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+      event.events = EPOLLIN | EPOLLRDHUP;
       event.data.fd = fd;
       if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) close(fd);
     }

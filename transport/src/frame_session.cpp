@@ -1,6 +1,7 @@
 #include "frame_session.hpp"
 
 #include <openssl/err.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,8 +23,17 @@ std::int64_t steady_ns(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-FrameSession::FrameSession(GatewayCore& core, int fd, protocol::Ssl ssl)
-    : core_(core), fd_(fd), ssl_(std::move(ssl)) {}
+FrameSession::FrameSession(GatewayCore& core, int epoll, int fd, protocol::Ssl ssl)
+    : core_(core), epoll_(epoll), fd_(fd), ssl_(std::move(ssl)) {}
+
+void FrameSession::watch_output_locked(bool on) {
+  if (watching_output_ == on || fd_ < 0) return;
+  watching_output_ = on;
+  epoll_event event{};
+  event.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
+  event.data.fd = fd_;
+  epoll_ctl(epoll_, EPOLL_CTL_MOD, fd_, &event);
+}
 
 FrameSession::~FrameSession() {
   if (fd_ >= 0) ::close(fd_);
@@ -37,12 +47,16 @@ bool FrameSession::flush_locked() {
       continue;
     }
     const int error = SSL_get_error(ssl_.get(), n);
-    if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) return true;
+    if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) {
+      watch_output_locked(true);  // the loop writes the rest when the socket takes it
+      return true;
+    }
     ERR_clear_error();
     out_.clear();
     return false;
   }
   std::string().swap(out_);  // an idle connection holds no buffer
+  watch_output_locked(false);
   return true;
 }
 
@@ -108,7 +122,10 @@ bool FrameSession::on_ready() {
         const int r = SSL_do_handshake(ssl_.get());
         if (r != 1) {
           const int error = SSL_get_error(ssl_.get(), r);
-          if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return true;
+          if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+            watch_output_locked(error == SSL_ERROR_WANT_WRITE);
+            return true;
+          }
           ERR_clear_error();
           core_.counters.update([](GatewayCounters& c) { ++c.refused_connections; });
           core_.log_refused("tls-handshake", "event=refused reason=tls-handshake");
@@ -123,6 +140,7 @@ bool FrameSession::on_ready() {
           return false;
         }
         phase_ = Phase::open;
+        watch_output_locked(false);
       }
       static thread_local std::array<char, 16384> buffer;
       std::size_t read = 0;
@@ -132,10 +150,15 @@ bool FrameSession::on_ready() {
           // An ended connection only waits for the device to close: what it sends is dropped.
           if (phase_ == Phase::open) in_.append(buffer.data(), static_cast<std::size_t>(n));
           read += static_cast<std::size_t>(n);
+          // Watched level-triggered: what is still in the socket brings the next event, so
+          // only what OpenSSL holds already is read now (no read() that ends in EAGAIN).
+          if (SSL_has_pending(ssl_.get()) == 0) break;
           continue;
         }
         const int error = SSL_get_error(ssl_.get(), n);
-        if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
+        if (error == SSL_ERROR_WANT_WRITE) {
+          watch_output_locked(true);
+        } else if (error != SSL_ERROR_WANT_READ) {
           ERR_clear_error();
           gone = true;  // closed by the device (close_notify or not), or broken
         }

@@ -28,7 +28,9 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   // How long an ended connection waits for the device to close before it is closed anyway.
   static constexpr std::chrono::milliseconds kLinger{2000};
 
-  FrameSession(GatewayCore& core, int fd, protocol::Ssl ssl);
+  // `epoll`: the loop's, on which `fd` is watched for input (level-triggered) and, only while
+  // bytes wait to be written, for output.
+  FrameSession(GatewayCore& core, int epoll, int fd, protocol::Ssl ssl);
   ~FrameSession() override;
 
   bool push(v1::CoordinatorToDevice message) override;
@@ -45,14 +47,18 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   enum class Phase : std::uint8_t { handshake, open, ending, closed };
   // Under mutex_: writes what can go out now; false when the connection is broken.
   bool flush_locked();
+  // Under mutex_: watch the socket for output too (bytes wait), or no longer.
+  void watch_output_locked(bool on);
   // Under mutex_: after the end frame went out, close_notify and no more writes.
   void shut_write_locked();
   // Loop thread: handles every whole frame read so far; false when the stream ended.
   bool handle_frames();
 
   GatewayCore& core_;
+  const int epoll_;
   std::mutex mutex_;
   int fd_;
+  bool watching_output_ = false;
   protocol::Ssl ssl_;
   Phase phase_ = Phase::handshake;
   bool write_shut_ = false;
