@@ -310,7 +310,9 @@ SessionEnd serve_session(const DeviceConnection& connection, client::Device& dev
     }
     if (!message.has_request()) {
       if (message.has_goodbye()) {  // the coordinator ends the call itself
-        retry_after = std::chrono::milliseconds(message.goodbye().retry_after_ms());
+        // At most a day: a coordinator cannot park a device for good.
+        retry_after = std::chrono::milliseconds(
+            std::min<std::uint32_t>(message.goodbye().retry_after_ms(), 86400000));
         stream_ended = true;
         break;
       }

@@ -133,7 +133,9 @@ class FramesStream final : public CoordinatorStream {
           if (!end.ParseFromArray(frame.body.data(), static_cast<int>(frame.body.size())))
             return end_with(make_error(ErrorCode::invalid_argument, "coordinator",
                                        "coordinator: an end frame does not parse"));
-          retry_after_ = std::chrono::milliseconds(end.retry_after_ms());
+          // At most a day: a coordinator cannot park a device for good.
+          retry_after_ =
+              std::chrono::milliseconds(std::min<std::uint32_t>(end.retry_after_ms(), 86400000));
           return end_with(status_of(end));
         }
         const bool parsed =

@@ -26,8 +26,19 @@ class GrpcStream final : public CoordinatorStream {
   Status finish(const std::string& peer) override {
     stream_->WritesDone();
     const grpc::Status status = stream_->Finish();
-    return ended_status(status, context_.GetServerTrailingMetadata(), peer);
+    const auto& trailing = context_.GetServerTrailingMetadata();
+    if (auto it = trailing.find(protocol::kRetryAfterKey); it != trailing.end()) {
+      // Decimal milliseconds; anything else (or over a day) is ignored: the device's own pace.
+      const std::string text(it->second.data(), it->second.size());
+      std::uint64_t ms = 0;
+      bool digits = !text.empty() && text.size() <= 9;
+      for (char c : text) digits = digits && c >= '0' && c <= '9';
+      if (digits) ms = std::stoull(text);
+      if (digits && ms <= 86400000) retry_after_ = std::chrono::milliseconds(ms);
+    }
+    return ended_status(status, trailing, peer);
   }
+  std::chrono::milliseconds retry_after() const override { return retry_after_; }
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
@@ -35,6 +46,7 @@ class GrpcStream final : public CoordinatorStream {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::DeviceToCoordinator, v1::CoordinatorToDevice>>
       stream_;
+  std::chrono::milliseconds retry_after_{0};
 };
 
 }  // namespace

@@ -161,19 +161,58 @@ class AnalystEndpoint final : public detail::HeaderTimeService {
 
 }  // namespace
 
+namespace {
+
+// The previous stop's reconnect plan, kept in the state file's counters, so that a restarted
+// coordinator can tell a device that did not wait the time it was given (gateway.hpp).
+constexpr const char* kPlanStoppedAt = "reconnect_stopped_at_ms";
+constexpr const char* kPlanWindow = "reconnect_window_ms";
+constexpr const char* kPlanKey[2] = {"reconnect_key_0", "reconnect_key_1"};
+
+cgp::Status save_reconnect_plan(detail::CoordinatorState& state, const ReconnectPlan& plan) {
+  std::vector<std::pair<std::string, std::uint64_t>> values{{kPlanStoppedAt, plan.stopped_at_ms},
+                                                            {kPlanWindow, plan.window_ms}};
+  for (int half = 0; half < 2; ++half) {
+    std::uint64_t part = 0;
+    for (int b = 0; b < 8; ++b)
+      part = (part << 8) | plan.key[static_cast<std::size_t>(half * 8 + b)];
+    values.emplace_back(kPlanKey[half], part);
+  }
+  return state.set_counters(values);
+}
+
+Expected<std::optional<ReconnectPlan>> load_reconnect_plan(const detail::CoordinatorState& state) {
+  ReconnectPlan plan;
+  CGP_ASSIGN_OR_RETURN(plan.stopped_at_ms, state.counter(kPlanStoppedAt));
+  CGP_ASSIGN_OR_RETURN(plan.window_ms, state.counter(kPlanWindow));
+  if (plan.window_ms == 0) return std::optional<ReconnectPlan>{};
+  for (int half = 0; half < 2; ++half) {
+    CGP_ASSIGN_OR_RETURN(std::uint64_t part, state.counter(kPlanKey[half]));
+    for (int b = 7; b >= 0; --b, part >>= 8)
+      plan.key[static_cast<std::size_t>(half * 8 + b)] = static_cast<std::uint8_t>(part & 0xff);
+  }
+  return std::optional<ReconnectPlan>{plan};
+}
+
+}  // namespace
+
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
   impl_->metrics.reset();           // no scrape reads the gateway while it goes
   impl_->analyst_listener.reset();  // no analyst call starts or runs from here on
   // The totals as this run leaves them (what the gateway counts while it shuts down is lost).
   const GatewayCounters last = impl_->counters();
+  const ReconnectPlan plan = impl_->gateway->stop();  // each device told when to come back
   impl_->gateway.reset();  // no analyst call runs after this: the mirror is final
   std::lock_guard lock(impl_->query_mutex);
   impl_->release_watch_holds();
   impl_->persist_mirror();
-  if (impl_->state)
+  if (impl_->state) {
     if (auto saved = impl_->save_counters(last); !saved)
       impl_->log("event=state-error error=" + log_value(saved.error().message));
+    if (auto saved = save_reconnect_plan(*impl_->state, plan); !saved)
+      impl_->log("event=state-error error=" + log_value(saved.error().message));
+  }
 }
 
 Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
@@ -226,6 +265,9 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     auto kept = impl->state->watches();
     if (!kept) return kept.error();
     gateway_options.watches = std::move(*kept);
+    if (!gateway_options.previous_stop) {
+      CGP_ASSIGN_OR_RETURN(gateway_options.previous_stop, load_reconnect_plan(*impl->state));
+    }
   }
   gateway_options.watch_changed = [core = impl.get()](const std::string& watch,
                                                       const std::string& device,

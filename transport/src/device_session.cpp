@@ -1,5 +1,6 @@
 #include "device_session.hpp"
 
+#include "cgp/protocol/status_codec.hpp"
 #include "gateway_impl.hpp"
 
 namespace cgp::transport::detail {
@@ -71,7 +72,7 @@ void Session::on_read(bool ok) {
     std::lock_guard lock(mutex_);
     attached_ = true;
   }
-  if (outcome.end) return finish(*outcome.end);
+  if (outcome.end) return finish(*outcome.end, outcome.retry_after_ms);
   std::lock_guard lock(mutex_);
   if (!finish_requested_) start_read();
 }
@@ -115,9 +116,11 @@ bool Session::push(v1::CoordinatorToDevice message) {
   return true;
 }
 
-void Session::finish(grpc::Status status) {
+void Session::finish(grpc::Status status, std::uint32_t retry_after_ms) {
   std::lock_guard lock(mutex_);
   if (!accepted_ || finish_requested_) return;
+  if (retry_after_ms > 0)
+    context_.AddTrailingMetadata(protocol::kRetryAfterKey, std::to_string(retry_after_ms));
   finish_requested_ = true;
   finish_status_ = std::move(status);
   if (writing_) return;  // on_write finishes

@@ -40,7 +40,7 @@ class Session final : public DeviceStream, public std::enable_shared_from_this<S
   void on_event(Op op, bool ok);
 
   bool push(v1::CoordinatorToDevice message) override;
-  void finish(grpc::Status status) override;
+  void finish(grpc::Status status, std::uint32_t retry_after_ms = 0) override;
 
  private:
   void on_read(bool ok);

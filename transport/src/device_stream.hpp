@@ -6,6 +6,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <cstdint>
 #include <string>
 
 #include "cgp/v1/cgp.pb.h"
@@ -21,8 +22,10 @@ class DeviceStream {
   const std::string& sdk_version() const noexcept { return sdk_version_; }
   // Any thread. False when the stream is finishing or gone (nothing was sent).
   virtual bool push(v1::CoordinatorToDevice message) = 0;
-  // Any thread: ends the stream with `status` (once; later calls do nothing).
-  virtual void finish(grpc::Status status) = 0;
+  // Any thread: ends the stream with `status` (once; later calls do nothing), and with a
+  // "come back after" when retry_after_ms > 0 (gRPC: trailer cgp-retry-after-ms; frames:
+  // StreamEnd.retry_after_ms).
+  virtual void finish(grpc::Status status, std::uint32_t retry_after_ms = 0) = 0;
 
   // GatewayCore::on_message, when the device's Hello is accepted (its transport's own thread).
   void introduce(std::string id, std::string sdk_version) {

@@ -85,7 +85,7 @@ bool FrameSession::push(v1::CoordinatorToDevice message) {
   return false;
 }
 
-void FrameSession::finish(grpc::Status status) {
+void FrameSession::finish(grpc::Status status, std::uint32_t retry_after_ms) {
   std::lock_guard lock(mutex_);
   if (phase_ == Phase::ending || phase_ == Phase::closed) return;
   linger_until_ = steady_ns(std::chrono::steady_clock::now() + kLinger);
@@ -99,6 +99,7 @@ void FrameSession::finish(grpc::Status status) {
   v1::StreamEnd end;
   end.set_code(static_cast<std::uint32_t>(status.error_code()));
   end.set_message(status.error_message());
+  end.set_retry_after_ms(retry_after_ms);
   protocol::append_frame(out_, protocol::FrameKind::end, end);
   if (!flush_locked()) {
     ::shutdown(fd_, SHUT_RDWR);
@@ -199,7 +200,7 @@ bool FrameSession::handle_frames() {
     const MessageOutcome outcome = core_.on_message(shared_from_this(), incoming_);
     attached_ = attached_ || outcome.attached;
     if (outcome.end) {
-      finish(*outcome.end);
+      finish(*outcome.end, outcome.retry_after_ms);
       break;
     }
   }

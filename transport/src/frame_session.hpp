@@ -34,7 +34,7 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   ~FrameSession() override;
 
   bool push(v1::CoordinatorToDevice message) override;
-  void finish(grpc::Status status) override;
+  void finish(grpc::Status status, std::uint32_t retry_after_ms = 0) override;
 
   // Loop thread: the socket is ready. False: the connection is over and must be closed.
   bool on_ready();

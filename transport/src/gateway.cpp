@@ -31,6 +31,12 @@ namespace {
 // one thread is as quick as handing parts out.
 constexpr std::size_t kPushesPerPart = 256;
 
+std::uint64_t unix_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
 }  // namespace
 
 namespace detail {
@@ -48,7 +54,8 @@ GatewayCore::GatewayCore(const GatewayOptions& options)
       log_sink_(options.log) {}
 
 grpc::Status GatewayCore::admit(const v1::Hello& hello,
-                                std::optional<CredentialSha256>& admitted_with) {
+                                std::optional<CredentialSha256>& admitted_with,
+                                std::uint32_t& retry_after_ms) {
   const std::string& id = hello.device_id();
   auto refuse = [&](grpc::Status status, const char* reason) {
     counters.update([](GatewayCounters& c) { ++c.refused_connections; });
@@ -67,6 +74,26 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello,
   const SessionRegistry::Admission expected = sessions.admission_of(id);
   if (expected.revoked)
     return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "revoked");
+  if (previous_stop && previous_stop->window_ms > 0) {
+    // Back before the time the previous stop gave it: told again, and nothing else (a device
+    // that comes back at its time is admitted whatever it did before).
+    const std::uint64_t due = previous_stop->stopped_at_ms + previous_stop->delay_ms(id);
+    const std::uint64_t now = unix_ms();
+    const auto slack = static_cast<std::uint64_t>(GatewayOptions::kEarlySlack.count());
+    if (now + slack < due) {
+      retry_after_ms = static_cast<std::uint32_t>(std::min<std::uint64_t>(due - now, UINT32_MAX));
+      counters.update([](GatewayCounters& c) {
+        ++c.refused_connections;
+        ++c.refused_early;
+      });
+      log_refused("before-its-window",
+                  "event=refused reason=before-its-window device=" + log_value(id) +
+                      " retry_after_ms=" + std::to_string(retry_after_ms));
+      return {grpc::StatusCode::UNAVAILABLE,
+              "come back after " + std::to_string(retry_after_ms) +
+                  " ms: this coordinator restarted and spreads its devices' returns"};
+    }
+  }
   admitted_with = expected.digest;
   if (!expected.checked) return grpc::Status::OK;
   // Binding the stream to the id whose credential it presented: a device cannot answer for
@@ -89,7 +116,8 @@ MessageOutcome GatewayCore::on_message(const std::shared_ptr<DeviceStream>& stre
       return outcome;
     }
     std::optional<CredentialSha256> admitted_with;
-    if (auto admitted = admit(message.hello(), admitted_with); !admitted.ok()) {
+    if (auto admitted = admit(message.hello(), admitted_with, outcome.retry_after_ms);
+        !admitted.ok()) {
       outcome.end = std::move(admitted);
       return outcome;
     }
@@ -238,7 +266,9 @@ void GatewayCore::serve() {
   }
 }
 
-void GatewayCore::shutdown() {
+ReconnectPlan GatewayCore::shutdown() {
+  if (stopped) return plan;
+  stopped = true;
   // Probes see NOT_SERVING while the streams are ended, so that a load balancer drains first.
   if (health) health->shutdown();
   if (reflection) reflection->shutdown();
@@ -270,6 +300,7 @@ void GatewayCore::shutdown() {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   for (auto& queue : queues) queue->Shutdown();
   for (auto& thread : queue_threads) thread.join();
+  return plan;
 }
 
 }  // namespace detail
@@ -282,6 +313,21 @@ DeviceGateway::DeviceGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 
 DeviceGateway::~DeviceGateway() {
   impl_->shutdown();
+}
+
+ReconnectPlan DeviceGateway::stop() {
+  return impl_->shutdown();
+}
+
+std::uint64_t ReconnectPlan::delay_ms(std::string_view device_id) const {
+  if (window_ms == 0) return 0;
+  static_assert(crypto_shorthash_KEYBYTES == 16 && crypto_shorthash_BYTES == 8);
+  std::array<unsigned char, crypto_shorthash_BYTES> hash{};
+  crypto_shorthash(hash.data(), reinterpret_cast<const unsigned char*>(device_id.data()),
+                   device_id.size(), key.data());
+  std::uint64_t value = 0;
+  for (unsigned char byte : hash) value = (value << 8) | byte;
+  return value % window_ms;
 }
 
 Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const std::string& address) {
@@ -336,6 +382,7 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   impl->port = impl->admission->port();
 
   impl->reconnect_rate = options.reconnect_rate;
+  impl->previous_stop = options.previous_stop;
   if (!options.frames_address.empty()) {
     auto frames = detail::FrameListener::start(*impl, options.frames_address, options.frame_loops,
                                                options.tls_certificate_chain,

@@ -38,8 +38,9 @@ namespace cgp::transport::detail {
 
 // What a stream does after a device's message (GatewayCore::on_message).
 struct MessageOutcome {
-  std::optional<grpc::Status> end;  // set: end the stream with this status
-  bool attached = false;            // the Hello was accepted: the stream is the device's now
+  std::optional<grpc::Status> end;   // set: end the stream with this status
+  std::uint32_t retry_after_ms = 0;  // with it: come back no sooner than this
+  bool attached = false;             // the Hello was accepted: the stream is the device's now
 };
 
 class GatewayCore {
@@ -48,13 +49,15 @@ class GatewayCore {
 
   // Serving: a thread per completion queue, each with streams waiting for devices.
   void serve();
-  // Ends every stream, stops the server and joins the queue threads.
-  void shutdown();
+  // Ends every stream (a Goodbye first, with its device's delay), stops the server and joins
+  // the queue threads; the plan the Goodbyes gave. Once.
+  ReconnectPlan shutdown();
 
   // What a session reports. admit: checks a Hello (the error is the status the stream finishes
   // with), and says which credential it was admitted with; attach: the Hello was accepted;
   // detach: the stream is gone; deliver: a reply came.
-  grpc::Status admit(const v1::Hello& hello, std::optional<CredentialSha256>& admitted_with);
+  grpc::Status admit(const v1::Hello& hello, std::optional<CredentialSha256>& admitted_with,
+                     std::uint32_t& retry_after_ms);
   // False: refused (revoked, or its credential changed since admit), the stream ends.
   bool attach(const std::shared_ptr<DeviceStream>& session,
               const std::optional<CredentialSha256>& admitted_with);
@@ -110,8 +113,11 @@ class GatewayCore {
   std::unique_ptr<ReflectionService> reflection;
   std::unique_ptr<ConnectionAdmission> admission;  // the listening socket
   std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<FrameListener> frames;  // the lean device transport, when served
-  std::size_t reconnect_rate = 0;         // GatewayOptions::reconnect_rate
+  std::unique_ptr<FrameListener> frames;       // the lean device transport, when served
+  std::size_t reconnect_rate = 0;              // GatewayOptions::reconnect_rate
+  std::optional<ReconnectPlan> previous_stop;  // GatewayOptions::previous_stop
+  ReconnectPlan plan;                          // this one's, given at shutdown
+  bool stopped = false;
   int port = 0;
 
  private:

@@ -18,6 +18,9 @@
 namespace cgp::protocol {
 
 inline constexpr const char* kErrorCodeKey = "cgp-error-code";
+// Pace steering on a device stream's end (docs/protocol.md §3): come back no sooner than this
+// many milliseconds (decimal), as StreamEnd.retry_after_ms on the frames transport.
+inline constexpr const char* kRetryAfterKey = "cgp-retry-after-ms";
 
 grpc::StatusCode grpc_code_of(ErrorCode code) noexcept;
 

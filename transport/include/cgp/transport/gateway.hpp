@@ -15,6 +15,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cgp/common/expected.hpp"
@@ -88,6 +89,17 @@ struct ConnectionLimits {
   StreamCaps analyst_calls{1024, 256, 256, std::chrono::milliseconds(10000)};
 };
 
+// Pace steering (docs/protocol.md §3): when a stopping coordinator told each device to come back.
+// Device `id` was told delay(id) = SipHash-2-4(key, id) mod window_ms after stopped_at_ms: public
+// values (an id and a random key), nothing about a user. Kept across a restart (cgp-coordinator
+// keeps it in its state file), so that the next process can tell a device that did not wait.
+struct ReconnectPlan {
+  std::uint64_t stopped_at_ms = 0;  // Unix time of the stop, ms
+  std::uint64_t window_ms = 0;      // 0: no delay was given
+  std::array<std::uint8_t, 16> key{};
+  std::uint64_t delay_ms(std::string_view device_id) const;
+};
+
 struct GatewayOptions {
   std::string address = "127.0.0.1:0";  // port 0 picks a free port
   // TLS: PEM server certificate chain and private key. Empty: plaintext (loopback tests only).
@@ -116,6 +128,11 @@ struct GatewayOptions {
   // second, rather than all at once (a TLS handshake costs the coordinator ~1 ms of CPU).
   // 0: no delay is given.
   std::size_t reconnect_rate = 1000;
+  // The plan of the previous stop, if any: while its window lasts, a device that comes back more
+  // than kEarlySlack before its time is refused by name (UNAVAILABLE, reason before-its-window,
+  // with the time it has left as retry_after) and nothing else: it is admitted once it is due.
+  std::optional<ReconnectPlan> previous_stop;
+  static constexpr std::chrono::milliseconds kEarlySlack{250};
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
   std::size_t completion_queues = 8;
@@ -146,6 +163,8 @@ struct GatewayCounters {
   // the process had no descriptor to spare; streams ended for the pending-stream caps.
   std::uint64_t refused_total_cap = 0, refused_address_cap = 0, refused_descriptors = 0,
                 refused_pending_streams = 0;
+  // Hellos of devices back before the time the previous stop gave them (refused, named).
+  std::uint64_t refused_early = 0;
   std::uint64_t open_connections = 0;  // TCP connections open now (a gauge)
   std::uint64_t rounds = 0, requests = 0, replies = 0, unanswered = 0;
   std::uint64_t late_replies = 0;  // replies to rounds already closed (or never asked)
@@ -162,6 +181,10 @@ class DeviceGateway {
   ~DeviceGateway();
   // The device frames port (GatewayOptions::frames_address), 0 when not served.
   int frames_port() const noexcept;
+  // Ends every device's stream, each with a Goodbye that says when to come back (spread over
+  // the fleet at reconnect_rate), and stops serving; the plan it gave, for the next process.
+  // The destructor does the same if this was not called.
+  ReconnectPlan stop();
   int port() const noexcept;
   std::size_t connected() const;
   GatewayCounters counters() const;
