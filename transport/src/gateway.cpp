@@ -278,20 +278,17 @@ ReconnectPlan GatewayCore::shutdown() {
   const auto connected = sessions.all();
   // Pace steering: each device is told when to come back, spread over the window in which
   // reconnect_rate devices a second can return, so that a restart is not a reconnect storm.
-  // The spread is public (a hash of the id and this stop's time), nothing about a user.
-  const std::uint64_t window_ms =
-      reconnect_rate == 0 ? 0 : connected.size() * 1000 / reconnect_rate;
-  const auto nonce =
-      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  // The spread is public (a keyed hash of the id), nothing about a user. The stop's time is
+  // taken before any Goodbye leaves: a device that waits as told is never early.
+  plan.stopped_at_ms = unix_ms();
+  plan.window_ms = reconnect_rate == 0 ? 0 : connected.size() * 1000 / reconnect_rate;
+  randombytes_buf(plan.key.data(), plan.key.size());
   for (const auto& session : connected) {
     v1::CoordinatorToDevice goodbye;
     goodbye.mutable_goodbye()->set_reason("the coordinator is stopping");
-    if (window_ms > 0) {
-      const std::uint64_t spread =
-          std::hash<std::string>{}(session->id()) ^ (nonce * 0x9E3779B97F4A7C15ULL);
+    if (plan.window_ms > 0)
       goodbye.mutable_goodbye()->set_retry_after_ms(
-          static_cast<std::uint32_t>((spread * 0xBF58476D1CE4E5B9ULL >> 11) % window_ms));
-    }
+          static_cast<std::uint32_t>(plan.delay_ms(session->id())));
     session->push(std::move(goodbye));
     session->finish(grpc::Status::OK);
   }
