@@ -148,8 +148,10 @@ void need_descriptors(rlim_t needed) {
 
 }  // namespace
 
-TEST_CASE("device frames: devices on TLS frames and on gRPC answer one query, impostors refused",
-          "[transport][frames]") {
+TEST_CASE(
+    "device frames: devices on TLS frames and on gRPC answer one query and impostors are "
+    "refused",
+    "[transport][frames]") {
   const auto seed = test::test_seed(29);
   const test::ThrowawayCertificate tls;
   const std::size_t n = 6;
@@ -342,8 +344,8 @@ TEST_CASE("device frames: hostile bytes end a connection by name and the port ke
 }
 
 TEST_CASE(
-    "device frames: 2,000 devices dropped by a restart come back when told, none refused "
-    "for a cap; a device that ignores its time is refused by name only",
+    "device frames: 2000 devices dropped by a restart come back when told and none is refused "
+    "for a cap and one that ignores its time is refused by name only",
     "[transport][frames][storm]") {
   const auto seed = test::test_seed(2029);
   const std::size_t n = 2000, ignoring = 20;

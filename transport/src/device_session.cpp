@@ -7,6 +7,7 @@ namespace cgp::transport::detail {
 
 void Session::listen() {
   self_ = shared_from_this();
+  core_.live_grpc_sessions.fetch_add(1, std::memory_order_relaxed);
   core_.device_service.RequestConnect(&context_, &stream_, &queue_, &queue_, &accepted_tag_);
 }
 
@@ -142,6 +143,7 @@ void Session::release_if_idle() {
   }
   if (detach) core_.detach(shared_from_this());
   auto last = std::move(self_);  // may destroy this when the function returns
+  core_.live_grpc_sessions.fetch_sub(1, std::memory_order_release);
 }
 
 }  // namespace cgp::transport::detail

@@ -295,6 +295,13 @@ ReconnectPlan GatewayCore::shutdown() {
   if (frames) frames->stop(std::chrono::milliseconds(2000));
   // Calls still open after the grace period are cancelled; then the queues drain.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Every call is over now, but their last events (a write's, a Finish's) may still be on the
+  // queues, and handling one may start a Finish: the queues are shut down once every session
+  // has let go (bounded: a session that never does is gRPC's bug, not a reason to hang).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (live_grpc_sessions.load(std::memory_order_acquire) > 0 &&
+         std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   for (auto& queue : queues) queue->Shutdown();
   for (auto& thread : queue_threads) thread.join();
   return plan;

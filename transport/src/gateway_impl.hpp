@@ -11,6 +11,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -106,6 +107,10 @@ class GatewayCore {
   // the stream, indistinguishable from a half-close, so the device would get OK.
   v1::DeviceGateway::WithRawMethod_Connect<v1::DeviceGateway::Service> device_service;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues;
+  // gRPC sessions holding themselves alive (an operation of theirs may be in flight): a queue
+  // is shut down only once this is 0, since an operation started on a shut-down queue (a
+  // Finish after a Goodbye's write completes) aborts the process.
+  std::atomic<std::size_t> live_grpc_sessions{0};
   std::vector<std::thread> queue_threads;
   std::vector<std::unique_ptr<grpc::Service>> endpoints;  // further services (analyst)
   // Health and reflection, bounded: made before the server, destroyed after it.
