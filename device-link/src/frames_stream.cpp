@@ -98,6 +98,7 @@ class FramesStream final : public CoordinatorStream {
       {
         std::lock_guard lock(mutex_);
         if (broken_) return false;
+        ERR_clear_error();  // what the app's own OpenSSL calls left is not this stream's error
         const int n =
             SSL_write(ssl_.get(), bytes.data() + sent, static_cast<int>(bytes.size() - sent));
         if (n > 0) {
@@ -112,6 +113,7 @@ class FramesStream final : public CoordinatorStream {
         } else {
           ERR_clear_error();
           broken_ = true;
+          lost();
           return false;
         }
       }
@@ -152,6 +154,7 @@ class FramesStream final : public CoordinatorStream {
         std::lock_guard lock(mutex_);
         if (broken_) return false;
         static thread_local std::array<char, 16384> buffer;
+        ERR_clear_error();
         const int n = SSL_read(ssl_.get(), buffer.data(), static_cast<int>(buffer.size()));
         if (n > 0) {
           reader_.append(buffer.data(), static_cast<std::size_t>(n));
@@ -163,6 +166,7 @@ class FramesStream final : public CoordinatorStream {
         } else if (error != SSL_ERROR_WANT_READ) {
           ERR_clear_error();
           broken_ = true;  // closed without an end frame: the network, or a coordinator gone
+          lost();
           return false;
         }
       }
@@ -199,7 +203,15 @@ class FramesStream final : public CoordinatorStream {
     return ended_status(status, trailing, "coordinator");
   }
 
+  // The connection went without an end frame: as gRPC reports it (unless this side cancelled).
+  void lost() {
+    if (cancelled_ || ended_explicitly_) return;
+    ended_ = make_error(ErrorCode::unavailable, "coordinator",
+                        "coordinator: the connection was lost without an end");
+  }
+
   bool end_with(Status status) {
+    ended_explicitly_ = true;
     ended_ = std::move(status);
     std::lock_guard lock(mutex_);
     broken_ = true;
@@ -233,6 +245,7 @@ class FramesStream final : public CoordinatorStream {
   protocol::FrameReader reader_;  // the reading thread's only
   std::atomic<bool> cancelled_{false};
   Status ended_;
+  bool ended_explicitly_ = false;  // by an end frame (or a frame this device cannot take)
   std::chrono::milliseconds retry_after_{0};
 };
 

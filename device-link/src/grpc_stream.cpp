@@ -28,13 +28,14 @@ class GrpcStream final : public CoordinatorStream {
     const grpc::Status status = stream_->Finish();
     const auto& trailing = context_.GetServerTrailingMetadata();
     if (auto it = trailing.find(protocol::kRetryAfterKey); it != trailing.end()) {
-      // Decimal milliseconds; anything else (or over a day) is ignored: the device's own pace.
+      // Decimal milliseconds, at most a day (a coordinator cannot park a device for good);
+      // anything else is ignored: the device's own pace.
       const std::string text(it->second.data(), it->second.size());
-      std::uint64_t ms = 0;
-      bool digits = !text.empty() && text.size() <= 9;
+      bool digits = !text.empty() && text.size() <= 10;
       for (char c : text) digits = digits && c >= '0' && c <= '9';
-      if (digits) ms = std::stoull(text);
-      if (digits && ms <= 86400000) retry_after_ = std::chrono::milliseconds(ms);
+      if (digits)
+        retry_after_ =
+            std::chrono::milliseconds(std::min<std::uint64_t>(std::stoull(text), 86400000));
     }
     return ended_status(status, trailing, peer);
   }

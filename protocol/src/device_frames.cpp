@@ -27,10 +27,10 @@ Expected<std::optional<Frame>> FrameReader::next() {
   const std::size_t length = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
                              (std::size_t{p[2]} << 8) | std::size_t{p[3]};
   // Checked from the header alone: a peer cannot make the reader hold more than one frame.
-  if (length == 0 || length > kMaxFrameLength)
-    return make_error(ErrorCode::invalid_argument, "frame",
-                      "frame: length " + std::to_string(length) + " is not in 1.." +
-                          std::to_string(kMaxFrameLength));
+  if (length == 0 || length > max_length_)
+    return make_error(
+        ErrorCode::invalid_argument, "frame",
+        "frame: length " + std::to_string(length) + " is not in 1.." + std::to_string(max_length_));
   if (left - kFrameHeaderBytes < length) return std::optional<Frame>{};
   const std::uint8_t kind = p[kFrameHeaderBytes];
   if (kind != static_cast<std::uint8_t>(FrameKind::message) &&

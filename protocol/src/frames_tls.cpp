@@ -4,8 +4,11 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
 #include <array>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "cgp/protocol/device_frames.hpp"
@@ -47,7 +50,65 @@ SslContext base_context(const SSL_METHOD* method) {
   return context;
 }
 
+// The write half of a socket, without SIGPIPE: OpenSSL's socket BIO writes with write(2).
+int send_no_signal(BIO* bio, const char* data, int length) {
+  BIO_clear_retry_flags(bio);
+  const ssize_t sent = ::send(static_cast<int>(BIO_get_fd(bio, nullptr)), data,
+                              static_cast<std::size_t>(length), MSG_NOSIGNAL);
+  if (sent >= 0) return static_cast<int>(sent);
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(bio);
+  return -1;
+}
+
+long control_no_signal(BIO* bio, int command, long number, void* pointer) {
+  switch (command) {
+    case BIO_C_SET_FD:
+      BIO_set_data(
+          bio, reinterpret_cast<void*>(static_cast<std::intptr_t>(*static_cast<int*>(pointer))));
+      BIO_set_init(bio, 1);
+      return 1;
+    case BIO_C_GET_FD:
+      if (BIO_get_init(bio) == 0) return -1;
+      {
+        const auto fd = static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(bio)));
+        if (pointer) *static_cast<int*>(pointer) = fd;
+        return fd;
+      }
+    case BIO_CTRL_FLUSH:
+      return 1;  // nothing is buffered here
+    default:
+      (void)number;
+      return 0;
+  }
+}
+
+BIO_METHOD* no_signal_method() {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "cgp send");
+    if (!m) return m;
+    BIO_meth_set_write(m, send_no_signal);
+    BIO_meth_set_ctrl(m, control_no_signal);
+    return m;
+  }();
+  return method;
+}
+
 }  // namespace
+
+bool attach_socket(SSL* ssl, int fd) {
+  BIO_METHOD* method = no_signal_method();
+  if (!method) return false;
+  BIO* read = BIO_new_socket(fd, BIO_NOCLOSE);
+  BIO* write = BIO_new(method);
+  if (!read || !write) {
+    BIO_free(read);
+    BIO_free(write);
+    return false;
+  }
+  BIO_set_fd(write, fd, BIO_NOCLOSE);
+  SSL_set_bio(ssl, read, write);  // ssl owns both from here
+  return true;
+}
 
 std::string take_ssl_errors() {
   std::string text;
@@ -125,7 +186,7 @@ Expected<SslContext> frames_client_context(const std::string& root_certificate) 
 
 Expected<Ssl> frames_client_session(SSL_CTX* context, int fd, const std::string& host) {
   Ssl ssl(SSL_new(context));
-  if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) return tls_error("cannot make a session");
+  if (!ssl || !attach_socket(ssl.get(), fd)) return tls_error("cannot make a session");
   in6_addr ip6{};
   in_addr ip4{};
   const bool literal =

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -49,6 +51,7 @@ class FrameLoop {
       : core_(core), context_(context), limits_(limits) {
     epoll_ = epoll_create1(EPOLL_CLOEXEC);
     wake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (epoll_ < 0 || wake_ < 0) return;  // ok() says so; no thread is started
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.fd = wake_;
@@ -57,9 +60,10 @@ class FrameLoop {
   }
   ~FrameLoop() {
     stop(std::chrono::milliseconds(0));
-    ::close(wake_);
-    ::close(epoll_);
+    if (wake_ >= 0) ::close(wake_);
+    if (epoll_ >= 0) ::close(epoll_);
   }
+  bool ok() const { return epoll_ >= 0 && wake_ >= 0; }
 
   // The accepting thread: `fd` is this loop's from now on.
   void adopt(int fd, std::string address) {
@@ -70,12 +74,19 @@ class FrameLoop {
     wake();
   }
 
-  void stop(std::chrono::milliseconds grace) {
-    if (!thread_.joinable()) return;
+  // Asks the loop to end its connections and stop by `grace` from now; join() waits for it.
+  void request_stop(std::chrono::milliseconds grace) {
+    if (!thread_.joinable() || stopping_) return;
     stop_at_ = std::chrono::steady_clock::now() + grace;
     stopping_ = true;
     wake();
-    thread_.join();
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void stop(std::chrono::milliseconds grace) {
+    request_stop(grace);
+    join();
   }
 
   std::size_t open() const { return open_.load(std::memory_order_relaxed); }
@@ -99,7 +110,7 @@ class FrameLoop {
       }
       tune_socket(fd, limits_);
       protocol::Ssl ssl(SSL_new(context_));
-      if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) {
+      if (!ssl || !protocol::attach_socket(ssl.get(), fd)) {
         ::close(fd);
         continue;
       }
@@ -132,6 +143,22 @@ class FrameLoop {
     open_.fetch_sub(1, std::memory_order_relaxed);
   }
 
+  void ready(int fd) {
+    const auto slot = static_cast<std::size_t>(fd);
+    // Closed earlier in this batch: its descriptor is no longer ours.
+    if (slot >= by_fd_.size() || !by_fd_[slot]) return;
+    switch (by_fd_[slot]->on_ready()) {
+      case FrameSession::Next::wait:
+        break;
+      case FrameSession::Next::again:
+        again_.push_back(fd);
+        break;
+      case FrameSession::Next::close:
+        close(fd);
+        break;
+    }
+  }
+
   void sweep(std::chrono::steady_clock::time_point now) {
     for (std::size_t fd = 0; fd < by_fd_.size(); ++fd)
       if (by_fd_[fd] && by_fd_[fd]->linger_expired(now)) close(static_cast<int>(fd));
@@ -142,7 +169,8 @@ class FrameLoop {
     auto last_sweep = std::chrono::steady_clock::now();
     bool ended_all = false;
     for (;;) {
-      const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), 250);
+      const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()),
+                               again_.empty() ? 250 : 0);
       take_incoming();
       for (int k = 0; k < n; ++k) {
         const int fd = events[static_cast<std::size_t>(k)].data.fd;
@@ -151,10 +179,13 @@ class FrameLoop {
           [[maybe_unused]] const auto got = ::read(wake_, &count, sizeof count);
           continue;
         }
-        const auto slot = static_cast<std::size_t>(fd);
-        // Closed earlier in this batch: its descriptor is no longer ours.
-        if (slot >= by_fd_.size() || !by_fd_[slot]) continue;
-        if (!by_fd_[slot]->on_ready()) close(fd);
+        ready(fd);
+      }
+      // Connections that read their share last time and may have more inside OpenSSL.
+      if (!again_.empty()) {
+        std::vector<int> now_again;
+        now_again.swap(again_);
+        for (int fd : now_again) ready(fd);
       }
       const auto now = std::chrono::steady_clock::now();
       if (stopping_) {
@@ -182,6 +213,7 @@ class FrameLoop {
   std::mutex incoming_mutex_;
   std::vector<std::pair<int, std::string>> incoming_;
   std::vector<std::shared_ptr<FrameSession>> by_fd_;  // this thread only
+  std::vector<int> again_;                            // this thread only
   std::atomic<std::size_t> open_{0};
   std::atomic<bool> stopping_{false};
   std::chrono::steady_clock::time_point stop_at_{};
@@ -213,11 +245,13 @@ Expected<std::unique_ptr<FrameListener>> FrameListener::start(GatewayCore& core,
                            }));
   for (std::size_t k = 0; k < loops; ++k)
     listener->loops_.push_back(std::make_unique<FrameLoop>(core, listener->context_.get(), limits));
-  auto* self = listener.get();
-  listener->admission_->start([self](int fd, const std::string& peer) {
-    self->loops_[self->next_loop_++ % self->loops_.size()]->adopt(fd, peer);
-  });
   return listener;
+}
+
+void FrameListener::start_accepting() {
+  admission_->start([this](int fd, const std::string& peer) {
+    loops_[next_loop_++ % loops_.size()]->adopt(fd, peer);
+  });
 }
 
 FrameListener::~FrameListener() {
@@ -230,7 +264,9 @@ void FrameListener::stop_accepting() {
 
 void FrameListener::stop(std::chrono::milliseconds grace) {
   stop_accepting();
-  for (auto& loop : loops_) loop->stop(grace);
+  // Every loop ends its connections at once; the grace runs for all of them together.
+  for (auto& loop : loops_) loop->request_stop(grace);
+  for (auto& loop : loops_) loop->join();
 }
 
 int FrameListener::port() const noexcept {

@@ -32,6 +32,8 @@ class FrameListener {
   FrameListener(const FrameListener&) = delete;
   FrameListener& operator=(const FrameListener&) = delete;
 
+  // Starts accepting (start() only binds): once the gateway can take devices.
+  void start_accepting();
   // Accepts nothing more (the connections stay until stop()).
   void stop_accepting();
   // Every connection not ended yet is ended; waits up to `grace` for devices to close, then

@@ -14,8 +14,15 @@
 namespace cgp::transport::detail {
 namespace {
 
-// Read per turn before the frames are handled: a device cannot make one turn read without end.
+// Read per turn before the frames are handled, and turns per event: a device that sends
+// without pause shares its loop thread with the others.
 constexpr std::size_t kReadPerTurn = 64 * 1024;
+constexpr int kTurnsPerEvent = 4;
+// The longest frame before the Hello is accepted (a Hello is at most ~4.5 KB: an id, a version
+// and a credential of at most 4096 bytes).
+constexpr std::size_t kHelloFrameLength = 8 * 1024;
+// Bytes waiting for a device that does not read, at most: then it is cut (as broken).
+constexpr std::size_t kMaxQueuedBytes = 4 * 1024 * 1024;
 
 std::int64_t steady_ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -24,9 +31,12 @@ std::int64_t steady_ns(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 FrameSession::FrameSession(GatewayCore& core, int epoll, int fd, protocol::Ssl ssl)
-    : core_(core), epoll_(epoll), fd_(fd), ssl_(std::move(ssl)) {}
+    : core_(core), epoll_(epoll), fd_(fd), ssl_(std::move(ssl)) {
+  in_.set_max_length(kHelloFrameLength);
+}
 
-void FrameSession::watch_output_locked(bool on) {
+void FrameSession::update_output_watch_locked() {
+  const bool on = !out_.empty() || ssl_wants_write_;
   if (watching_output_ == on || fd_ < 0) return;
   watching_output_ = on;
   epoll_event event{};
@@ -40,6 +50,9 @@ FrameSession::~FrameSession() {
 }
 
 bool FrameSession::flush_locked() {
+  // What another thread's OpenSSL call left (gRPC, an analyst call) must not be read as this
+  // connection's error.
+  ERR_clear_error();
   while (!out_.empty()) {
     const int n = SSL_write(ssl_.get(), out_.data(), static_cast<int>(out_.size()));
     if (n > 0) {
@@ -48,15 +61,15 @@ bool FrameSession::flush_locked() {
     }
     const int error = SSL_get_error(ssl_.get(), n);
     if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) {
-      watch_output_locked(true);  // the loop writes the rest when the socket takes it
-      return true;
+      update_output_watch_locked();  // the loop writes the rest when the socket takes it
+      return out_.size() <= kMaxQueuedBytes;
     }
     ERR_clear_error();
     out_.clear();
     return false;
   }
   std::string().swap(out_);  // an idle connection holds no buffer
-  watch_output_locked(false);
+  update_output_watch_locked();
   return true;
 }
 
@@ -79,8 +92,9 @@ bool FrameSession::push(v1::CoordinatorToDevice message) {
   else
     out_ += bytes;
   if (flush_locked()) return true;
-  // Broken under the write: the loop sees the socket shut and closes it.
+  // Broken under the write, or not reading: the loop sees the socket shut and closes it.
   phase_ = Phase::ending;
+  ending_ = true;
   ::shutdown(fd_, SHUT_RDWR);
   return false;
 }
@@ -88,6 +102,7 @@ bool FrameSession::push(v1::CoordinatorToDevice message) {
 void FrameSession::finish(grpc::Status status, std::uint32_t retry_after_ms) {
   std::lock_guard lock(mutex_);
   if (phase_ == Phase::ending || phase_ == Phase::closed) return;
+  ending_ = true;
   linger_until_ = steady_ns(std::chrono::steady_clock::now() + kLinger);
   if (phase_ == Phase::handshake) {
     // No TLS yet to say why in: the connection is cut.
@@ -113,35 +128,40 @@ bool FrameSession::linger_expired(std::chrono::steady_clock::time_point now) con
   return until != 0 && steady_ns(now) > until;
 }
 
-bool FrameSession::on_ready() {
-  for (;;) {
+FrameSession::Next FrameSession::on_ready() {
+  for (int turn = 0; turn < kTurnsPerEvent; ++turn) {
     bool more = false, gone = false;
     {
       std::lock_guard lock(mutex_);
-      if (phase_ == Phase::closed) return false;
+      if (phase_ == Phase::closed) return Next::close;
+      ERR_clear_error();
+      ssl_wants_write_ = false;
       if (phase_ == Phase::handshake) {
         const int r = SSL_do_handshake(ssl_.get());
         if (r != 1) {
           const int error = SSL_get_error(ssl_.get(), r);
           if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
-            watch_output_locked(error == SSL_ERROR_WANT_WRITE);
-            return true;
+            ssl_wants_write_ = error == SSL_ERROR_WANT_WRITE;
+            update_output_watch_locked();
+            return Next::wait;
           }
           ERR_clear_error();
           core_.counters.update([](GatewayCounters& c) { ++c.refused_connections; });
+          // A client that offers another ALPN protocol (h2: a gRPC device on the wrong port)
+          // fails here too: the server's ALPN callback ends the handshake.
           core_.log_refused("tls-handshake", "event=refused reason=tls-handshake");
-          return false;
+          return Next::close;
         }
         if (!protocol::frames_alpn_agreed(ssl_.get())) {
-          // A client of another protocol (HTTP/2, a gRPC device on the wrong port).
+          // A client that offered no ALPN at all.
           core_.counters.update([](GatewayCounters& c) { ++c.refused_connections; });
           core_.log_refused("alpn",
-                            "event=refused reason=alpn note=\"the client did not agree "
-                            "to ALPN cgp-frames/1\"");
-          return false;
+                            "event=refused reason=alpn note=\"the client offered no ALPN "
+                            "cgp-frames/1\"");
+          return Next::close;
         }
         phase_ = Phase::open;
-        watch_output_locked(false);
+        update_output_watch_locked();
       }
       static thread_local std::array<char, 16384> buffer;
       std::size_t read = 0;
@@ -158,24 +178,24 @@ bool FrameSession::on_ready() {
         }
         const int error = SSL_get_error(ssl_.get(), n);
         if (error == SSL_ERROR_WANT_WRITE) {
-          watch_output_locked(true);
+          ssl_wants_write_ = true;
         } else if (error != SSL_ERROR_WANT_READ) {
           ERR_clear_error();
           gone = true;  // closed by the device (close_notify or not), or broken
         }
         break;
       }
-      more = read >= kReadPerTurn;
+      more = read >= kReadPerTurn && SSL_has_pending(ssl_.get()) != 0;
       if (!flush_locked()) gone = true;
       if (phase_ == Phase::ending) shut_write_locked();
     }
-    if (!handle_frames()) {
-      // Ended by a frame (Goodbye, a refusal): the end frame is on its way; the loop closes
-      // the connection when the device does, or after the linger.
-    }
-    if (gone) return false;
-    if (!more) return true;
+    // Ended by a frame (Goodbye, a refusal): the end frame is on its way; the loop closes the
+    // connection when the device does, or after the linger.
+    handle_frames();
+    if (gone) return Next::close;
+    if (!more) return Next::wait;
   }
+  return Next::again;
 }
 
 bool FrameSession::handle_frames() {
@@ -197,8 +217,10 @@ bool FrameSession::handle_frames() {
           core_.refuse_malformed(*this, "a message does not parse as cgp.v1.DeviceToCoordinator"));
       break;
     }
+    if (ending_.load()) break;  // told to finish meanwhile: what it still sent is not counted
     const MessageOutcome outcome = core_.on_message(shared_from_this(), incoming_);
     attached_ = attached_ || outcome.attached;
+    if (!id().empty()) in_.set_max_length(protocol::kMaxFrameLength);  // its Hello was taken
     if (outcome.end) {
       finish(*outcome.end, outcome.retry_after_ms);
       break;

@@ -36,8 +36,11 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   bool push(v1::CoordinatorToDevice message) override;
   void finish(grpc::Status status, std::uint32_t retry_after_ms = 0) override;
 
-  // Loop thread: the socket is ready. False: the connection is over and must be closed.
-  bool on_ready();
+  // Loop thread: the socket is ready. close: the connection is over and must be closed; again:
+  // call again soon without waiting for the socket (this turn read its share, and OpenSSL may
+  // hold more than the socket shows).
+  enum class Next : std::uint8_t { wait, again, close };
+  Next on_ready();
   // Loop thread: closes the socket and tells the gateway the device is gone.
   void close_now();
   // Loop thread: an ended connection whose device has not closed within kLinger.
@@ -47,8 +50,8 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   enum class Phase : std::uint8_t { handshake, open, ending, closed };
   // Under mutex_: writes what can go out now; false when the connection is broken.
   bool flush_locked();
-  // Under mutex_: watch the socket for output too (bytes wait), or no longer.
-  void watch_output_locked(bool on);
+  // Under mutex_: watch the socket for output while bytes wait or OpenSSL asked to write.
+  void update_output_watch_locked();
   // Under mutex_: after the end frame went out, close_notify and no more writes.
   void shut_write_locked();
   // Loop thread: handles every whole frame read so far; false when the stream ended.
@@ -59,6 +62,7 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   std::mutex mutex_;
   int fd_;
   bool watching_output_ = false;
+  bool ssl_wants_write_ = false;  // the last handshake or read step asked to write
   protocol::Ssl ssl_;
   Phase phase_ = Phase::handshake;
   bool write_shut_ = false;
@@ -67,6 +71,9 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   bool attached_ = false;                      // loop thread only
   v1::DeviceToCoordinator incoming_;           // loop thread only, reused
   std::atomic<std::int64_t> linger_until_{0};  // steady-clock ns; 0: not ending
+  // Set with the end (any thread): frames read but not yet handled are dropped, as the gRPC
+  // session drops what a stream told to finish still sends.
+  std::atomic<bool> ending_{false};
 };
 
 }  // namespace cgp::transport::detail

@@ -77,11 +77,18 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello,
   if (previous_stop && previous_stop->window_ms > 0) {
     // Back before the time the previous stop gave it: told again, and nothing else (a device
     // that comes back at its time is admitted whatever it did before).
-    const std::uint64_t due = previous_stop->stopped_at_ms + previous_stop->delay_ms(id);
+    // Only inside the window, by this clock: a clock set back (now before the stop) or a plan
+    // from long ago refuses nobody, and no device is told to wait longer than the window.
+    const ReconnectPlan& plan_before = *previous_stop;
     const std::uint64_t now = unix_ms();
     const auto slack = static_cast<std::uint64_t>(GatewayOptions::kEarlySlack.count());
-    if (now + slack < due) {
-      retry_after_ms = static_cast<std::uint32_t>(std::min<std::uint64_t>(due - now, UINT32_MAX));
+    const bool inside =
+        now >= plan_before.stopped_at_ms && now - plan_before.stopped_at_ms < plan_before.window_ms;
+    const std::uint64_t due =
+        inside ? plan_before.stopped_at_ms + plan_before.delay_ms(id) : 0;  // delay < window
+    if (inside && now + slack < due) {
+      retry_after_ms = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>({due - now, plan_before.window_ms, UINT32_MAX}));
       counters.update([](GatewayCounters& c) {
         ++c.refused_connections;
         ++c.refused_early;
@@ -289,8 +296,11 @@ ReconnectPlan GatewayCore::shutdown() {
     if (plan.window_ms > 0)
       goodbye.mutable_goodbye()->set_retry_after_ms(
           static_cast<std::uint32_t>(plan.delay_ms(session->id())));
+    // The delay in the stream's end too (trailer, StreamEnd): a Goodbye queued behind a
+    // request in flight may not get out.
+    const auto delay = goodbye.goodbye().retry_after_ms();
     session->push(std::move(goodbye));
-    session->finish(grpc::Status::OK);
+    session->finish(grpc::Status::OK, delay);
   }
   if (frames) frames->stop(std::chrono::milliseconds(2000));
   // Calls still open after the grace period are cancelled; then the queues drain.
@@ -444,6 +454,7 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   impl->health->set_serving(v1::DeviceGateway::service_full_name(), true);
   impl->admission->start(std::move(acceptor));
   impl->serve();
+  if (impl->frames) impl->frames->start_accepting();
   return std::unique_ptr<DeviceGateway>(new DeviceGateway(std::move(impl)));
 }
 

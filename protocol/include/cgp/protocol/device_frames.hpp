@@ -4,6 +4,7 @@
 // malformed frame is.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -43,6 +44,12 @@ bool append_frame(std::string& out, FrameKind kind, const google::protobuf::Mess
 class FrameReader {
  public:
   void append(const char* data, std::size_t size) { buffer_.append(data, size); }
+  // The longest frame taken from now on (at most kMaxFrameLength): a coordinator takes only a
+  // Hello-sized frame before the Hello is accepted, so that a client without a credential
+  // cannot make it hold a megabyte.
+  void set_max_length(std::size_t max_length) {
+    max_length_ = std::min(max_length, kMaxFrameLength);
+  }
   // The next whole frame, nullopt until one is complete, or an error naming "frame" (a length
   // of 0 or over kMaxFrameLength, an unknown kind): the connection must then be closed.
   Expected<std::optional<Frame>> next();
@@ -54,6 +61,7 @@ class FrameReader {
  private:
   std::string buffer_;
   std::size_t taken_ = 0;
+  std::size_t max_length_ = kMaxFrameLength;
 };
 
 }  // namespace cgp::protocol

@@ -32,6 +32,11 @@ Expected<SslContext> frames_client_context(const std::string& root_certificate);
 // A client session on connected socket `fd` for `host` (a name or an IP literal), with the
 // server's name sent (SNI) and checked against its certificate.
 Expected<Ssl> frames_client_session(SSL_CTX* context, int fd, const std::string& host);
+// Puts `ssl` on connected socket `fd` (not owned): reads as OpenSSL's socket BIO does, writes
+// with send(MSG_NOSIGNAL), so that a peer that has gone makes a write fail with EPIPE instead
+// of raising SIGPIPE, which would end the process (a library must not change its signal
+// handling). Use it instead of SSL_set_fd. False: out of memory.
+bool attach_socket(SSL* ssl, int fd);
 // After the handshake: did the peer agree to "cgp-frames/1"?
 bool frames_alpn_agreed(const SSL* ssl);
 // The text of OpenSSL's error queue (emptied), for a message.
