@@ -510,8 +510,9 @@ int run_serve(const Arguments& a) {
   if (a.tls_cert.empty() != a.tls_key.empty())
     return fail(2, "--tls-cert and --tls-key go together");
   if (!a.frames_listen.empty() && a.tls_cert.empty())
-    return fail(2, "--device-frames-listen: the lean device transport is TLS only; give "
-                   "--tls-cert and --tls-key");
+    return fail(2,
+                "--device-frames-listen: the lean device transport is TLS only; give "
+                "--tls-cert and --tls-key");
   if (!a.tls_cert.empty()) {
     auto chain = cgp::read_file(a.tls_cert, "--tls-cert");
     if (!chain) return fail(3, chain.error().message);

@@ -138,8 +138,7 @@ int run(int argc, char** argv) {
   }
   cgp::link::DeviceConnection connection;
   if (transport == "frames") {
-    if (tls_root_file.empty())
-      return fail(2, "--transport: frames is TLS only; give --tls-root");
+    if (tls_root_file.empty()) return fail(2, "--transport: frames is TLS only; give --tls-root");
     connection.transport = cgp::link::DeviceTransport::frames;
   } else if (transport != "grpc") {
     return fail(2, "--transport must be grpc or frames, got '" + transport + "'");
