@@ -459,3 +459,35 @@ TEST_CASE(
   CHECK(after.requests - requests_before == n);
   CHECK(after.replies == after.requests);
 }
+
+TEST_CASE("device frames: the caps hold for both device ports together", "[transport][frames]") {
+  const test::ThrowawayCertificate tls;
+  auto options = frames_gateway(tls, 1);
+  options.limits.max_connections_per_address = 3;
+  auto gateway = *transport::DeviceGateway::start(options);
+  const auto dial = [](int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    return fd;
+  };
+  // Two on the gRPC port and one on the frames port fill the address's cap of 3.
+  std::vector<int> open = {dial(gateway->port()), dial(gateway->port()),
+                           dial(gateway->frames_port())};
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (gateway->counters().open_connections < 3 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(10ms);
+  CHECK(gateway->counters().open_connections == 3);
+  // A fourth, on either port, is closed at accept.
+  const int fourth = dial(gateway->frames_port());
+  timeval timeout{10, 0};
+  setsockopt(fourth, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  char byte = 0;
+  CHECK(::read(fourth, &byte, 1) == 0);
+  CHECK(gateway->counters().refused_address_cap == 1);
+  ::close(fourth);
+  for (int fd : open) ::close(fd);
+}

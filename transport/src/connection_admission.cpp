@@ -107,19 +107,10 @@ std::string peer_address(const std::string& peer_string) {
   return std::string(text);
 }
 
-struct ConnectionAdmission::State {
-  ConnectionLimits limits;
-  std::size_t max_connections = 0;
-  Log log;
-  OnRefused on_refused;
-  int listen_fd = -1;
-  int spare_fd = -1;  // released to accept-and-drop while the process is out of descriptors
-  int wake[2] = {-1, -1};
-  int port = 0;
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> sink;
-  HandOver hand_over;  // or this, for a server of our own
-  std::thread thread;
-
+// The connections admitted, by descriptor: one ledger for every port of a gateway (the device
+// port and the device frames port), so that the caps in all and per address, and the
+// descriptor budget, hold for the process rather than per port.
+struct ConnectionLedger {
   struct Admitted {
     ino_t inode;
     dev_t device;
@@ -136,7 +127,6 @@ struct ConnectionAdmission::State {
   static constexpr std::size_t kTrimAfter = 256;
   std::size_t peak = 0;
   std::optional<std::chrono::steady_clock::time_point> trim_at;
-  std::chrono::steady_clock::time_point last_descriptor_log{};
 
   void forget(std::unordered_map<int, Admitted>::iterator it) {  // under mutex
     auto count = per_address.find(it->second.address);
@@ -144,7 +134,8 @@ struct ConnectionAdmission::State {
     admitted.erase(it);
   }
 
-  // Drops the connections gRPC has closed since: their descriptor is gone or is another file.
+  // Drops the connections closed since (by gRPC or by the frames listener): their descriptor is
+  // gone or is another file.
   void sweep() {  // under mutex
     last_sweep = std::chrono::steady_clock::now();
     for (auto it = admitted.begin(); it != admitted.end();) {
@@ -177,6 +168,27 @@ struct ConnectionAdmission::State {
 #endif
   }
 
+  std::size_t count() const {
+    std::lock_guard lock(mutex);
+    return admitted.size();
+  }
+};
+
+struct ConnectionAdmission::State {
+  ConnectionLimits limits;
+  std::size_t max_connections = 0;
+  Log log;
+  OnRefused on_refused;
+  int listen_fd = -1;
+  int spare_fd = -1;  // released to accept-and-drop while the process is out of descriptors
+  int wake[2] = {-1, -1};
+  int port = 0;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> sink;
+  HandOver hand_over;  // or this, for a server of our own
+  std::thread thread;
+  std::shared_ptr<ConnectionLedger> ledger = std::make_shared<ConnectionLedger>();
+  std::chrono::steady_clock::time_point last_descriptor_log{};
+
   void refuse(int fd, ConnectionRefusal why) {
     close(fd);
     if (on_refused) on_refused(why);
@@ -190,30 +202,32 @@ struct ConnectionAdmission::State {
     }
     std::string address = address_text(peer);
     {
-      std::lock_guard lock(mutex);
+      auto& l = *ledger;
+      std::lock_guard lock(l.mutex);
       // The descriptor may be reused from a connection gRPC closed: that one is gone.
-      if (auto reused = admitted.find(fd); reused != admitted.end()) forget(reused);
+      if (auto reused = l.admitted.find(fd); reused != l.admitted.end()) l.forget(reused);
       auto over = [&] {
-        if (admitted.size() >= max_connections) return 1;
-        auto it = per_address.find(address);
-        if (it != per_address.end() && it->second >= limits.max_connections_per_address) return 2;
+        if (l.admitted.size() >= max_connections) return 1;
+        auto it = l.per_address.find(address);
+        if (it != l.per_address.end() && it->second >= limits.max_connections_per_address) return 2;
         return 0;
       };
       int reason = over();
       // At a cap: count what gRPC has closed (at most every 20 ms, so that a flood does not
       // cost a pass over every connection per accept).
       if (reason != 0 &&
-          std::chrono::steady_clock::now() - last_sweep > std::chrono::milliseconds(20)) {
-        sweep();
+          std::chrono::steady_clock::now() - l.last_sweep > std::chrono::milliseconds(20)) {
+        l.sweep();
         reason = over();
       }
       if (reason != 0) {
         refuse(fd, reason == 1 ? ConnectionRefusal::total_cap : ConnectionRefusal::address_cap);
         return;
       }
-      admitted.emplace(fd, Admitted{socket_stat.st_ino, socket_stat.st_dev, address});
-      ++per_address[address];
-      peak = std::max(peak, admitted.size());
+      l.admitted.emplace(
+          fd, ConnectionLedger::Admitted{socket_stat.st_ino, socket_stat.st_dev, address});
+      ++l.per_address[address];
+      l.peak = std::max(l.peak, l.admitted.size());
     }
     if (hand_over) return hand_over(fd, address);
     grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters parameters;
@@ -245,10 +259,7 @@ struct ConnectionAdmission::State {
     }
   }
 
-  std::size_t admitted_count() const {
-    std::lock_guard lock(mutex);
-    return admitted.size();
-  }
+  std::size_t admitted_count() const { return ledger->count(); }
 
   void run() {
     pollfd watched[2] = {{listen_fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
@@ -258,10 +269,11 @@ struct ConnectionAdmission::State {
       {
         // At most once a second, busy or not: keeps open_connections() current without
         // readers (status calls, metric scrapes) paying a pass over every connection.
-        std::lock_guard lock(mutex);
-        if (std::chrono::steady_clock::now() - last_sweep > std::chrono::seconds(1)) sweep();
+        std::lock_guard lock(ledger->mutex);
+        if (std::chrono::steady_clock::now() - ledger->last_sweep > std::chrono::seconds(1))
+          ledger->sweep();
       }
-      trim_if_due();
+      ledger->trim_if_due();
       if (ready <= 0) continue;
       for (int accepted = 0; accepted < 256; ++accepted) {  // then look at the wake pipe again
         sockaddr_storage peer{};
@@ -298,7 +310,8 @@ ConnectionAdmission::~ConnectionAdmission() {
 }
 
 Expected<std::unique_ptr<ConnectionAdmission>> ConnectionAdmission::listen(
-    const std::string& address, const ConnectionLimits& limits, Log log, OnRefused on_refused) {
+    const std::string& address, const ConnectionLimits& limits, Log log, OnRefused on_refused,
+    std::shared_ptr<ConnectionLedger> shared) {
   auto parsed = parse_listen_address(address);
   if (!parsed) return parsed.error();
   auto positive = [](const char* name, std::size_t value) -> Status {
@@ -338,6 +351,7 @@ Expected<std::unique_ptr<ConnectionAdmission>> ConnectionAdmission::listen(
   state->limits = limits;
   state->log = std::move(log);
   state->on_refused = std::move(on_refused);
+  if (shared) state->ledger = std::move(shared);
   const std::size_t budget = descriptor_budget();
   if (budget == 0) return listen_error("no file descriptors to spare (RLIMIT_NOFILE too low)");
   state->max_connections = std::min(limits.max_connections, budget);
@@ -411,6 +425,10 @@ std::size_t ConnectionAdmission::max_connections() const noexcept {
 
 std::size_t ConnectionAdmission::open_connections() const {
   return state_->admitted_count();
+}
+
+std::shared_ptr<ConnectionLedger> ConnectionAdmission::ledger() const {
+  return state_->ledger;
 }
 
 }  // namespace cgp::transport::detail

@@ -26,6 +26,9 @@
 
 namespace cgp::transport::detail {
 
+// The connections admitted by one or more listeners (connection_admission.cpp).
+struct ConnectionLedger;
+
 // Why a connection was closed at accept.
 enum class ConnectionRefusal { total_cap, address_cap, descriptors };
 
@@ -36,9 +39,11 @@ class ConnectionAdmission {
 
   // Binds and listens on "HOST:PORT" or "[IPv6]:PORT" (port 0: any free port). A port in use is
   // a named error (no SO_REUSEPORT: a second coordinator must not share the traffic).
-  static Expected<std::unique_ptr<ConnectionAdmission>> listen(const std::string& address,
-                                                               const ConnectionLimits& limits,
-                                                               Log log, OnRefused on_refused);
+  // `shared`: the ledger of another listener of the same server (ledger()), whose caps and
+  // descriptor budget this one then shares: they hold for both ports together.
+  static Expected<std::unique_ptr<ConnectionAdmission>> listen(
+      const std::string& address, const ConnectionLimits& limits, Log log, OnRefused on_refused,
+      std::shared_ptr<ConnectionLedger> shared = nullptr);
   ~ConnectionAdmission();
   ConnectionAdmission(const ConnectionAdmission&) = delete;
   ConnectionAdmission& operator=(const ConnectionAdmission&) = delete;
@@ -55,7 +60,9 @@ class ConnectionAdmission {
   int port() const noexcept;
   // The total cap in force: ConnectionLimits::max_connections, lowered to the descriptor budget.
   std::size_t max_connections() const noexcept;
+  // Open connections in the ledger: of every listener sharing it.
   std::size_t open_connections() const;
+  std::shared_ptr<ConnectionLedger> ledger() const;
 
   struct State;
 

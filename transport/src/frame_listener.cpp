@@ -220,31 +220,36 @@ class FrameLoop {
   std::thread thread_;
 };
 
-Expected<std::unique_ptr<FrameListener>> FrameListener::start(GatewayCore& core,
-                                                              const std::string& address,
-                                                              std::size_t loops,
-                                                              const std::string& certificate_chain,
-                                                              const std::string& private_key,
-                                                              const ConnectionLimits& limits) {
+Expected<std::unique_ptr<FrameListener>> FrameListener::start(
+    GatewayCore& core, const std::string& address, std::size_t loops,
+    const std::string& certificate_chain, const std::string& private_key,
+    const ConnectionLimits& limits, std::shared_ptr<ConnectionLedger> ledger) {
   if (loops == 0 || loops > 64)
     return make_error(ErrorCode::out_of_range, "frame_loops", "frame_loops must be 1..64");
   std::unique_ptr<FrameListener> listener(new FrameListener());
   CGP_ASSIGN_OR_RETURN(listener->context_,
                        protocol::frames_server_context(certificate_chain, private_key));
   auto* counters = &core.counters;
-  CGP_ASSIGN_OR_RETURN(listener->admission_,
-                       ConnectionAdmission::listen(
-                           address, limits, [&core](const std::string& line) { core.log(line); },
-                           [counters](ConnectionRefusal why) {
-                             counters->update([why](GatewayCounters& c) {
-                               ++c.refused_connections;
-                               if (why == ConnectionRefusal::total_cap) ++c.refused_total_cap;
-                               if (why == ConnectionRefusal::address_cap) ++c.refused_address_cap;
-                               if (why == ConnectionRefusal::descriptors) ++c.refused_descriptors;
-                             });
-                           }));
-  for (std::size_t k = 0; k < loops; ++k)
+  auto on_refused = [counters](ConnectionRefusal why) {
+    counters->update([why](GatewayCounters& c) {
+      ++c.refused_connections;
+      if (why == ConnectionRefusal::total_cap) ++c.refused_total_cap;
+      if (why == ConnectionRefusal::address_cap) ++c.refused_address_cap;
+      if (why == ConnectionRefusal::descriptors) ++c.refused_descriptors;
+    });
+  };
+  auto admission = ConnectionAdmission::listen(
+      address, limits, [&core](const std::string& line) { core.log(line); }, on_refused,
+      std::move(ledger));
+  if (!admission) return admission.error();
+  listener->admission_ = std::move(*admission);
+  for (std::size_t k = 0; k < loops; ++k) {
     listener->loops_.push_back(std::make_unique<FrameLoop>(core, listener->context_.get(), limits));
+    if (!listener->loops_.back()->ok())
+      return make_error(
+          ErrorCode::internal_error, "frame_loops",
+          std::string("frame_loops: cannot make an epoll loop: ") + std::strerror(errno));
+  }
   return listener;
 }
 

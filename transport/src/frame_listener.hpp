@@ -21,13 +21,12 @@ class FrameLoop;
 
 class FrameListener {
  public:
-  // Binds `address`; `loops` epoll threads (1..64); TLS from the PEM chain and key.
-  static Expected<std::unique_ptr<FrameListener>> start(GatewayCore& core,
-                                                        const std::string& address,
-                                                        std::size_t loops,
-                                                        const std::string& certificate_chain,
-                                                        const std::string& private_key,
-                                                        const ConnectionLimits& limits);
+  // Binds `address`; `loops` epoll threads (1..64); TLS from the PEM chain and key; its
+  // connections counted in `ledger` (the gRPC device port's: the caps hold for both ports).
+  static Expected<std::unique_ptr<FrameListener>> start(
+      GatewayCore& core, const std::string& address, std::size_t loops,
+      const std::string& certificate_chain, const std::string& private_key,
+      const ConnectionLimits& limits, std::shared_ptr<ConnectionLedger> ledger);
   ~FrameListener();
   FrameListener(const FrameListener&) = delete;
   FrameListener& operator=(const FrameListener&) = delete;

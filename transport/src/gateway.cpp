@@ -398,9 +398,9 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
   impl->reconnect_rate = options.reconnect_rate;
   impl->previous_stop = options.previous_stop;
   if (!options.frames_address.empty()) {
-    auto frames = detail::FrameListener::start(*impl, options.frames_address, options.frame_loops,
-                                               options.tls_certificate_chain,
-                                               options.tls_private_key, limits);
+    auto frames = detail::FrameListener::start(
+        *impl, options.frames_address, options.frame_loops, options.tls_certificate_chain,
+        options.tls_private_key, limits, impl->admission->ledger());
     if (!frames) return frames.error();
     impl->frames = std::move(*frames);
   }
@@ -468,8 +468,8 @@ int DeviceGateway::frames_port() const noexcept {
 
 GatewayCounters DeviceGateway::counters() const {
   GatewayCounters out = impl_->counters.snapshot();
+  // Both device ports share one ledger: its count is every open connection.
   out.open_connections = impl_->admission ? impl_->admission->open_connections() : 0;
-  if (impl_->frames) out.open_connections += impl_->frames->open_connections();
   return out;
 }
 
