@@ -202,7 +202,11 @@ SessionEnd serve_session(const DeviceConnection& connection, client::Device& dev
                             std::to_string(static_cast<unsigned char>(device_id[i])) + ")");
   auto dialled = connection.transport == DeviceTransport::frames ? dial_frames(connection)
                                                                  : dial_grpc(connection);
-  if (!dialled) return dialled.error();
+  if (!dialled) {
+    // A stop asked while dialling ends serving without error, as it does later.
+    if (connection.stop.stop_requested()) return {};
+    return dialled.error();
+  }
   std::unique_ptr<CoordinatorStream> stream = std::move(*dialled);
   // A watchdog cancels the stream when the caller asks to stop (connection.stop), and when a
   // coordinator accepts the connection but never welcomes the device (a stalled connection, an

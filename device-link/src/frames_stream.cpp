@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 
 #include "cgp/protocol/device_frames.hpp"
 #include "cgp/protocol/frames_tls.hpp"
@@ -266,10 +267,21 @@ Expected<std::unique_ptr<CoordinatorStream>> dial_frames(const DeviceConnection&
     return unreachable(address, gai_strerror(e));
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, freeaddrinfo);
   std::string last = "no address";
+  // One wake descriptor per dial: a stop asked while connecting or in the handshake ends the
+  // wait at once (then the stream's own cancel() uses it).
   for (const addrinfo* a = found; a; a = a->ai_next) {
+    const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake < 0) return unreachable(address, "no eventfd");
+    std::stop_callback wake_on_stop(connection.stop, [wake] {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] const auto written = ::write(wake, &one, sizeof one);
+    });
     const int fd =
         ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      ::close(wake);
+      continue;
+    }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     // Keepalive by the kernel: NATs keep the idle flow, a vanished coordinator is noticed.
@@ -278,27 +290,31 @@ Expected<std::unique_ptr<CoordinatorStream>> dial_frames(const DeviceConnection&
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
-      last = std::strerror(errno);
+    const auto give_up = [&](const std::string& why) {
+      last = why;
       ::close(fd);
+      ::close(wake);
+    };
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      give_up(std::strerror(errno));
       continue;
     }
-    pollfd watched{fd, POLLOUT, 0};
+    pollfd watched[2] = {{fd, POLLOUT, 0}, {wake, POLLIN, 0}};
     int error = 0;
     socklen_t length = sizeof error;
-    if (::poll(&watched, 1, static_cast<int>(kDialTimeout.count())) != 1 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
-      last = error != 0 ? std::strerror(error) : "connect timed out";
-      ::close(fd);
+    const int ready = ::poll(watched, 2, static_cast<int>(kDialTimeout.count()));
+    if (watched[1].revents != 0) {
+      give_up("stopped");
+      return unreachable(address, "stopped while connecting");
+    }
+    if (ready != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
+      give_up(error != 0 ? std::strerror(error) : "connect timed out");
       continue;
     }
-    const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     auto ssl = protocol::frames_client_session(context.get(), fd, host);
-    if (wake < 0 || !ssl) {
-      ::close(fd);
-      if (wake >= 0) ::close(wake);
-      if (!ssl) return ssl.error();
-      return unreachable(address, "no eventfd");
+    if (!ssl) {
+      give_up("no session");
+      return ssl.error();
     }
     auto stream = std::make_unique<FramesStream>(fd, wake, std::move(context), std::move(*ssl));
     CGP_RETURN_IF_ERROR(stream->handshake(address));
