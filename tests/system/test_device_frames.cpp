@@ -34,17 +34,23 @@ namespace {
 
 using test::device_ids;
 
+// A connection to 127.0.0.1:port, blocking.
+int dial_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  return fd;
+}
+
 // One connection to a frames port spoken by hand: TLS (with or without ALPN) on a blocking
 // socket, raw bytes out, and whatever comes back until the end frame or the close.
 class RawFramesClient {
  public:
   RawFramesClient(int port, const std::string& root, bool alpn) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    fd_ = dial_loopback(port);
     timeval timeout{20, 0};  // a test must not hang on a server that never answers
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     if (alpn) {
@@ -174,33 +180,23 @@ TEST_CASE(
     std::vector<std::jthread> threads;
     for (std::size_t i = 0; i < n; ++i)
       threads.emplace_back([&, i] {
-        link::DeviceConnection connection;
         // Even devices on frames, odd ones on gRPC: one fleet, one query.
-        const bool frames = i % 2 == 0;
-        connection.coordinator_address = frames ? frames_address : grpc_address;
-        connection.transport = frames ? link::DeviceTransport::frames : link::DeviceTransport::grpc;
-        connection.device_id = "device-" + std::to_string(i);
-        connection.credential = "key-" + std::to_string(i);
-        connection.tls_root_certificate = tls.certificate;
+        auto connection = frames_device(frames_address, "device-" + std::to_string(i),
+                                        "key-" + std::to_string(i), tls.certificate);
+        if (i % 2 == 1) {
+          connection.coordinator_address = grpc_address;
+          connection.transport = link::DeviceTransport::grpc;
+        }
         outcomes[i] = test::serve_simulated_device(connection, devices[i]);
       });
     // On frames: a wrong credential, and no root certificate (frames are TLS only).
     threads.emplace_back([&] {
-      link::DeviceConnection connection;
-      connection.coordinator_address = frames_address;
-      connection.transport = link::DeviceTransport::frames;
-      connection.device_id = "device-0";
-      connection.credential = "guess";
-      connection.tls_root_certificate = tls.certificate;
-      outcomes[n] = test::serve_simulated_device(connection, devices[n]);
+      outcomes[n] = test::serve_simulated_device(
+          frames_device(frames_address, "device-0", "guess", tls.certificate), devices[n]);
     });
     threads.emplace_back([&] {
-      link::DeviceConnection connection;
-      connection.coordinator_address = frames_address;
-      connection.transport = link::DeviceTransport::frames;
-      connection.device_id = "device-1";
-      connection.credential = "key-1";
-      outcomes[n + 1] = test::serve_simulated_device(connection, devices[n + 1]);
+      outcomes[n + 1] = test::serve_simulated_device(
+          frames_device(frames_address, "device-1", "key-1", ""), devices[n + 1]);
     });
     REQUIRE(gateway->wait_for_devices(n, 20s));
     transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1e4, 10s);
@@ -249,12 +245,7 @@ TEST_CASE("device frames: hostile bytes end a connection by name and the port ke
   };
 
   SECTION("plaintext instead of TLS (an HTTP request): closed at the handshake, logged") {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    const int fd = dial_loopback(port);
     timeval timeout{20, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     const std::string request = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -465,15 +456,7 @@ TEST_CASE("device frames: the caps hold for both device ports together", "[trans
   auto options = frames_gateway(tls, 1);
   options.limits.max_connections_per_address = 3;
   auto gateway = *transport::DeviceGateway::start(options);
-  const auto dial = [](int port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    return fd;
-  };
+  const auto dial = dial_loopback;
   // Two on the gRPC port and one on the frames port fill the address's cap of 3.
   std::vector<int> open = {dial(gateway->port()), dial(gateway->port()),
                            dial(gateway->frames_port())};
