@@ -152,6 +152,18 @@ void need_descriptors(rlim_t needed) {
   }
 }
 
+// How a device dials the frames port.
+link::DeviceConnection frames_device(const std::string& address, const std::string& id,
+                                     const std::string& credential, const std::string& root) {
+  link::DeviceConnection connection;
+  connection.coordinator_address = address;
+  connection.transport = link::DeviceTransport::frames;
+  connection.device_id = id;
+  connection.credential = credential;
+  connection.tls_root_certificate = root;
+  return connection;
+}
+
 }  // namespace
 
 TEST_CASE(
