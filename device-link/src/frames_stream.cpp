@@ -282,14 +282,7 @@ Expected<std::unique_ptr<CoordinatorStream>> dial_frames(const DeviceConnection&
       ::close(wake);
       continue;
     }
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    // Keepalive by the kernel: NATs keep the idle flow, a vanished coordinator is noticed.
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    const int idle = 60, interval = 5, probes = 4;
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+    protocol::tune_frames_socket(fd);
     const auto give_up = [&](const std::string& why) {
       last = why;
       ::close(fd);

@@ -1,11 +1,14 @@
 #include "cgp/protocol/frames_tls.hpp"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -93,7 +96,48 @@ BIO_METHOD* no_signal_method() {
   return method;
 }
 
+// PEM bytes, for OpenSSL's readers.
+using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
+Bio memory_bio(const std::string& bytes) {
+  return Bio(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())), BIO_free);
+}
+
+// An error of the TLS material: what OpenSSL queued meanwhile is dropped, not reported.
+Error material_error(const std::string& message) {
+  ERR_clear_error();
+  return make_error(ErrorCode::invalid_argument, "tls", "tls: " + message);
+}
+
 }  // namespace
+
+Status check_tls_material(const std::string& chain, const std::string& key) {
+  Bio chain_bio = memory_bio(chain), key_bio = memory_bio(key);
+  if (!chain_bio || !key_bio) return material_error("out of memory reading the PEM files");
+  std::unique_ptr<X509, decltype(&X509_free)> leaf(
+      PEM_read_bio_X509(chain_bio.get(), nullptr, nullptr, nullptr), X509_free);
+  if (!leaf) return material_error("the certificate chain holds no PEM certificate");
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> private_key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
+  if (!private_key) return material_error("the private key is not a PEM private key");
+  if (X509_check_private_key(leaf.get(), private_key.get()) != 1)
+    return material_error("the private key does not belong to the chain's first certificate");
+  ERR_clear_error();
+  return {};
+}
+
+void tune_frames_socket(int fd, const KeepAlive& keepalive) {
+  const int one = 1;
+  const auto at_least_one = [](std::chrono::seconds s) {
+    return static_cast<int>(std::clamp<std::int64_t>(s.count(), 1, 32767));
+  };
+  const int idle = at_least_one(keepalive.idle), interval = at_least_one(keepalive.interval),
+            probes = std::clamp(keepalive.probes, 1, 127);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
 
 bool attach_socket(SSL* ssl, int fd) {
   BIO_METHOD* method = no_signal_method();
@@ -127,29 +171,25 @@ Expected<SslContext> frames_server_context(const std::string& certificate_chain,
   if (certificate_chain.empty() || private_key.empty())
     return make_error(ErrorCode::missing_field, "tls",
                       "tls: the device frames port needs a certificate chain and a private key");
+  CGP_RETURN_IF_ERROR(check_tls_material(certificate_chain, private_key));
   SslContext context = base_context(TLS_server_method());
   if (!context) return tls_error("cannot make a context");
-  std::unique_ptr<BIO, decltype(&BIO_free)> chain(
-      BIO_new_mem_buf(certificate_chain.data(), static_cast<int>(certificate_chain.size())),
-      BIO_free);
+  Bio chain = memory_bio(certificate_chain), key_bio = memory_bio(private_key);
+  if (!chain || !key_bio) return tls_error("out of memory reading the PEM files");
   std::unique_ptr<X509, decltype(&X509_free)> leaf(
       PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr), X509_free);
   if (!leaf || SSL_CTX_use_certificate(context.get(), leaf.get()) != 1)
-    return tls_error("the certificate chain holds no PEM certificate");
+    return tls_error("the certificate cannot be used");
   while (X509* extra = PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr))
     if (SSL_CTX_add0_chain_cert(context.get(), extra) != 1) {
       X509_free(extra);
       return tls_error("a chain certificate cannot be added");
     }
   ERR_clear_error();  // the end of the chain reads as an error
-  std::unique_ptr<BIO, decltype(&BIO_free)> key_bio(
-      BIO_new_mem_buf(private_key.data(), static_cast<int>(private_key.size())), BIO_free);
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
       PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
   if (!key || SSL_CTX_use_PrivateKey(context.get(), key.get()) != 1)
-    return tls_error("the private key is not a PEM private key");
-  if (SSL_CTX_check_private_key(context.get()) != 1)
-    return tls_error("the private key does not belong to the chain's first certificate");
+    return tls_error("the private key cannot be used");
   // Devices reconnect with a full handshake: no session cache to grow with the fleet.
   SSL_CTX_set_session_cache_mode(context.get(), SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(context.get(), 0);
@@ -163,9 +203,7 @@ Expected<SslContext> frames_client_context(const std::string& root_certificate) 
                       "tls: the device frames transport needs the coordinator's root certificate");
   SslContext context = base_context(TLS_client_method());
   if (!context) return tls_error("cannot make a context");
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
-      BIO_new_mem_buf(root_certificate.data(), static_cast<int>(root_certificate.size())),
-      BIO_free);
+  Bio bio = memory_bio(root_certificate);
   X509_STORE* store = SSL_CTX_get_cert_store(context.get());
   int roots = 0;
   while (X509* root = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {

@@ -22,22 +22,15 @@
 namespace cgp::transport::detail {
 namespace {
 
-// Keepalive on every device connection, by the kernel (no timer of ours per device): NATs keep
-// the flow, and a device that vanished is noticed after ~keepalive_time + keepalive_timeout.
+// Non-blocking, and keepalive from the limits: a device that vanished is noticed after
+// ~keepalive_time + keepalive_timeout.
 void tune_socket(int fd, const ConnectionLimits& limits) {
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  const int idle = static_cast<int>(std::max<std::int64_t>(
-      1, std::chrono::duration_cast<std::chrono::seconds>(limits.keepalive_time).count()));
-  const int probes = 4;
-  const int interval = static_cast<int>(std::max<std::int64_t>(
-      1,
-      std::chrono::duration_cast<std::chrono::seconds>(limits.keepalive_timeout).count() / probes));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  protocol::KeepAlive keepalive;
+  keepalive.idle = std::chrono::duration_cast<std::chrono::seconds>(limits.keepalive_time);
+  keepalive.interval =
+      std::chrono::duration_cast<std::chrono::seconds>(limits.keepalive_timeout) / keepalive.probes;
+  protocol::tune_frames_socket(fd, keepalive);
 }
 
 }  // namespace
@@ -276,12 +269,6 @@ void FrameListener::stop(std::chrono::milliseconds grace) {
 
 int FrameListener::port() const noexcept {
   return admission_->port();
-}
-
-std::size_t FrameListener::open_connections() const {
-  std::size_t open = 0;
-  for (const auto& loop : loops_) open += loop->open();
-  return open;
 }
 
 }  // namespace cgp::transport::detail

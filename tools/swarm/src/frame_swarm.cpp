@@ -363,11 +363,7 @@ void FrameTransport::dial(Loop& loop, std::size_t i, bool due_only) {
   c.fd = ::socket(address_.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
   if (c.fd < 0) return end(loop, i, Ending::lost);  // out of descriptors: backs off like a refusal
   c.state = Connection::State::connecting;
-  // Requests and replies are small and answered one by one: no Nagle delay. Keepalive finds a
-  // coordinator that vanished while the device had nothing to say.
-  const int on = 1;
-  setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  setsockopt(c.fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  protocol::tune_frames_socket(c.fd);  // as a device dials (frames_tls.hpp)
   auto session = protocol::frames_client_session(context_.get(), c.fd, host_);
   if (!session) return end(loop, i, Ending::lost);
   c.ssl = std::move(*session);

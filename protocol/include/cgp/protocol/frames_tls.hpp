@@ -5,6 +5,7 @@
 
 #include <openssl/ssl.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,10 @@ struct SslFree {
 };
 using Ssl = std::unique_ptr<SSL, SslFree>;
 
+// A PEM certificate chain and private key that belong together, or an error naming "tls" that
+// says what is wrong: checked at start for both device ports (gRPC takes any bytes as PEM and
+// fails only at the first handshake).
+Status check_tls_material(const std::string& chain, const std::string& key);
 // The coordinator's: PEM chain and key (checked to belong together: an error naming "tls").
 // A client that offers no ALPN or another protocol fails its handshake.
 Expected<SslContext> frames_server_context(const std::string& certificate_chain,
@@ -37,6 +42,15 @@ Expected<Ssl> frames_client_session(SSL_CTX* context, int fd, const std::string&
 // of raising SIGPIPE, which would end the process (a library must not change its signal
 // handling). Use it instead of SSL_set_fd. False: out of memory.
 bool attach_socket(SSL* ssl, int fd);
+// A frames connection's socket: no Nagle delay (a request and its reply are small and go one by
+// one) and keepalive by the kernel (no timer of ours per device: NATs keep the idle flow, a
+// vanished peer is noticed), a probe after `idle` of silence, then `probes` of them `interval`
+// apart. The device's side uses the defaults.
+struct KeepAlive {
+  std::chrono::seconds idle{60}, interval{5};
+  int probes = 4;
+};
+void tune_frames_socket(int fd, const KeepAlive& keepalive = {});
 // After the handshake: did the peer agree to "cgp-frames/1"?
 bool frames_alpn_agreed(const SSL* ssl);
 // The text of OpenSSL's error queue (emptied), for a message.
