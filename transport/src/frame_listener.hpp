@@ -40,7 +40,6 @@ class FrameListener {
   void stop(std::chrono::milliseconds grace);
 
   int port() const noexcept;
-  std::size_t open_connections() const;
 
  private:
   FrameListener() = default;

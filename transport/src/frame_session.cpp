@@ -198,7 +198,7 @@ FrameSession::Next FrameSession::on_ready() {
   return Next::again;
 }
 
-bool FrameSession::handle_frames() {
+void FrameSession::handle_frames() {
   for (;;) {
     auto next = in_.next();
     if (!next) {
@@ -231,11 +231,10 @@ bool FrameSession::handle_frames() {
     std::lock_guard lock(mutex_);
     if (phase_ != Phase::open) {
       in_ = protocol::FrameReader();
-      return false;
+      return;
     }
   }
   in_.compact();
-  return true;
 }
 
 void FrameSession::close_now() {

@@ -54,8 +54,8 @@ class FrameSession final : public DeviceStream, public std::enable_shared_from_t
   void update_output_watch_locked();
   // Under mutex_: after the end frame went out, close_notify and no more writes.
   void shut_write_locked();
-  // Loop thread: handles every whole frame read so far; false when the stream ended.
-  bool handle_frames();
+  // Loop thread: handles every whole frame read so far (none once the stream is ending).
+  void handle_frames();
 
   GatewayCore& core_;
   const int epoll_;
