@@ -17,30 +17,21 @@ build="$(cd "$1" && pwd)"
 devices="${2:-10000}"
 swarms="${3:-2}"
 queries="${4:-5}"
-work="$(mktemp -d)"
 port=$((20000 + RANDOM % 20000))
 address="127.0.0.1:$port"
 frames_address="127.0.0.1:$((port + 1))"
 [ "${FRAMES:-0}" = 1 ] && TLS=1
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cd "$work"
+# shellcheck source=bench/bench_env.sh
+source "$(dirname "$0")/bench_env.sh"
 
 "$build/bin/cgp-coordinator" credential --out analyst.key
 "$build/bin/cgp-coordinator" enrol --devices devices.csv --count "$devices" \
   --secrets-out secrets.csv
 # Every swarm dials from 127.0.0.1: the per-address cap (a guard against hostile peers) is
-# raised to the whole fleet, and the descriptor limit to what one connection per device needs.
-ulimit -n "$(ulimit -Hn)"
+# raised to the whole fleet (bench_env.sh raised the descriptor limit).
 tls_serve=(); tls_dial=()
 if [ "${TLS:-0}" = 1 ]; then
-  openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
-    -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout key.pem -out cert.pem 2> /dev/null
+  make_certificate
   tls_serve=(--tls-cert cert.pem --tls-key key.pem); tls_dial=(--tls-root cert.pem)
 fi
 frames_serve=(); device_address="$address"; device_transport=()
@@ -58,7 +49,6 @@ start_coordinator() {  # LOG: serves in the background, its pid in $coordinator
 }
 start_coordinator coordinator.log
 sleep 0.5
-rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 idle_rss=$(rss_kb "$coordinator")
 
 per=$(( (devices + swarms - 1) / swarms ))
@@ -86,9 +76,6 @@ echo "connected: $connected of $devices devices in $(awk -v a="$(date +%s.%N)" -
 connected_rss=$(rss_kb "$coordinator")
 
 [ -n "${PROFILE:-}" ] && { perf record -F 999 -g -o "$PROFILE.coordinator" -p "$coordinator" -- sleep 8 > /dev/null 2>&1 & perf record -F 999 -g -o "$PROFILE.swarm" -p "${pids[1]}" -- sleep 8 > /dev/null 2>&1 & }
-cpu_seconds() {  # user + system CPU seconds of a process
-  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
-}
 swarm_cpu() {
   for pid in "${pids[@]:1}"; do cpu_seconds "$pid"; echo; done | awk '{ t += $1 } END { printf "%.2f", t }'
 }

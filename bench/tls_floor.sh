@@ -7,26 +7,14 @@ set -euo pipefail
 build="$(cd "$1" && pwd)"
 connections="${2:-6000}"
 rounds="${3:-20}"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cd "$work"
-ulimit -n "$(ulimit -Hn)"
-# The same certificate as bench/network_load.sh's TLS=1 (RSA 2048, self-signed).
-openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
-  -addext subjectAltName=IP:127.0.0.1 -keyout key.pem -out cert.pem 2> /dev/null
+# shellcheck source=bench/bench_env.sh
+source "$(dirname "$0")/bench_env.sh"
+make_certificate  # the same certificate as bench/network_load.sh's TLS=1
 port=$((20000 + RANDOM % 20000))
 "$build/bench/cgp_bench_tls_floor" serve "$port" cert.pem key.pem > server.out &
 server=$!
 pids+=("$server")
 for _ in $(seq 1 100); do grep -q ready server.out && break; sleep 0.05; done
-rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
-cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
 idle_rss=$(rss_kb "$server")
 mkfifo go
 "$build/bench/cgp_bench_tls_floor" dial "$port" "$connections" "$rounds" < go > dial.out &
