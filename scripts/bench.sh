@@ -5,8 +5,9 @@
 #   scripts/bench.sh network     10,000 devices over loopback (bench/network_load.sh)
 #   scripts/bench.sh network-tls devices with a TLS connection each, as phones connect: first on
 #                                the lean transport (TLS frames), then on gRPC with TLS, each
-#                                with a reconnect storm (optional: frames_devices=17000
-#                                grpc_devices=3000 queries=2)
+#                                with a reconnect storm, then the floor (bench/tls_floor.sh,
+#                                as many connections as frames devices) (optional:
+#                                frames_devices=17000 grpc_devices=3000 queries=2)
 #   scripts/bench.sh timing      device timing by |noise| bucket and by inside/outside, unpaced
 #                                and paced (bench/bench_timing.cpp; optional: samples requests seed)
 #   scripts/bench.sh sim         the simulation suite against a numpy baseline (bench/sim_suite.sh)
@@ -28,8 +29,11 @@ if [ "${1:-}" = "network-tls" ]; then  # as phones connect: one TLS connection e
   FRAMES=1 STAGGER=1 STORM=1 "$root/bench/network_load.sh" "$root/build-release" \
     "${2:-17000}" 2 "${4:-2}"
   echo "== gRPC with TLS (the device port), one connection per device"
-  TLS=1 PER_CONNECTION=1 STAGGER=1 STORM=1 exec "$root/bench/network_load.sh" \
+  TLS=1 PER_CONNECTION=1 STAGGER=1 STORM=1 "$root/bench/network_load.sh" \
     "$root/build-release" "${3:-3000}" 2 "${4:-2}"
+  echo "== the floor: TLS 1.3 echo frames on epoll, no protocol, no device work"
+  cmake --build "$root/build-release" --target cgp_bench_tls_floor
+  exec "$root/bench/tls_floor.sh" "$root/build-release" "${2:-17000}" 20
 fi
 if [ "${1:-}" = "sim" ]; then
   if ! dpkg-query -W -f='${Status}' python3-numpy 2>/dev/null | grep -q "ok installed"; then
