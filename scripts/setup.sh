@@ -26,6 +26,8 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-pandas   # the cgpkit Python package
   python3-grpcio python3-protobuf        # tests/conformance: the reference device of docs/protocol.md
   openjdk-17-jdk-headless libprotobuf-java   # the Java (JNI) binding of the device C ABI and its test
+  postgresql-15 libpq-dev                # the live tier's durable state (cluster/); tests run their own server
+  haproxy                                # the live tier's device router (TLS SNI -> gateway)
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #   client-sdk + coordinator <- simulation <- experiments (the paper's);
 #   coordinator + protocol <- transport (the coordinator's server: no device code)
 #                          <- analyst (the analyst's client);
+#   common + protocol <- cluster (the live tier's PostgreSQL store);
 #   everything <- tools (the programs).
 # A layer may include headers of the folders listed for it (cgp/<folder>/) and link only their
 # libraries. Each folder of tests/ is held to the layer it tests; tests/system (the programs and
@@ -23,7 +24,7 @@ declare -A library=(
   [common]=cgp_common [protocol]=cgp_protocol [protocol_analyst]=cgp_protocol_analyst
   [client]=cgp_client [link]=cgp_device_link [coordinator]=cgp_coordinator
   [simulation]=cgp_simulation [experiments]=cgp_experiments [transport]=cgp_transport
-  [analyst]=cgp_analyst [swarm]=cgp_swarm
+  [analyst]=cgp_analyst [swarm]=cgp_swarm [cluster]=cgp_cluster
 )
 # directory | header folders it may include
 layers=(
@@ -36,6 +37,7 @@ layers=(
   "experiments|common client coordinator simulation experiments"
   "transport|common coordinator protocol protocol_analyst transport"
   "analyst|common coordinator protocol protocol_analyst analyst"
+  "cluster|common protocol cluster"
   "tools/swarm|common client protocol link swarm"
 )
 # tests/<folder> | the layer directory whose rules it follows | its test executables
@@ -50,6 +52,7 @@ test_layers=(
   "tests/simulation|simulation|cgp_simulation_tests"
   "tests/experiments|experiments|cgp_experiments_tests"
   "tests/transport|transport|cgp_transport_tests"
+  "tests/cluster|cluster|cgp_cluster_tests"
 )
 
 allowed_of() {  # the allowed folders of a layer directory
