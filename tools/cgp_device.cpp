@@ -66,7 +66,18 @@ int run(int argc, char** argv) {
   bool sticky = false, reconnect = false;
   std::vector<double> location, lonlat;
   std::vector<std::string> components;
-  app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
+  app.add_option("--coordinator", coordinator,
+                 "HOST:PORT, or with --virtual-shards a template such as "
+                 "s{shard}.devices.example.org:443")
+      ->required();
+  std::uint32_t virtual_shards = 0;
+  app.add_option("--virtual-shards", virtual_shards,
+                 "the live fleet's virtual shards: dial --coordinator's {shard} filled with this "
+                 "device's shard (docs/cluster.md); 0: one address")
+      ->check(CLI::Range(0u, 1u << 20));
+  std::string connect_to;
+  app.add_option("--connect-to", connect_to,
+                 "HOST:PORT to dial instead, keeping --coordinator's host as the TLS name and SNI");
   app.add_option("--id", id, "this device's id")->required();
   app.add_option("--credential", credential_file,
                  "file holding this device's credential (trailing newlines ignored)");
@@ -144,6 +155,8 @@ int run(int argc, char** argv) {
     return fail(2, "--transport must be grpc or frames, got '" + transport + "'");
   }
   connection.coordinator_address = coordinator;
+  connection.virtual_shards = virtual_shards;
+  connection.connect_to = connect_to;
   connection.device_id = id;
   connection.watch_limits = watch_limits;
   connection.check_in_idle = std::chrono::milliseconds(check_in_ms);

@@ -21,6 +21,8 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/link/device_client.hpp"
+#include "cgp/protocol/virtual_shard.hpp"
+#include "coordinator_stream.hpp"
 
 struct cgp_connection {
   cgp_device* device;
@@ -259,6 +261,39 @@ int cgp_connection_set_check_in(cgp_connection* connection, uint32_t idle_ms) {
                   "idle_ms must be at most 3600000 (1 h), got " + std::to_string(idle_ms));
     return change_settings(connection, [&](cgp::link::DeviceConnection& settings) {
       settings.check_in_idle = std::chrono::milliseconds(idle_ms);
+      return CGP_OK;
+    });
+  });
+}
+
+int cgp_connection_set_virtual_shards(cgp_connection* connection, uint32_t shard_count) {
+  return guarded(connection, [&]() -> int {
+    if (shard_count > cgp::protocol::kMaxVirtualShards)
+      return fail(connection, CGP_OUT_OF_RANGE,
+                  "shard_count must be at most 1048576, got " + std::to_string(shard_count));
+    return change_settings(connection, [&](cgp::link::DeviceConnection& settings) {
+      settings.virtual_shards = shard_count;
+      return CGP_OK;
+    });
+  });
+}
+
+int cgp_connection_set_connect_to(cgp_connection* connection, const char* host_port) {
+  return guarded(connection, [&]() -> int {
+    std::string target;
+    if (host_port && *host_port) {
+      if (int s = check_text(host_port, "connect_to", kMaxAddressBytes, address_char,
+                             "must hold no spaces or control bytes");
+          s != CGP_OK)
+        return s;
+      target = host_port;
+      std::string host, port;
+      if (!cgp::link::detail::split_address(target, host, port))
+        return fail(connection, CGP_INVALID_ARGUMENT,
+                    "connect_to must be host:port, got \"" + target + "\"");
+    }
+    return change_settings(connection, [&](cgp::link::DeviceConnection& settings) {
+      settings.connect_to = target;
       return CGP_OK;
     });
   });

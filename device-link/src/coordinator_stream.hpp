@@ -35,6 +35,17 @@ class CoordinatorStream {
   virtual std::chrono::milliseconds retry_after() const { return std::chrono::milliseconds(0); }
 };
 
+// The address a session dials and the name it dials it by (TLS name and SNI): the template
+// filled with the device's shard, and connect_to when set. Checked by check_dial_target.
+struct DialTarget {
+  std::string name_address, dial_address;
+};
+DialTarget dial_target(const DeviceConnection& connection);
+// Errors name "coordinator_address" (a template that cannot be filled) or "connect_to".
+Status check_dial_target(const DeviceConnection& connection);
+// "host" of "host:port" ("[v6]:port" without brackets); false when it is not of that shape.
+bool split_address(const std::string& address, std::string& host, std::string& port);
+
 // Dials: the stream is open (TCP and TLS done for frames) or an error says why (unavailable,
 // naming "coordinator"; "tls" for a root certificate that is not PEM).
 Expected<std::unique_ptr<CoordinatorStream>> dial_grpc(const DeviceConnection& connection);

@@ -179,7 +179,7 @@ Status serve_device(const DeviceConnection& connection, client::Device& device) 
 namespace detail {
 
 SessionEnd serve_session(const DeviceConnection& connection, client::Device& device) {
-  const std::string& coordinator_address = connection.coordinator_address;
+  const std::string coordinator_address = dial_target(connection).name_address;
   const std::string& device_id = connection.device_id;
   if (!device.secure_randomness() && !connection.allow_simulation_randomness)
     return make_error(ErrorCode::invalid_argument, "randomness",
@@ -200,6 +200,7 @@ SessionEnd serve_session(const DeviceConnection& connection, client::Device& dev
                         "device_id may hold only A-Z a-z 0-9 . _ - : @ / +, not byte " +
                             std::to_string(i) + " (value " +
                             std::to_string(static_cast<unsigned char>(device_id[i])) + ")");
+  if (Status target = check_dial_target(connection); !target) return target.error();
   auto dialled = connection.transport == DeviceTransport::frames ? dial_frames(connection)
                                                                  : dial_grpc(connection);
   if (!dialled) {

@@ -38,17 +38,6 @@ Error unreachable(const std::string& address, const std::string& why) {
                     "coordinator: cannot reach " + address + " (" + why + ")");
 }
 
-// "host:port" or "[v6]:port".
-bool split_address(const std::string& address, std::string& host, std::string& port) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == address.size()) return false;
-  host = address.substr(0, colon);
-  port = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return !host.empty();
-}
-
 class FramesStream final : public CoordinatorStream {
  public:
   FramesStream(int fd, int wake, protocol::SslContext context, protocol::Ssl ssl)
@@ -253,11 +242,12 @@ class FramesStream final : public CoordinatorStream {
 }  // namespace
 
 Expected<std::unique_ptr<CoordinatorStream>> dial_frames(const DeviceConnection& connection) {
-  const std::string& address = connection.coordinator_address;
+  const DialTarget target = dial_target(connection);
+  const std::string& address = target.dial_address;
   CGP_ASSIGN_OR_RETURN(auto context,
                        protocol::frames_client_context(connection.tls_root_certificate));
-  std::string host, port;
-  if (!split_address(address, host, port))
+  std::string host, port, name, name_port;
+  if (!split_address(address, host, port) || !split_address(target.name_address, name, name_port))
     return make_error(ErrorCode::invalid_argument, "coordinator_address",
                       "coordinator_address must be host:port, got \"" + address + "\"");
   addrinfo hints{};
@@ -304,7 +294,7 @@ Expected<std::unique_ptr<CoordinatorStream>> dial_frames(const DeviceConnection&
       give_up(error != 0 ? std::strerror(error) : "connect timed out");
       continue;
     }
-    auto ssl = protocol::frames_client_session(context.get(), fd, host);
+    auto ssl = protocol::frames_client_session(context.get(), fd, name);
     if (!ssl) {
       give_up("no session");
       return ssl.error();

@@ -10,13 +10,23 @@
 namespace cgp::link::detail {
 namespace {
 
+// The channel's settings, with the name TLS checks (and SNI sends) when the device dials
+// another address than its name's (DeviceConnection::connect_to).
+grpc::ChannelArguments channel_arguments(const DialTarget& target) {
+  grpc::ChannelArguments arguments = protocol::device_channel_arguments();
+  std::string host, port;
+  if (target.dial_address != target.name_address && split_address(target.name_address, host, port))
+    arguments.SetSslTargetNameOverride(host);
+  return arguments;
+}
+
 class GrpcStream final : public CoordinatorStream {
  public:
-  explicit GrpcStream(const DeviceConnection& connection)
+  explicit GrpcStream(const DeviceConnection& connection, const DialTarget& target)
       : channel_(grpc::CreateCustomChannel(
-            connection.coordinator_address,
+            target.dial_address,
             protocol::device_channel_credentials(connection.tls_root_certificate),
-            protocol::device_channel_arguments())),
+            channel_arguments(target))),
         stub_(v1::DeviceGateway::NewStub(channel_)),
         stream_(stub_->Connect(&context_)) {}
 
@@ -63,7 +73,7 @@ Status ended_status(const grpc::Status& status,
 
 Expected<std::unique_ptr<CoordinatorStream>> dial_grpc(const DeviceConnection& connection) {
   // gRPC dials lazily: an unreachable coordinator shows as the first write failing.
-  return std::unique_ptr<CoordinatorStream>(new GrpcStream(connection));
+  return std::unique_ptr<CoordinatorStream>(new GrpcStream(connection, dial_target(connection)));
 }
 
 }  // namespace cgp::link::detail

@@ -19,7 +19,8 @@ namespace {
 bool final_error(const Error& error) {
   if (error.parameter == "welcome") return false;
   return error.code == ErrorCode::unauthenticated || error.code == ErrorCode::invalid_argument ||
-         error.parameter == "credential" || error.parameter.starts_with("frame");
+         error.parameter == "credential" || error.parameter == "virtual_shards" ||
+         error.parameter.starts_with("frame");
 }
 
 // Sleeps `wait`, or less if a stop is requested; true if stopped.

@@ -37,17 +37,20 @@ inline pid_t spawn_program(const std::vector<std::string>& arguments) {
   return pid;
 }
 
-// A throwaway self-signed certificate for localhost / 127.0.0.1, made with openssl at test time.
+// A throwaway self-signed certificate for localhost / 127.0.0.1 (or the names given, as an
+// openssl subjectAltName list), made with openssl at test time.
 struct ThrowawayCertificate {
   std::string certificate, key;
-  ThrowawayCertificate() {
+  explicit ThrowawayCertificate(
+      const std::string& subject_alt_names = "DNS:localhost,IP:127.0.0.1") {
     const auto dir =
         std::filesystem::temp_directory_path() / ("cgp-tls-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const std::string command =
         "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
-        (dir / "key.pem").string() + " -out " + (dir / "cert.pem").string() + " >/dev/null 2>&1";
+        "-addext subjectAltName=" +
+        subject_alt_names + " -keyout " + (dir / "key.pem").string() + " -out " +
+        (dir / "cert.pem").string() + " >/dev/null 2>&1";
     REQUIRE(std::system(command.c_str()) == 0);
     auto slurp = [](const std::filesystem::path& p) {
       std::ifstream in(p);

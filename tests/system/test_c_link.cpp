@@ -318,6 +318,15 @@ TEST_CASE("device link (C): bad arguments are named, and nothing is dialled or c
     CHECK(cgp_connection_set_check_in(c, 4000000000u) == CGP_OUT_OF_RANGE);
   }).join();
   CHECK(std::string(cgp_connection_last_error(c)).find("max_watches") != std::string::npos);
+  CHECK(cgp_connection_set_virtual_shards(c, (1u << 20) + 1) == CGP_OUT_OF_RANGE);
+  CHECK(std::string(cgp_connection_last_error(c)).find("shard_count") != std::string::npos);
+  CHECK(cgp_connection_set_connect_to(c, "no-port") == CGP_INVALID_ARGUMENT);
+  CHECK(std::string(cgp_connection_last_error(c)).find("connect_to") != std::string::npos);
+  CHECK(cgp_connection_set_connect_to(c, "a b:1") == CGP_INVALID_ARGUMENT);
+  CHECK(cgp_connection_set_connect_to(c, "127.0.0.1:1") == CGP_OK);
+  CHECK(cgp_connection_set_connect_to(c, nullptr) == CGP_OK);
+  CHECK(cgp_connection_set_virtual_shards(c, 4096) == CGP_OK);
+  CHECK(cgp_connection_set_virtual_shards(c, 0) == CGP_OK);
   CHECK(cgp_connection_run_once(nullptr) == CGP_INVALID_ARGUMENT);
   CHECK(cgp_connection_start(nullptr) == CGP_INVALID_ARGUMENT);
   CHECK(cgp_connection_stop(nullptr) == CGP_INVALID_ARGUMENT);

@@ -95,6 +95,21 @@ CGP_API CGP_NODISCARD int cgp_connection_set_watch_limits(cgp_connection* connec
                                                           double min_tick_seconds,
                                                           size_t max_watches);
 
+/* A live fleet spread over gateways (docs/cluster.md): shard_count (1 to 1048576) is the
+ * fleet's number of virtual shards, and the connection's address is then a template whose
+ * "{shard}" the link fills with this device's shard (SHA-256 of its id, docs/protocol.md §2c):
+ * e.g. "s{shard}.devices.example.org:443". 0 goes back to one address. The template is checked
+ * at the next run (an error naming "coordinator_address"). Errors: CGP_OUT_OF_RANGE
+ * "shard_count". */
+CGP_API CGP_NODISCARD int cgp_connection_set_virtual_shards(cgp_connection* connection,
+                                                            uint32_t shard_count);
+
+/* Dial host_port ("host:port") instead of the address's own host, keeping the address's host as
+ * the name the certificate is checked against and SNI carries (curl's --connect-to); NULL or ""
+ * turns it off. Errors: CGP_INVALID_ARGUMENT "connect_to" (not host:port, spaces, controls). */
+CGP_API CGP_NODISCARD int cgp_connection_set_connect_to(cgp_connection* connection,
+                                                        const char* host_port);
+
 /* BLOCKING: one session in the calling thread (see above). CGP_OK when the coordinator ended
  * it, check-in mode ended it, or cgp_connection_stop did; otherwise the error that ended it. */
 CGP_API CGP_NODISCARD int cgp_connection_run_once(cgp_connection* connection);

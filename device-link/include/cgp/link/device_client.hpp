@@ -67,6 +67,15 @@ struct DeviceConnection {
   // gRPC, or the lean frames (on the coordinator's device frames port; needs
   // tls_root_certificate). Last, so that positional initializers of the fields above still work.
   DeviceTransport transport = DeviceTransport::grpc;
+  // A live fleet spread over gateways (docs/cluster.md): > 0 is the fleet's number of virtual
+  // shards, and coordinator_address is then a template ("s{shard}.devices.example.org:443")
+  // filled with this device's shard (protocol::virtual_shard of device_id, which is public).
+  // A load balancer routes each shard's name to the gateway that owns it. 0: one address.
+  std::uint32_t virtual_shards = 0;
+  // "host:port" to dial instead of the address's own host, keeping the address's host as the
+  // name TLS checks the certificate against and sends as SNI (curl's --connect-to): a fleet
+  // whose names do not resolve where the device is (tests, a private network). Empty: none.
+  std::string connect_to{};
 };
 
 // How serve_device_reconnecting dials again: after a session that lasted at least
