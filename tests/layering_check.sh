@@ -25,17 +25,18 @@ declare -A library=(
   [client]=cgp_client [link]=cgp_device_link [coordinator]=cgp_coordinator
   [simulation]=cgp_simulation [experiments]=cgp_experiments [transport]=cgp_transport
   [analyst]=cgp_analyst [swarm]=cgp_swarm [cluster]=cgp_cluster
+  [protocol_cluster]=cgp_protocol_cluster
 )
 # directory | header folders it may include
 layers=(
   "common|common"
-  "protocol|common protocol protocol_analyst"
+  "protocol|common protocol protocol_analyst protocol_cluster"
   "client-sdk|common client"
   "device-link|common client protocol link"
   "coordinator|common coordinator"
   "simulation|common client coordinator simulation"
   "experiments|common client coordinator simulation experiments"
-  "transport|common coordinator protocol protocol_analyst transport"
+  "transport|common coordinator protocol protocol_analyst protocol_cluster transport"
   "analyst|common coordinator protocol protocol_analyst analyst"
   "cluster|common protocol cluster"
   "tools/swarm|common client protocol link swarm"
@@ -76,6 +77,7 @@ check_includes() {
       case "$hit" in
         *cgp/v1/cgp.pb.h*) folder=common ;;
         *cgp/v1/analyst*) folder=protocol_analyst ;;
+        *cgp/v1/gateway_control*) folder=protocol_cluster ;;
         *) folder=protocol ;;
       esac
     fi

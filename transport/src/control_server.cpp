@@ -1,0 +1,269 @@
+// The coordinator's side of cgp.v1.GatewayControl: one stream per gateway on gRPC's sync API
+// (a few gateways, not millions of devices), queries one at a time, collectives through the
+// ReducerHub.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "cgp/common/validate.hpp"
+#include "cgp/transport/gateway_control.hpp"
+#include "cgp/v1/gateway_control.grpc.pb.h"
+#include "reducer_hub.hpp"
+#include "server_setup.hpp"
+
+namespace cgp::transport {
+
+namespace {
+
+using Stream = grpc::ServerReaderWriter<v1::CoordinatorToGateway, v1::GatewayToCoordinator>;
+
+Error gateway_error(ErrorCode code, const std::string& message) {
+  return make_error(code, "gateway", "gateway: " + message);
+}
+
+}  // namespace
+
+struct ControlServer::Impl final : v1::GatewayControl::Service {
+  ControlServerOptions options;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  detail::ReducerHub hub;
+
+  struct Gateway {
+    AttachedGateway info;
+    Stream* stream = nullptr;
+    std::mutex write_mutex;  // one Write at a time on a sync stream
+    bool write(const v1::CoordinatorToGateway& message) {
+      std::lock_guard lock(write_mutex);
+      return stream->Write(message);
+    }
+  };
+  // The query in progress: its participants by gateway id, and what each said at its end.
+  struct Running {
+    std::string query_id;
+    std::vector<std::shared_ptr<Gateway>> participants;
+    std::vector<std::optional<v1::QueryDone>> done;
+    std::optional<Error> failed;
+  };
+
+  mutable std::mutex mutex;
+  mutable std::condition_variable changed;
+  std::map<std::string, std::shared_ptr<Gateway>> gateways;
+  std::optional<Running> running;
+  std::mutex query_mutex;  // run_query one at a time
+  bool stopping = false;
+
+  grpc::Status Attach(grpc::ServerContext* context, Stream* stream) override {
+    v1::GatewayToCoordinator first;
+    if (!stream->Read(&first) || !first.has_hello())
+      return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be GatewayHello"};
+    const v1::GatewayHello& hello = first.hello();
+    if (hello.protocol_version() != 1)
+      return {grpc::StatusCode::INVALID_ARGUMENT, "protocol_version must be 1"};
+    if (!options.authenticate(hello.gateway_id(), hello.credential()))
+      return {grpc::StatusCode::UNAUTHENTICATED, "gateway credential refused"};
+    auto gateway = std::make_shared<Gateway>();
+    gateway->info.gateway_id = hello.gateway_id();
+    gateway->info.users = hello.users();
+    for (const auto& held : hello.shards())
+      gateway->info.shards.emplace_back(held.shard(), held.epoch());
+    gateway->stream = stream;
+    {
+      std::lock_guard lock(mutex);
+      if (stopping) return {grpc::StatusCode::UNAVAILABLE, "the coordinator is stopping"};
+      if (gateways.count(hello.gateway_id()))
+        return {grpc::StatusCode::ALREADY_EXISTS,
+                "gateway " + hello.gateway_id() + " is attached on another stream"};
+      gateways[hello.gateway_id()] = gateway;
+    }
+    v1::CoordinatorToGateway attached;
+    attached.mutable_attached()->set_coordinator_epoch(options.coordinator_epoch);
+    gateway->write(attached);
+    changed.notify_all();
+
+    v1::GatewayToCoordinator message;
+    while (!context->IsCancelled() && stream->Read(&message)) {
+      if (message.has_collective()) {
+        collective(*gateway, message.collective());
+      } else if (message.has_done()) {
+        finished(*gateway, message.done());
+      }
+    }
+    {
+      std::lock_guard lock(mutex);
+      gateways.erase(gateway->info.gateway_id);
+      if (running && participant_index(*gateway)) {
+        fail_running(gateway_error(ErrorCode::unavailable,
+                                   gateway->info.gateway_id + " was lost mid-query"));
+      }
+      // The stream is gone with this handler: nothing may write to it after.
+      std::lock_guard write_lock(gateway->write_mutex);
+      gateway->stream = nullptr;
+    }
+    changed.notify_all();
+    return grpc::Status::OK;
+  }
+
+  // With `mutex` held: the gateway's index among the running query's participants.
+  std::optional<std::size_t> participant_index(const Gateway& gateway) const {
+    for (std::size_t i = 0; i < running->participants.size(); ++i)
+      if (running->participants[i].get() == &gateway) return i;
+    return std::nullopt;
+  }
+
+  // With `mutex` held.
+  void fail_running(Error error) {
+    if (!running->failed) running->failed = std::move(error);
+    changed.notify_all();
+  }
+
+  void collective(Gateway& gateway, const v1::Collective& contribution) {
+    std::vector<std::shared_ptr<Gateway>> to;
+    std::optional<v1::Collective> merged;
+    {
+      std::lock_guard lock(mutex);
+      if (!running || running->query_id != contribution.query_id() || running->failed) return;
+      const auto index = participant_index(gateway);
+      if (!index) return;
+      auto result = hub.contribute(*index, contribution);
+      if (!result) {
+        fail_running(result.error());
+        return;
+      }
+      merged = std::move(*result);
+      if (merged) to = running->participants;
+    }
+    if (!merged) return;
+    v1::CoordinatorToGateway message;
+    *message.mutable_merged() = std::move(*merged);
+    for (const auto& participant : to) write_if_attached(*participant, message);
+  }
+
+  void finished(Gateway& gateway, const v1::QueryDone& done) {
+    std::lock_guard lock(mutex);
+    if (!running || running->query_id != done.query_id()) return;
+    if (const auto index = participant_index(gateway)) {
+      running->done[*index] = done;
+      changed.notify_all();
+    }
+  }
+
+  static void write_if_attached(Gateway& gateway, const v1::CoordinatorToGateway& message) {
+    std::lock_guard lock(gateway.write_mutex);
+    if (gateway.stream) gateway.stream->Write(message);
+  }
+};
+
+ControlServer::ControlServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ControlServer::~ControlServer() {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stopping = true;
+    if (impl_->running)
+      impl_->fail_running(gateway_error(ErrorCode::unavailable, "the coordinator is stopping"));
+  }
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  impl_->server->Wait();
+}
+
+Expected<std::unique_ptr<ControlServer>> ControlServer::start(ControlServerOptions options) {
+  if (!options.authenticate)
+    return make_error(ErrorCode::missing_field, "authenticate",
+                      "the control server needs a way to check gateway credentials");
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  CGP_ASSIGN_OR_RETURN(auto credentials,
+                       detail::server_credentials(impl->options.tls_certificate_chain,
+                                                  impl->options.tls_private_key));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(impl->options.listen_address, credentials, &impl->port);
+  builder.RegisterService(impl.get());
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->port == 0)
+    return make_error(ErrorCode::unavailable, "listen",
+                      "cannot listen on " + impl->options.listen_address);
+  return std::unique_ptr<ControlServer>(new ControlServer(std::move(impl)));
+}
+
+int ControlServer::port() const noexcept {
+  return impl_->port;
+}
+
+std::vector<AttachedGateway> ControlServer::gateways() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<AttachedGateway> out;
+  for (const auto& [id, gateway] : impl_->gateways) out.push_back(gateway->info);
+  return out;
+}
+
+bool ControlServer::wait_for_gateways(std::size_t count, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(impl_->mutex);
+  return impl_->changed.wait_for(lock, timeout, [&] { return impl_->gateways.size() >= count; });
+}
+
+Expected<std::vector<GatewayOutcome>> ControlServer::run_query(const std::string& query_id,
+                                                               const std::string& kind,
+                                                               const std::string& spec,
+                                                               std::uint64_t fleet_users) {
+  std::lock_guard query_lock(impl_->query_mutex);
+  Impl& impl = *impl_;
+  std::vector<std::shared_ptr<Impl::Gateway>> participants;
+  {
+    std::lock_guard lock(impl.mutex);
+    if (impl.stopping) return gateway_error(ErrorCode::unavailable, "the coordinator is stopping");
+    for (const auto& [id, gateway] : impl.gateways) participants.push_back(gateway);
+    if (participants.empty()) return gateway_error(ErrorCode::unavailable, "none is attached");
+    CGP_RETURN_IF_ERROR(impl.hub.begin(query_id, participants.size()));
+    impl.running = Impl::Running{query_id, participants, {}, std::nullopt};
+    impl.running->done.resize(participants.size());
+  }
+  v1::CoordinatorToGateway start;
+  v1::QueryStart& query = *start.mutable_start();
+  query.set_query_id(query_id);
+  query.set_coordinator_epoch(impl.options.coordinator_epoch);
+  query.set_kind(kind);
+  query.set_spec(spec);
+  query.set_participants(static_cast<std::uint32_t>(participants.size()));
+  query.set_fleet_users(fleet_users);
+  for (const auto& gateway : participants) Impl::write_if_attached(*gateway, start);
+
+  std::unique_lock lock(impl.mutex);
+  const bool ended = impl.changed.wait_for(lock, impl.options.query_deadline, [&] {
+    return impl.running->failed || std::all_of(impl.running->done.begin(), impl.running->done.end(),
+                                               [](const auto& done) { return done.has_value(); });
+  });
+  if (!ended)
+    impl.fail_running(
+        gateway_error(ErrorCode::deadline_exceeded,
+                      "query " + query_id + " did not finish on every gateway in time"));
+  Impl::Running running = std::move(*impl.running);
+  impl.running.reset();
+  impl.hub.end(query_id);
+  lock.unlock();
+
+  if (running.failed) {
+    v1::CoordinatorToGateway abort;
+    abort.mutable_abort()->set_query_id(query_id);
+    abort.mutable_abort()->set_error_code(static_cast<std::int32_t>(running.failed->code));
+    abort.mutable_abort()->set_error_parameter(running.failed->parameter);
+    abort.mutable_abort()->set_error_message(running.failed->message);
+    for (const auto& gateway : running.participants) Impl::write_if_attached(*gateway, abort);
+    return *running.failed;
+  }
+  std::vector<GatewayOutcome> outcomes;
+  for (std::size_t i = 0; i < running.participants.size(); ++i) {
+    const v1::QueryDone& done = *running.done[i];
+    GatewayOutcome outcome{running.participants[i]->info.gateway_id, done.result()};
+    if (done.error_code() != 0)
+      outcome.result = make_error(static_cast<ErrorCode>(done.error_code()), done.error_parameter(),
+                                  done.error_message());
+    outcomes.push_back(std::move(outcome));
+  }
+  return outcomes;
+}
+
+}  // namespace cgp::transport
