@@ -28,6 +28,7 @@
 #include "cgp/protocol/log_format.hpp"
 #include "coordinator_state.hpp"
 #include "metrics_endpoint.hpp"
+#include "query_runner.hpp"
 #include "refusal_log.hpp"
 #include "result_pages.hpp"
 
@@ -133,31 +134,6 @@ constexpr std::pair<const char*, std::uint64_t GatewayCounters::*> kKeptCounters
     {"rounds_to_deadline", &GatewayCounters::rounds_to_deadline},
     {"round_wait_microseconds", &GatewayCounters::round_wait_microseconds},
 };
-
-// The users a query charged, sparse: a result grows with the users it touched, not the enrolment.
-void set_charges(std::span<const coordinator::Charge> charged, v1::QueryResult& out) {
-  out.clear_charged();
-  out.clear_charges();
-  out.set_users(static_cast<std::uint32_t>(charged.size()));
-  for (std::size_t u = 0; u < charged.size(); ++u) {
-    if (!(charged[u].value() > 0)) continue;
-    auto* charge = out.add_charges();
-    charge->set_user(static_cast<std::uint32_t>(u));
-    charge->set_rho(charged[u].value());
-  }
-}
-
-template <class Report>
-void fill_report(const Report& report, v1::QueryResult& out) {
-  out.set_rounds_used(static_cast<std::uint32_t>(report.rounds_used));
-  for (auto a : report.asked_per_round) out.add_asked_per_round(a);
-  for (auto e : report.eliminated_per_round) out.add_eliminated_per_round(e);
-  set_charges(report.charged, out);
-  out.mutable_refused()->Assign(report.refused.begin(), report.refused.end());
-  out.mutable_rejected()->Assign(report.rejected.begin(), report.rejected.end());
-  out.mutable_unanswered()->Assign(report.unanswered.begin(), report.unanswered.end());
-  out.mutable_not_reached()->Assign(report.not_reached.begin(), report.not_reached.end());
-}
 
 }  // namespace
 
@@ -332,7 +308,7 @@ cgp::Status QueryDesk::restore() {
     if (result.charged_size() > 0) {                    // an older dense result: made sparse
       std::vector<coordinator::Charge> dense;
       for (double rho : result.charged()) dense.emplace_back(rho);
-      set_charges(dense, result);
+      detail::set_charges(dense, {}, result);
     }
     detail::sort_user_lists(result);
     result_order.push_back(each.query_id);
@@ -404,19 +380,7 @@ Expected<QueryDesk::Prepared> QueryDesk::prepare(const v1::QueryOptions& in,
   Prepared out;
   coordinator::QueryOptions& o = out.query;
   CGP_RETURN_IF_ERROR(detail::validate_query_options(in, rho_capacity));
-  if (!in.method().empty()) {
-    auto method = coordinator::parse_method(in.method());
-    if (!method) return method.error();
-    o.method = *method;
-  }
-  if (in.rounds() > 0) o.rounds = in.rounds();
-  if (!in.split().empty()) {
-    auto split = privacy::parse_split_schedule(in.split());
-    if (!split) return split.error();
-    o.split = *split;
-  }
-  if (in.beta() != 0) o.beta = in.beta();
-  o.shift = !in.no_shift();
+  CGP_ASSIGN_OR_RETURN(o, detail::engine_options(in));
   o.component_id = options.component_id;
   if (!in.query_id().empty()) CGP_RETURN_IF_ERROR(require_id("query_id", in.query_id()));
   o.query_id = in.query_id().empty() ? query_prefix + std::to_string(next_query) : in.query_id();
@@ -567,96 +531,39 @@ cgp::Status QueryDesk::run(const v1::QueryOptions& in, const char* kind, v1::Que
 Expected<std::pair<coordinator::AccuracyTarget, coordinator::AccuracyFirstOptions>>
 QueryDesk::accuracy_options(const v1::QueryOptions& in, const v1::AccuracyTarget& wire,
                             const coordinator::QueryOptions& query, bool needs_target) {
-  if (in.rounds() != 0 || !in.split().empty())
-    return make_error(ErrorCode::invalid_argument, "rounds",
-                      "rounds and split do not apply to accuracy-first queries: set "
-                      "accuracy.max_rounds and accuracy.growth");
-  CGP_RETURN_IF_ERROR(detail::validate_accuracy(wire, needs_target));
-  coordinator::AccuracyFirstOptions o;
-  o.method = query.method;
-  if (wire.max_rounds() > 0) o.max_rounds = wire.max_rounds();
-  if (wire.growth() != 0) o.growth = wire.growth();
-  o.first = wire.first();
-  o.beta = query.beta;
-  o.shift = query.shift;
-  o.query_id = query.query_id;
-  o.component_id = query.component_id;
-  // Users the adaptive allocation left out as spent are users of the query all the same: the
-  // certified interval leaves room for each of them.
-  o.users_not_asked = exhausted_now;
-  return std::pair{coordinator::AccuracyTarget{wire.relative(), wire.absolute()}, o};
+  return detail::accuracy_options(in, wire, query, exhausted_now, needs_target);
 }
 
-void QueryDesk::fill_certificate(const coordinator::CertifiedEstimate& c, v1::QueryResult& result) {
-  result.set_estimate(c.estimate);
-  result.set_lower(c.lower);
-  result.set_upper(c.upper);
-  result.set_certified(c.certified);
-  fill_report(c.report, result);
+detail::QueryWork QueryDesk::work(const coordinator::QueryOptions& query,
+                                  const coordinator::UserCharges& charges) {
+  return {*fleet, *mirror, query, charges, exhausted_now, {}, [this](coordinator::UserId u) {
+            return options.device_ids[u];
+          }};
 }
 
 cgp::Status QueryDesk::range_count(const v1::RangeCountQuery* request, v1::QueryResult* out) {
   return run(request->options(), "range", out,
              [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
-                 v1::QueryResult& result) -> cgp::Status {
-               auto range = wire::region_from_wire(request->range());
-               if (!range) return range.error();
-               if (request->has_accuracy()) {
-                 CGP_ASSIGN_OR_RETURN(
-                     const auto accuracy,
-                     accuracy_options(request->options(), request->accuracy(), query));
-                 CGP_ASSIGN_OR_RETURN(const auto certified, coordinator::range_count_to_accuracy(
-                                                                *fleet, *mirror, *range, charges,
-                                                                accuracy.first, accuracy.second));
-                 fill_certificate(certified, result);
-                 return {};
-               }
-               auto counted = coordinator::range_count(*fleet, *mirror, *range, charges, query);
-               if (!counted) return counted.error();
-               result.set_estimate(counted->estimate);
-               fill_report(counted->report, result);
-               return {};
+                 v1::QueryResult& result) {
+               return detail::run_range_count(*request, work(query, charges), result);
              },
              {.subject = {}, .k = 0, .scheduled = request->has_accuracy()});
 }
 
 cgp::Status QueryDesk::kde(const v1::KdeQuery* request, v1::QueryResult* out) {
-  return run(
-      request->options(), "kde", out,
-      [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
-          v1::QueryResult& result) -> cgp::Status {
-        const std::vector<double> p(request->point().begin(), request->point().end());
-        if (request->has_accuracy()) {
-          CGP_ASSIGN_OR_RETURN(const auto accuracy,
-                               accuracy_options(request->options(), request->accuracy(), query));
-          CGP_ASSIGN_OR_RETURN(const auto certified, coordinator::kde_to_accuracy(
-                                                         *fleet, *mirror, p, request->bandwidth(),
-                                                         charges, accuracy.first, accuracy.second));
-          fill_certificate(certified, result);
-          return {};
-        }
-        auto density = coordinator::kde(*fleet, *mirror, p, request->bandwidth(), charges, query);
-        if (!density) return density.error();
-        result.set_estimate(density->estimate);
-        fill_report(density->report, result);
-        return {};
-      },
-      {.subject = {}, .k = 0, .scheduled = request->has_accuracy()});
+  return run(request->options(), "kde", out,
+             [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
+                 v1::QueryResult& result) {
+               return detail::run_kde(*request, work(query, charges), result);
+             },
+             {.subject = {}, .k = 0, .scheduled = request->has_accuracy()});
 }
 
 cgp::Status QueryDesk::knn(const v1::KnnQuery* request, v1::QueryResult* out) {
   return run(request->options(), "knn", out,
              [&](const coordinator::QueryOptions& query, const coordinator::UserCharges& charges,
-                 v1::QueryResult& result) -> cgp::Status {
-               const std::vector<double> p(request->point().begin(), request->point().end());
-               auto found = coordinator::knn(*fleet, *mirror, p, request->k(), charges, query);
-               if (!found) return found.error();
-               for (auto u : found->neighbours) {
-                 result.add_neighbour_users(u);
-                 result.add_neighbours(options.device_ids[u]);
-               }
-               fill_report(found->report, result);
-               return {};
+                 v1::QueryResult& result) {
+               return detail::run_knn(*request, work(query, charges), result);
              },
              {.subject = {}, .k = request->k(), .scheduled = false});
 }
@@ -672,7 +579,7 @@ cgp::Status QueryDesk::threshold(const v1::ThresholdQuery* request, v1::QueryRes
                                                     request->population(), charges.cap(0), query);
                if (!answer) return answer.error();
                result.set_below(answer->below);
-               fill_report(answer->report, result);
+               detail::fill_report(answer->report, {}, result);
                return {};
              },
              {.subject = {*user}, .k = 0, .scheduled = false});
@@ -712,7 +619,7 @@ cgp::Status QueryDesk::top_regions(const v1::TopRegionsQuery* request, v1::Query
           wire_count->set_upper(c.upper);
         }
         result.set_certified(race.certified);
-        fill_report(race.report, result);
+        detail::fill_report(race.report, {}, result);
         return {};
       },
       {.subject = {}, .k = 0, .scheduled = true});

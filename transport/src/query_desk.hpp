@@ -27,6 +27,7 @@
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "cgp/v1/analyst.pb.h"
+#include "query_runner.hpp"
 #include "roster.hpp"
 
 namespace cgp::transport {
@@ -176,7 +177,9 @@ struct QueryDesk {
   accuracy_options(const v1::QueryOptions& in, const v1::AccuracyTarget& wire,
                    const coordinator::QueryOptions& query, bool needs_target = true);
 
-  static void fill_certificate(const coordinator::CertifiedEstimate& c, v1::QueryResult& result);
+  // What the shared query runner (query_runner.hpp) needs of this desk for one query.
+  detail::QueryWork work(const coordinator::QueryOptions& query,
+                         const coordinator::UserCharges& charges);
 
   cgp::Status range_count(const v1::RangeCountQuery* request, v1::QueryResult* out);
 
