@@ -1,0 +1,120 @@
+#include "cgp/coordinator/exact_sum.hpp"
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+// value() rounds with error-free transformations of IEEE binary64, round to nearest: no
+// extended precision, no reassociation.
+static_assert(std::numeric_limits<double>::is_iec559 && FLT_EVAL_METHOD == 0,
+              "ExactSum needs IEEE binary64 arithmetic evaluated in double");
+#if defined(__FAST_MATH__)
+#error "exact_sum.cpp must be built without -ffast-math: it relies on exact IEEE rounding"
+#endif
+
+namespace cgp::coordinator {
+namespace {
+
+constexpr std::int64_t kBase = std::int64_t{1} << 32;
+
+// Adds between carries: an add moves a digit by less than 2^52, so 1024 of them keep every
+// digit of [0, 2^32) below 2^63.
+constexpr unsigned kCarryEvery = 1024;
+
+// Every digit but the top one into [0, 2^32), the same number.
+template <std::size_t N>
+void carry(std::array<std::int64_t, N>& d) {
+  for (std::size_t i = 0; i + 1 < d.size(); ++i) {
+    const std::int64_t c = d[i] >> 32;  // ⌊d/2^32⌋: C++20 shifts signed values arithmetically
+    d[i] -= c * kBase;
+    d[i + 1] += c;
+  }
+}
+
+// Rounds a non-overlapping expansion (increasing magnitude, no zeros) to nearest, ties to even:
+// CPython's math_fsum after its partials are made (Modules/mathmodule.c).
+double round_expansion(std::span<const double> p) {
+  std::size_t n = p.size();
+  if (n == 0) return 0.0;
+  // From the largest partial down while the additions are exact; the first inexact one rounds.
+  double hi = p[--n], lo = 0;
+  while (n > 0) {
+    const double x = hi, y = p[--n];
+    hi = x + y;
+    lo = y - (hi - x);  // Fast-Two-Sum, exact: |x| > |y| as the partials do not overlap
+    if (lo != 0) break;
+  }
+  // hi + lo is exact and lo at most half the gap to hi's neighbour on lo's side. At exactly
+  // half, the addition tied and went to even; the partials left below (together smaller than
+  // lo's last bit) say on which side of the tie the exact sum lies: lo's side means the
+  // neighbour, hi + 2·lo — an exact step only in a tie, which is how a tie is told.
+  if (n > 0 && ((lo < 0 && p[n - 1] < 0) || (lo > 0 && p[n - 1] > 0))) {
+    const double y = lo * 2, x = hi + y;
+    if (x - hi == y) hi = x;
+  }
+  return hi;
+}
+
+}  // namespace
+
+void ExactSum::add(double value) {
+  const auto bits = std::bit_cast<std::uint64_t>(value);
+  const auto field = static_cast<unsigned>(bits >> 52 & 0x7ff);
+  if (field == 0x7ff) {  // ±inf or NaN
+    special_ += value;
+    return;
+  }
+  // |value| = m·2^(position − 1074), m < 2^53: its bits go to digits k and k + 1.
+  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
+  if (field != 0) m |= std::uint64_t{1} << 52;
+  const unsigned position = field != 0 ? field - 1 : 0;
+  const unsigned k = position / 32, shift = position % 32;
+  const auto low = static_cast<std::int64_t>((m << shift) & 0xffffffff);
+  const auto high = static_cast<std::int64_t>(m >> (32 - shift));  // < 2^52
+  if (bits >> 63) {
+    digits_[k] -= low;
+    digits_[k + 1] -= high;
+  } else {
+    digits_[k] += low;
+    digits_[k + 1] += high;
+  }
+  if (++adds_since_carry_ == kCarryEvery) {
+    carry(digits_);
+    adds_since_carry_ = 0;
+  }
+}
+
+void ExactSum::add_partials(std::span<const double> partials) {
+  for (double p : partials) add(p);
+}
+
+std::vector<double> ExactSum::partials() const {
+  if (special_ != 0) return {special_};  // NaN != 0 too
+  // The number in canonical digits: its magnitude's base-2^32 digits, and its sign.
+  auto d = digits_;
+  carry(d);
+  const bool negative = d.back() < 0;
+  if (negative) {
+    for (std::int64_t& digit : d) digit = -digit;
+    carry(d);
+  }
+  // Each non-zero digit is one double, exactly (< 2^32, a multiple of 2^-1074); digits occupy
+  // disjoint bits, so the doubles do not overlap.
+  std::vector<double> out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (d[i] == 0) continue;
+    const double part = std::ldexp(static_cast<double>(d[i]), static_cast<int>(32 * i) - 1074);
+    if (std::isinf(part))  // the exact sum is past 2^1024: rounded, it is ±inf
+      return {negative ? -std::numeric_limits<double>::infinity()
+                       : std::numeric_limits<double>::infinity()};
+    out.push_back(negative ? -part : part);
+  }
+  return out;
+}
+
+double ExactSum::value() const {
+  return round_expansion(partials());
+}
+
+}  // namespace cgp::coordinator
