@@ -188,8 +188,8 @@ Expected<CertifiedEstimate> kde_to_accuracy(Fleet& fleet, BudgetMirror& mirror,
     for (UserId u : group) {
       const double phi = estimate_of(r, setup, u, buffer);
       const double h = radius_from_lambda(lambda, r.estimates.rho_bar[u]);
-      low.add(u, kernel(phi + h));
-      high.add(u, kernel(std::max(0.0, phi - h)));
+      low.add(kernel(phi + h));
+      high.add(kernel(std::max(0.0, phi - h)));
     }
     const double eliminated = static_cast<double>(counts[0]);
     const double out = n - eliminated - static_cast<double>(counts[1]);  // left the query
@@ -213,7 +213,7 @@ Expected<CertifiedEstimate> kde_to_accuracy(Fleet& fleet, BudgetMirror& mirror,
   // The PM estimate (kde's): the undecided users' kernels, plus e^-18 per eliminated user when
   // that bias is not larger than the rest.
   ShardSum kernels(shard);
-  for (UserId u : result.remaining) kernels.add(u, kernel(estimate_of(result, setup, u, buffer)));
+  for (UserId u : result.remaining) kernels.add(kernel(estimate_of(result, setup, u, buffer)));
   const double kernel_total = kernels.total();
   const std::uint64_t eliminated = sum_over_shards(shard, result.s0.size());
   double pm = kernel_total / n;

@@ -101,10 +101,7 @@ class Engine {
  private:
   Status init_local(const UserCharges& charges, std::size_t rounds, std::vector<UserId>& group) {
     const Shard& shard = setup_.shard;
-    if (shard.sharded() && shard.first + fleet_.size() > shard.fleet_users)
-      return make_error(
-          ErrorCode::out_of_range, "shard",
-          "the shard's users end past the fleet's " + std::to_string(shard.fleet_users));
+    CGP_RETURN_IF_ERROR(validate_shard(shard, fleet_.size()));
     CGP_RETURN_IF_ERROR(charges.validate(fleet_.size(), /*allow_empty=*/shard.sharded()));
     if (mirror_.size() != fleet_.size())
       return make_error(ErrorCode::dimension_mismatch, "mirror", "mirror size differs from fleet");

@@ -159,12 +159,12 @@ Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   CGP_ASSIGN_OR_RETURN(
       auto result, run(fleet, mirror, setup, charges, options.method, -kInfinity, 6 * bandwidth));
   const double n = static_cast<double>(query_users(fleet, charges, options));
-  // Added per block of global ids, the same sum however the fleet is sharded.
+  // Exact, rounded once: the same sum however the fleet is sharded.
   ShardSum kernel_sum(options.shard);
   std::vector<double> buffer;
   for (UserId u : result.remaining) {
     const double distance = final_estimate(result, phi, setup.triple, u, buffer);
-    kernel_sum.add(u, std::exp(-distance * distance / (2 * bandwidth * bandwidth)));
+    kernel_sum.add(std::exp(-distance * distance / (2 * bandwidth * bandwidth)));
   }
   const double kernel_total = kernel_sum.total();
   std::uint64_t counts[2] = {result.remaining.size(), result.s0.size()};
@@ -203,8 +203,8 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   ranked.reserve(result->remaining.size());
   std::vector<double> buffer;
   for (UserId u : result->remaining)
-    ranked.push_back({final_estimate(*result, phi, setup.triple, u, buffer),
-                      std::uint64_t{options.shard.first} + u});
+    ranked.push_back(
+        {final_estimate(*result, phi, setup.triple, u, buffer), global_id(options.shard, u)});
   KnnResult out;
   for (const Ranked& r : smallest_over_shards(options.shard, std::move(ranked), k))
     out.neighbours.push_back(static_cast<UserId>(r.id));

@@ -22,6 +22,27 @@ ShardSlice shard_slice(std::size_t fleet_users, std::size_t index, std::size_t c
   return {first, end - first};
 }
 
+Status validate_shard(const Shard& shard, std::size_t users) {
+  if (!shard.ids.empty()) {
+    if (shard.ids.size() != users)
+      return make_error(ErrorCode::dimension_mismatch, "shard",
+                        "the shard lists " + std::to_string(shard.ids.size()) +
+                            " global ids for a fleet of " + std::to_string(users));
+    if (shard.sharded())
+      for (UserId id : shard.ids)
+        if (id >= shard.fleet_users)
+          return make_error(ErrorCode::out_of_range, "shard",
+                            "the shard lists global id " + std::to_string(id) +
+                                ", past the fleet's " + std::to_string(shard.fleet_users));
+    return {};
+  }
+  if (shard.sharded() && shard.first + users > shard.fleet_users)
+    return make_error(
+        ErrorCode::out_of_range, "shard",
+        "the shard's users end past the fleet's " + std::to_string(shard.fleet_users));
+  return {};
+}
+
 void sum_over_shards(const Shard& shard, std::span<std::uint64_t> values) {
   if (shard.reducer) shard.reducer->sum(values);
 }
@@ -37,23 +58,11 @@ Status agree_over_shards(const Shard& shard, Status local) {
   return {};
 }
 
-ShardSum::ShardSum(const Shard& shard)
-    : shard_(shard),
-      block_(sum_block(shard.fleet_users)),
-      first_block_(shard.first / sum_block(shard.fleet_users)) {}
-
-void ShardSum::add(UserId local_user, double value) {
-  const std::size_t b = (shard_.first + local_user) / block_ - first_block_;
-  if (b >= partial_.size()) partial_.resize(b + 1, 0.0);
-  partial_[b] += value;
-}
-
 double ShardSum::total() {
-  // Blocks with nothing added add 0.0: the same total whether a block is listed or not.
-  std::vector<double> all = shard_.reducer ? shard_.reducer->gather(partial_) : partial_;
-  double sum = 0;
-  for (double v : all) sum += v;
-  return sum;
+  if (!reducer_) return sum_.value();
+  ExactSum all;
+  all.add_partials(reducer_->gather(sum_.partials()));
+  return all.value();
 }
 
 std::vector<Ranked> smallest_over_shards(const Shard& shard, std::vector<Ranked> local,

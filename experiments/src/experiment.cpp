@@ -315,7 +315,8 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
     points.push_back(global_row(data, shard, i));
     candidates[rep].reserve(data.size());
     for (std::size_t u = 0; u < data.size(); ++u)
-      if (shard.first + u != i) candidates[rep].push_back(static_cast<coordinator::UserId>(u));
+      if (coordinator::global_id(shard, static_cast<coordinator::UserId>(u)) != i)
+        candidates[rep].push_back(static_cast<coordinator::UserId>(u));
   }
   const std::vector<double> params(ks.begin(), ks.end());
   return sweep("knn", params, rhos, common, *backend, [&](double param) {

@@ -28,7 +28,7 @@ double global_kde(const Dataset& data, const Shard& shard, std::span<const doubl
   for (std::size_t u = 0; u < data.size(); ++u) {
     const double d =
         geometry::euclidean_distance(points.subspan(u * data.dimension, data.dimension), p);
-    sum.add(static_cast<UserId>(u), std::exp(-d * d / (2 * bandwidth * bandwidth)));
+    sum.add(std::exp(-d * d / (2 * bandwidth * bandwidth)));
   }
   const double total = sum.total();
   return shard.fleet_users ? total / static_cast<double>(shard.fleet_users) : 0.0;
@@ -62,7 +62,7 @@ std::vector<double> global_row(const Dataset& data, const Shard& shard, std::siz
 double global_saving(const Shard& shard, std::span<const coordinator::Charge> charged, double rho,
                      std::span<const UserId> users) {
   coordinator::ShardSum kept(shard);
-  auto add = [&](UserId u) { kept.add(u, std::max(0.0, rho - charged[u].value()) / rho); };
+  auto add = [&](UserId u) { kept.add(std::max(0.0, rho - charged[u].value()) / rho); };
   std::uint64_t n = 0;
   if (users.empty()) {
     for (std::size_t u = 0; u < charged.size(); ++u) add(static_cast<UserId>(u));
@@ -78,8 +78,7 @@ double global_saving(const Shard& shard, std::span<const coordinator::Charge> ch
 
 double global_total(const Shard& shard, std::span<const coordinator::Charge> charged) {
   coordinator::ShardSum sum(shard);
-  for (std::size_t u = 0; u < charged.size(); ++u)
-    sum.add(static_cast<UserId>(u), charged[u].value());
+  for (const coordinator::Charge& c : charged) sum.add(c.value());
   return sum.total();
 }
 
@@ -114,7 +113,7 @@ double global_nearest_distance_sum(const Dataset& data, const Shard& shard,
     for (UserId u : oracle.nearest(p, std::min(k, available), candidates))
       mine.push_back({geometry::euclidean_distance(
                           points.subspan(std::size_t{u} * data.dimension, data.dimension), p),
-                      std::uint64_t{shard.first} + u});
+                      coordinator::global_id(shard, u)});
   double sum = 0;
   for (const auto& r : coordinator::smallest_over_shards(shard, std::move(mine), k)) sum += r.key;
   return sum;

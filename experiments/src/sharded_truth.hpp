@@ -1,7 +1,8 @@
 // Ground truth and metrics of the experiments over a data set that may be one rank's slice
-// (Dataset::first/total): counts by reduction, sums per block of global ids (ShardSum), exact
-// kNN by a top-k merge of each rank's k-d tree. Unsharded (no reducer) they are the plain
-// values, computed by the same code.
+// (Dataset::first/total): counts by reduction, exact sums rounded once (ShardSum), exact kNN by
+// a top-k merge of each rank's k-d tree. Unsharded (no reducer) they are the plain values,
+// computed by the same code. A slice is contiguous (shard_of): global_row and
+// global_sum_of_distances find a global id's row as id − first.
 #pragma once
 
 #include <span>

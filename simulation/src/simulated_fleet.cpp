@@ -125,7 +125,11 @@ struct SimulatedFleet::State {
   std::vector<double> spent;
   std::vector<std::uint8_t> halted;
   std::uint64_t seed = 0;
-  UserId first_user = 0;  // global id of user 0: noise keys are global
+  UserId first_user = 0;         // global id of user 0: noise keys are global
+  std::vector<UserId> user_ids;  // or each user's global id (empty: first_user + u)
+  UserId global_id(UserId user) const noexcept {
+    return user_ids.empty() ? first_user + user : user_ids[user];
+  }
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
   std::atomic<std::uint64_t> released{0};  // one add per batch
@@ -151,6 +155,13 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
   if (std::uint64_t{options.first_user} + points.size() / dimension > (std::uint64_t{1} << 32))
     return make_error(ErrorCode::out_of_range, "first_user",
                       "the fleet's global ids must fit a UserId (32 bits)");
+  if (!options.user_ids.empty() && options.user_ids.size() != points.size() / dimension)
+    return make_error(ErrorCode::dimension_mismatch, "user_ids",
+                      "user_ids has " + std::to_string(options.user_ids.size()) +
+                          " ids for a fleet of " + std::to_string(points.size() / dimension));
+  if (!options.user_ids.empty() && options.first_user != 0)
+    return make_error(ErrorCode::invalid_argument, "first_user",
+                      "first_user and user_ids both give global ids: set one");
   auto state = std::make_unique<State>();
   state->config = config;
   state->dimension = dimension;
@@ -164,6 +175,7 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
   state->halted.assign(points.size() / dimension, 0);
   state->seed = seed;
   state->first_user = options.first_user;
+  state->user_ids.assign(options.user_ids.begin(), options.user_ids.end());
   state->threads = options.threads ? options.threads : default_threads();
   state->noise = options.noise;
   return SimulatedFleet(std::move(state));
@@ -237,7 +249,7 @@ class RoundRunner {
         const client::NoisePlan* plan = admit(k, plans);
         if (!plan) continue;
         const UserId user = request.users[k];
-        client::SimulationRandom random(user_key(s.seed, s.first_user + user), stream);
+        client::SimulationRandom random(user_key(s.seed, s.global_id(user)), stream);
         client::RandomBits bits(random);
         // Cannot fail: plan_release made the plan and the request fits the fleet's dimension.
         (void)client::release_statistic(spec, location(user), *plan, bits, scratch, out);
@@ -258,7 +270,7 @@ class RoundRunner {
         if (!plan) continue;
         b.slot.push_back(static_cast<std::uint32_t>(k));
         b.plan.push_back(*plan);
-        b.keys.push_back(user_key(s.seed, s.first_user + request.users[k]));
+        b.keys.push_back(user_key(s.seed, s.global_id(request.users[k])));
       }
       release_fast(b);
     }

@@ -57,7 +57,7 @@ struct EliminationSetup {
 
 // What a query did, for its result: rounds, eliminations, charges, and who did not take part.
 // Sharded (EliminationSetup::shard): the counts per round are over every shard; the per-user
-// fields are this shard's users, by local id (global id − shard.first).
+// fields are this shard's users, by local id (shard.hpp: global_id).
 struct QueryReport {
   std::size_t rounds_used = 0;
   std::vector<std::size_t> asked_per_round;

@@ -1,14 +1,14 @@
-// A query over a fleet split into shards — MPI ranks, processes, machines. Each shard owns a
-// contiguous range of global user ids and runs the per-user half of the engine on its users
-// alone (their replies, estimates, radii and eliminations); the only numbers that cross shards
-// are a round's counts and, for kNN, the k smallest upper ends: a few hundred bytes a round, no
-// per-user data. One ShardReducer implementation per way shards talk (MPI in cgp-sim,
-// tools/mpi_job.cpp; threads in the tests); a query without one is the whole fleet in this process.
+// A query over a fleet split into shards — MPI ranks, processes, machines, gateways. Each shard
+// owns a set of global user ids (a contiguous range, or any list) and runs the per-user half of
+// the engine on its users alone (their replies, estimates, radii and eliminations); the only
+// numbers that cross shards are a round's counts, for kNN the k smallest upper ends, and for a
+// floating sum its exact partials: a few hundred bytes a round, no per-user data. One ShardReducer
+// implementation per way shards talk (MPI in cgp-sim, tools/mpi_job.cpp; threads in the tests); a
+// query without one is the whole fleet in this process.
 //
-// Results do not depend on how the fleet is split: counts are integers; floating sums are taken
-// per block of global ids (sum_block) and the blocks added in order, in every backend; kNN ties
-// are ordered by (estimate, global id). Identical for any split whose boundaries are block
-// multiples (shard_slice makes such splits).
+// Results do not depend on how the fleet is split: counts are integers; floating sums are exact
+// and rounded once (ExactSum), in every backend; kNN ties are ordered by (estimate, global id).
+// Identical for any split of the users into shards, contiguous or not (shard.md).
 //
 // Every shard must make the same query calls in the same order (they meet in the reducer):
 // the queries make their collective calls on every shard, also where a shard has nobody to ask
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cgp/common/expected.hpp"
+#include "cgp/coordinator/exact_sum.hpp"
 #include "cgp/coordinator/fleet.hpp"
 
 namespace cgp::coordinator {
@@ -34,19 +35,34 @@ class ShardReducer {
   virtual std::vector<double> gather(std::span<const double> local) = 0;
 };
 
+// Which global ids a fleet's users are. The shards' users together are global ids
+// [0, fleet_users), each on one shard: the caller's contract (validate_shard checks what one
+// shard can see — its own ids in range — not that ids are distinct, nor that they cover).
 struct Shard {
-  UserId first = 0;                 // global id of the fleet's user 0
+  UserId first = 0;                 // global id of the fleet's user 0 (when ids is empty)
   std::size_t fleet_users = 0;      // users over all shards (unsharded: the fleet's size)
   ShardReducer* reducer = nullptr;  // null: this fleet is the whole fleet
+  // The global id of each of the fleet's users (local id u → ids[u]), any order; empty: the
+  // contiguous range from first. Viewed: the caller keeps it alive for the query.
+  std::span<const UserId> ids{};
   bool sharded() const noexcept { return reducer != nullptr; }
 };
 
-// Users per block of a floating sum: a power of two ≥ 256 with at most ~1024 blocks in the
-// fleet, so a sum gathers a few kB whatever the fleet size.
+// Local user u's global id. Precondition: u < the fleet's size (validate_shard).
+inline UserId global_id(const Shard& shard, UserId local) noexcept {
+  return shard.ids.empty() ? shard.first + local : shard.ids[local];
+}
+
+// A fleet of `users` users can be this shard: ids, when given, has one per user; sharded, each
+// global id is below fleet_users. An error names "shard". Local (not collective).
+Status validate_shard(const Shard& shard, std::size_t users);
+
+// Users per block of shard_slice: a power of two ≥ 256 with at most ~1024 blocks in the fleet.
 std::size_t sum_block(std::size_t fleet_users) noexcept;
 
-// Shard `index` of `count` over `fleet_users`: whole blocks, as even as they come. Shards past
-// the blocks are empty (count > blocks).
+// Shard `index` of `count` over `fleet_users`: a contiguous slice of whole blocks, as even as
+// they come (any split gives the same results; whole blocks keep MPI's slices tidy). Shards
+// past the blocks are empty (count > blocks).
 struct ShardSlice {
   std::size_t first = 0, size = 0;
 };
@@ -63,20 +79,18 @@ inline std::uint64_t sum_over_shards(const Shard& shard, std::uint64_t value) {
 // or an error naming "shard" when another shard failed). One reduction.
 Status agree_over_shards(const Shard& shard, Status local);
 
-// Σ over every shard's users of a value, the same double for any block-aligned split: values
-// are added per block of global ids in the order they come, then the blocks in order.
+// Σ over every shard's users of a value: the exact sum rounded once (ExactSum), so the same
+// double for any split of the users into shards and any order of adds.
 class ShardSum {
  public:
-  explicit ShardSum(const Shard& shard);
-  // Local user u's value (u = global id − shard.first); users of one block in a fixed order.
-  void add(UserId local_user, double value);
-  // Collective (every shard calls it once).
+  explicit ShardSum(const Shard& shard) : reducer_(shard.reducer) {}
+  void add(double value) { sum_.add(value); }
+  // Collective (every shard calls it once): gathers every shard's partials, a few doubles each.
   double total();
 
  private:
-  const Shard& shard_;
-  std::size_t block_ = 1, first_block_ = 0;
-  std::vector<double> partial_;  // this shard's blocks, from its first
+  ShardReducer* reducer_;
+  ExactSum sum_;
 };
 
 // The k smallest (key, global id) pairs over every shard, smallest first: each shard passes

@@ -41,6 +41,9 @@ struct SimulatedFleetOptions {
   // (coordinator/shard.hpp): noise is keyed by global ids, so a user releases the same values
   // on whichever shard it lives.
   UserId first_user = 0;
+  // Or the global id of each user (user u is user_ids[u]; empty: first_user + u), for a shard
+  // that holds any set of users (Shard::ids). Copied; first_user must then be 0.
+  std::span<const UserId> user_ids{};
   // View the caller's points instead of copying them (16 bytes a 2-D user less, for fleets of
   // 10^8 and more). The caller keeps them alive and unchanged for the fleet's life, as
   // nanoflann's adaptors do.
