@@ -52,70 +52,6 @@ std::string detail::random_query_prefix() {
 
 namespace {
 
-constexpr double kDefaultMinCoverage = 0.9;
-constexpr double kDefaultMaxMissingShare = 0.1;
-
-// What the users who did not answer allow (MissingUsers in service.proto): `engine_users`, the
-// users the engine divided by (KDE), `k` the neighbours a kNN asked for.
-v1::MissingUsers missing_of(const v1::QueryResult& result, std::string_view kind,
-                            std::size_t engine_users, std::uint32_t k, double max_share) {
-  v1::MissingUsers out;
-  const std::uint32_t users = result.coverage().users();
-  const std::uint32_t missing = users - result.coverage().answered();
-  const auto m = static_cast<double>(missing);
-  out.set_users(missing);
-  double lower = 0, upper = m, share = users > 0 ? m / static_cast<double>(users) : 0;
-  if (kind == "range") {
-    lower = result.estimate();
-    upper = lower + m;
-  } else if (kind == "kde" && users > 0) {
-    const double kernels = result.estimate() * static_cast<double>(engine_users);
-    lower = kernels / static_cast<double>(users);
-    upper = (kernels + m) / static_cast<double>(users);
-  } else if (kind == "knn" && k > 0) {
-    upper = std::min(m, static_cast<double>(k));
-    share = upper / static_cast<double>(k);
-  }
-  if (kind == "range" || kind == "kde") share = upper > 0 ? (upper - lower) / upper : 0;
-  // An estimate that is not a number says nothing: all of it is unknown.
-  if (!(std::isfinite(lower) && std::isfinite(upper) && std::isfinite(share))) share = 1;
-  out.set_lower(lower);
-  out.set_upper(upper);
-  out.set_share(share);
-  out.set_max_share(max_share);
-  out.set_valid(share <= max_share);
-  return out;
-}
-
-// Every user of the query once: refused, else rejected, else unanswered, else answered.
-// `users`: the query's users (empty = all `enrolled`).
-v1::Coverage coverage_of(const v1::QueryResult& result, std::span<const coordinator::UserId> users,
-                         std::size_t enrolled, double min_coverage) {
-  // 1: a user of this query not yet counted; 0: counted, or not part of the query.
-  std::vector<char> open(enrolled, users.empty() ? 1 : 0);
-  for (auto u : users) open[u] = 1;
-  const auto queried = static_cast<std::uint32_t>(std::count(open.begin(), open.end(), 1));
-  v1::Coverage out;
-  auto count = [&](const auto& list) {
-    std::uint32_t n = 0;
-    for (auto u : list) {
-      if (u < enrolled && open[u]) {
-        open[u] = 0;
-        ++n;
-      }
-    }
-    return n;
-  };
-  out.set_refused(count(result.refused()));
-  out.set_rejected(count(result.rejected()));
-  out.set_unanswered(count(result.unanswered()));
-  out.set_users(queried);
-  out.set_answered(queried - out.refused() - out.rejected() - out.unanswered());
-  out.set_min_coverage(min_coverage);
-  out.set_valid(static_cast<double>(out.answered()) >= min_coverage * static_cast<double>(queried));
-  return out;
-}
-
 // The gateway's monotonic counters under the names the state file keeps them by
 // (open_connections is a gauge: not kept).
 constexpr std::pair<const char*, std::uint64_t GatewayCounters::*> kKeptCounters[] = {
@@ -447,7 +383,6 @@ cgp::Status QueryDesk::run(const v1::QueryOptions& in, const char* kind, v1::Que
   auto prepared = prepare(in, std::move(shape.subject), shape.scheduled);
   if (!prepared) return prepared.error();
   const auto& query = prepared->query;
-  const double min_coverage = in.has_min_coverage() ? in.min_coverage() : kDefaultMinCoverage;
   const auto start = std::chrono::steady_clock::now();
   out->set_query_id(query.query_id);
   out->set_kind(kind);
@@ -478,18 +413,13 @@ cgp::Status QueryDesk::run(const v1::QueryOptions& in, const char* kind, v1::Que
   for (auto u : prepared->exhausted) out->add_refused(u);
   out->set_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (in.adaptive()) ++adaptive_queries;
-  // Users whose replies could not count are a coverage and an interval, never an estimate
-  // that looks fine.
-  *out->mutable_coverage() =
-      coverage_of(*out, prepared->subject, options.device_ids.size(), min_coverage);
   // What the engine divided a density by: accuracy-first queries count the users left out
   // as spent too (users_not_asked).
   const std::size_t engine_users =
       (charges.is_everyone() ? options.device_ids.size() : charges.listed().size()) +
       (out->has_certified() ? exhausted_now : 0);
-  *out->mutable_missing() =
-      missing_of(*out, kind, engine_users, shape.k,
-                 in.has_max_missing_share() ? in.max_missing_share() : kDefaultMaxMissingShare);
+  detail::judge_result(in, kind, prepared->subject, options.device_ids.size(), engine_users,
+                       shape.k, *out);
   if (metrics)
     metrics->observe_query(kind, out->coverage().valid() && out->missing().valid(), out->seconds());
   if (out->users() == 0) out->set_users(static_cast<std::uint32_t>(options.device_ids.size()));
@@ -505,27 +435,7 @@ cgp::Status QueryDesk::run(const v1::QueryOptions& in, const char* kind, v1::Que
       std::to_string(out->rounds_used()) + " unanswered=" + std::to_string(out->unanswered_size()) +
       " answered=" + std::to_string(out->coverage().answered()) + "/" +
       std::to_string(out->coverage().users()));
-  if (!out->coverage().valid()) {
-    const auto& c = out->coverage();
-    return make_error(ErrorCode::incomplete_query, "min_coverage",
-                      "only " + std::to_string(c.answered()) + " of " + std::to_string(c.users()) +
-                          " users answered (refused " + std::to_string(c.refused()) +
-                          ", rejected " + std::to_string(c.rejected()) + ", unanswered " +
-                          std::to_string(c.unanswered()) + "), below min_coverage " +
-                          format_number(min_coverage) + ": query " + query.query_id +
-                          " has no valid estimate (GetResult shows what was reached)");
-  }
-  if (!out->missing().valid()) {
-    const auto& m = out->missing();
-    return make_error(ErrorCode::incomplete_query, "max_missing_share",
-                      std::to_string(m.users()) + " users did not answer: the answer lies in [" +
-                          format_number(m.lower()) + ", " + format_number(m.upper()) +
-                          "] as far as they go, a share " + format_number(m.share()) +
-                          " above max_missing_share " + format_number(m.max_share()) + ": query " +
-                          query.query_id +
-                          " has no valid estimate (GetResult shows what was reached)");
-  }
-  return {};
+  return detail::judged_status(*out, query.query_id);
 }
 
 Expected<std::pair<coordinator::AccuracyTarget, coordinator::AccuracyFirstOptions>>

@@ -9,6 +9,70 @@ namespace cgp::transport::detail {
 
 namespace {
 
+constexpr double kDefaultMinCoverage = 0.9;
+constexpr double kDefaultMaxMissingShare = 0.1;
+
+// What the users who did not answer allow (MissingUsers in service.proto): `engine_users`, the
+// users the engine divided by (KDE), `k` the neighbours a kNN asked for.
+v1::MissingUsers missing_of(const v1::QueryResult& result, std::string_view kind,
+                            std::size_t engine_users, std::uint32_t k, double max_share) {
+  v1::MissingUsers out;
+  const std::uint32_t users = result.coverage().users();
+  const std::uint32_t missing = users - result.coverage().answered();
+  const auto m = static_cast<double>(missing);
+  out.set_users(missing);
+  double lower = 0, upper = m, share = users > 0 ? m / static_cast<double>(users) : 0;
+  if (kind == "range") {
+    lower = result.estimate();
+    upper = lower + m;
+  } else if (kind == "kde" && users > 0) {
+    const double kernels = result.estimate() * static_cast<double>(engine_users);
+    lower = kernels / static_cast<double>(users);
+    upper = (kernels + m) / static_cast<double>(users);
+  } else if (kind == "knn" && k > 0) {
+    upper = std::min(m, static_cast<double>(k));
+    share = upper / static_cast<double>(k);
+  }
+  if (kind == "range" || kind == "kde") share = upper > 0 ? (upper - lower) / upper : 0;
+  // An estimate that is not a number says nothing: all of it is unknown.
+  if (!(std::isfinite(lower) && std::isfinite(upper) && std::isfinite(share))) share = 1;
+  out.set_lower(lower);
+  out.set_upper(upper);
+  out.set_share(share);
+  out.set_max_share(max_share);
+  out.set_valid(share <= max_share);
+  return out;
+}
+
+// Every user of the query once: refused, else rejected, else unanswered, else answered.
+// `users`: the query's users (empty = all `enrolled`).
+v1::Coverage coverage_of(const v1::QueryResult& result, std::span<const coordinator::UserId> users,
+                         std::size_t enrolled, double min_coverage) {
+  // 1: a user of this query not yet counted; 0: counted, or not part of the query.
+  std::vector<char> open(enrolled, users.empty() ? 1 : 0);
+  for (auto u : users) open[u] = 1;
+  const auto queried = static_cast<std::uint32_t>(std::count(open.begin(), open.end(), 1));
+  v1::Coverage out;
+  auto count = [&](const auto& list) {
+    std::uint32_t n = 0;
+    for (auto u : list) {
+      if (u < enrolled && open[u]) {
+        open[u] = 0;
+        ++n;
+      }
+    }
+    return n;
+  };
+  out.set_refused(count(result.refused()));
+  out.set_rejected(count(result.rejected()));
+  out.set_unanswered(count(result.unanswered()));
+  out.set_users(queried);
+  out.set_answered(queried - out.refused() - out.rejected() - out.unanswered());
+  out.set_min_coverage(min_coverage);
+  out.set_valid(static_cast<double>(out.answered()) >= min_coverage * static_cast<double>(queried));
+  return out;
+}
+
 coordinator::UserId global(std::span<const coordinator::UserId> ids, std::size_t local) {
   return ids.empty() ? static_cast<coordinator::UserId>(local) : ids[local];
 }
@@ -155,6 +219,41 @@ Status run_knn(const v1::KnnQuery& request, const QueryWork& work, v1::QueryResu
     if (work.device_id_of) result.add_neighbours(work.device_id_of(u));
   }
   fill_report(found->report, work.ids, result);
+  return {};
+}
+
+void judge_result(const v1::QueryOptions& in, std::string_view kind,
+                  std::span<const coordinator::UserId> subject, std::size_t enrolled,
+                  std::size_t engine_users, std::uint32_t k, v1::QueryResult& out) {
+  const double min_coverage = in.has_min_coverage() ? in.min_coverage() : kDefaultMinCoverage;
+  // Users whose replies could not count are a coverage and an interval, never an estimate
+  // that looks fine.
+  *out.mutable_coverage() = coverage_of(out, subject, enrolled, min_coverage);
+  *out.mutable_missing() =
+      missing_of(out, kind, engine_users, k,
+                 in.has_max_missing_share() ? in.max_missing_share() : kDefaultMaxMissingShare);
+}
+
+Status judged_status(const v1::QueryResult& out, const std::string& query_id) {
+  if (!out.coverage().valid()) {
+    const auto& c = out.coverage();
+    return make_error(ErrorCode::incomplete_query, "min_coverage",
+                      "only " + std::to_string(c.answered()) + " of " + std::to_string(c.users()) +
+                          " users answered (refused " + std::to_string(c.refused()) +
+                          ", rejected " + std::to_string(c.rejected()) + ", unanswered " +
+                          std::to_string(c.unanswered()) + "), below min_coverage " +
+                          format_number(c.min_coverage()) + ": query " + query_id +
+                          " has no valid estimate (GetResult shows what was reached)");
+  }
+  if (!out.missing().valid()) {
+    const auto& m = out.missing();
+    return make_error(ErrorCode::incomplete_query, "max_missing_share",
+                      std::to_string(m.users()) + " users did not answer: the answer lies in [" +
+                          format_number(m.lower()) + ", " + format_number(m.upper()) +
+                          "] as far as they go, a share " + format_number(m.share()) +
+                          " above max_missing_share " + format_number(m.max_share()) + ": query " +
+                          query_id + " has no valid estimate (GetResult shows what was reached)");
+  }
   return {};
 }
 

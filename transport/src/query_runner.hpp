@@ -52,6 +52,16 @@ Status run_knn(const v1::KnnQuery& request, const QueryWork& work, v1::QueryResu
 void set_charges(std::span<const coordinator::Charge> charged,
                  std::span<const coordinator::UserId> ids, v1::QueryResult& out);
 
+// The coverage and the missing users' interval of a finished result (`subject`: the query's
+// users, empty = every one of `enrolled`; `engine_users`: what a density was divided by; `k`:
+// kNN's), by the analyst's min_coverage and max_missing_share.
+void judge_result(const v1::QueryOptions& in, std::string_view kind,
+                  std::span<const coordinator::UserId> subject, std::size_t enrolled,
+                  std::size_t engine_users, std::uint32_t k, v1::QueryResult& out);
+// incomplete_query (naming min_coverage or max_missing_share) for a result judge_result found
+// without a valid estimate.
+Status judged_status(const v1::QueryResult& out, const std::string& query_id);
+
 // A report's per-user lists and round counts into `out`, users mapped through `ids`.
 template <class Report>
 void fill_report(const Report& report, std::span<const coordinator::UserId> ids,

@@ -1,0 +1,56 @@
+// Analyst queries over the live tier (docs/cluster.md): a gateway runs each one over its shard
+// with the same query runner as the single-process coordinator (ShardQueries), and the
+// coordinator sends it to every gateway and merges their results (run_cluster_query). Range,
+// KDE and kNN, plain or accuracy-first, with a fixed ρ or Alg. 3's: their answers equal the
+// single process's for the same devices.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/coordinator/fleet.hpp"
+#include "cgp/coordinator/shard.hpp"
+#include "cgp/transport/gateway_control.hpp"
+
+namespace cgp::v1 {
+class ClusterQuery;
+class QueryResult;
+}  // namespace cgp::v1
+
+namespace cgp::transport {
+
+// A gateway's queries: its fleet (local users 0..n-1), its mirror, and each local user's global
+// id (rising); revoked users are never asked.
+class ShardQueries {
+ public:
+  ShardQueries(coordinator::Fleet& fleet, coordinator::BudgetMirror& mirror,
+               std::vector<coordinator::UserId> global_ids, std::vector<char> revoked,
+               std::function<std::string(coordinator::UserId global)> device_id_of);
+  // A QueryStart of kind "analyst" (spec: a cgp.v1.ClusterQuery): the serialized
+  // cgp.v1.QueryResult of this shard — the query's estimate and rounds, this shard's users.
+  Expected<std::string> run(const v1::QueryStart& start, coordinator::ShardReducer& reducer);
+  std::size_t adaptive_queries() const noexcept { return adaptive_queries_; }
+
+ private:
+  coordinator::Fleet& fleet_;
+  coordinator::BudgetMirror& mirror_;
+  std::vector<coordinator::UserId> ids_;
+  std::vector<char> revoked_;
+  std::function<std::string(coordinator::UserId)> device_id_of_;
+  std::size_t adaptive_queries_ = 0;
+};
+
+// The coordinator's side: `query` to every gateway attached to `server`, their results merged —
+// the estimate and rounds they agree on (a gateway that disagrees is an error naming "gateway"),
+// every gateway's users — with its coverage and missing-user interval judged against the
+// analyst's min_coverage and max_missing_share over `subject` (the users not revoked; empty:
+// every user below fleet_users). judged_status-style errors are the caller's to raise.
+Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::ClusterQuery& query,
+                                            std::uint64_t fleet_users,
+                                            std::span<const coordinator::UserId> subject = {});
+
+}  // namespace cgp::transport
