@@ -2,7 +2,10 @@
 // (optionally slow), and bounded waiting.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -35,6 +38,19 @@ inline pid_t spawn_program(const std::vector<std::string>& arguments) {
   pid_t pid = 0;
   REQUIRE(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
   return pid;
+}
+
+// A loopback port nobody listens on now (for programs that take a port, not port 0).
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  ::close(fd);
+  return ntohs(address.sin_port);
 }
 
 // A throwaway self-signed certificate for localhost / 127.0.0.1 (or the names given, as an

@@ -1,0 +1,251 @@
+#include "gateway_node.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "cgp/cluster/cluster_store.hpp"
+#include "cgp/cluster/mirror_blob.hpp"
+#include "cgp/common/validate.hpp"
+#include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/transport/cluster_queries.hpp"
+#include "cgp/transport/gateway.hpp"
+#include "cgp/transport/gateway_control.hpp"
+#include "cgp/v1/gateway_control.pb.h"
+
+namespace cgp::tools {
+
+namespace {
+
+using coordinator::UserId;
+
+// The gateway's fleet, which asks nobody once fenced: a gateway that may have lost its shards
+// must not make their devices spend budget (nothing leaves, so nothing is charged).
+class FencedFleet final : public coordinator::Fleet {
+ public:
+  FencedFleet(coordinator::Fleet& inner, const std::atomic<bool>& fenced)
+      : inner_(inner), fenced_(fenced) {}
+  std::size_t size() const noexcept override { return inner_.size(); }
+  std::size_t dimension() const noexcept override { return inner_.dimension(); }
+  double initial_budget() const noexcept override { return inner_.initial_budget(); }
+  void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override {
+    if (!fenced_) return inner_.ask(request, replies);
+    replies.resize(request.users.size(), 0);
+    std::fill(replies.kind.begin(), replies.kind.end(), coordinator::ReplyKind::not_delivered);
+  }
+
+ private:
+  coordinator::Fleet& inner_;
+  const std::atomic<bool>& fenced_;
+};
+
+}  // namespace
+
+struct GatewayNode::Impl {
+  GatewayNodeOptions options;
+  std::function<void(const std::string&)> log;
+  std::mutex store_mutex;  // the lease thread and the query thread share the connection
+  std::unique_ptr<cluster::ClusterStore> store;
+  double budget = 0;
+  std::int64_t lease_token = 0;
+  std::map<std::uint32_t, std::int64_t> shards;  // owned shard -> ownership epoch
+  std::vector<cluster::EnrolledUser> users;      // by user index
+  std::vector<UserId> ids;
+  std::vector<char> revoked;
+  std::vector<std::string> device_ids;
+  std::unique_ptr<transport::DeviceGateway> devices;
+  std::unique_ptr<transport::NetworkFleet> network;
+  std::atomic<bool> fenced{false};
+  std::unique_ptr<FencedFleet> fleet;
+  std::unique_ptr<coordinator::BudgetMirror> mirror;
+  std::unique_ptr<transport::ShardQueries> queries;
+  std::unique_ptr<transport::ControlLink> link;
+  std::mutex end_mutex;
+  std::string end_reason;
+
+  void end(const std::string& reason) {
+    fenced = true;
+    std::lock_guard lock(end_mutex);
+    if (end_reason.empty()) end_reason = reason;
+  }
+
+  Status load() {
+    CGP_ASSIGN_OR_RETURN(const auto settings, store->settings());
+    budget = settings.budget;
+    CGP_ASSIGN_OR_RETURN(
+        lease_token,
+        store->renew_lease(options.gateway_id,
+                           options.advertise.empty() ? options.listen : options.advertise,
+                           options.lease_ttl));
+    CGP_ASSIGN_OR_RETURN(const auto owners, store->shard_owners());
+    std::vector<std::uint32_t> mine;
+    for (const auto& owner : owners)
+      if (owner.gateway_id == options.gateway_id) {
+        shards[owner.shard] = owner.epoch;
+        mine.push_back(owner.shard);
+      }
+    CGP_ASSIGN_OR_RETURN(users, store->enrolled_in(mine));
+    for (const auto& user : users) {
+      ids.push_back(static_cast<UserId>(user.user_index));
+      revoked.push_back(user.credential ? 0 : 1);
+      device_ids.push_back(user.device_id);
+    }
+    mirror = std::make_unique<coordinator::BudgetMirror>(users.size(), budget);
+    // The mirror as saved, lowered by every round of a query that never finished: never above
+    // what a device may have left (never optimistic).
+    CGP_ASSIGN_OR_RETURN(const auto snapshots, store->snapshots(mine));
+    for (const auto& snapshot : snapshots) {
+      CGP_ASSIGN_OR_RETURN(const auto entries, cluster::decode_mirror_blob(snapshot.blob));
+      for (const auto& entry : entries) {
+        const auto at = std::lower_bound(ids.begin(), ids.end(), entry.user_index);
+        if (at != ids.end() && *at == entry.user_index)
+          mirror->restore(static_cast<UserId>(at - ids.begin()), entry.remaining);
+      }
+    }
+    CGP_ASSIGN_OR_RETURN(const auto running, store->running_queries());
+    double unsettled = 0;
+    for (const auto& intent : running)
+      for (double charge : intent.round_worst_charges) unsettled += charge;
+    if (unsettled > 0)
+      for (std::size_t u = 0; u < users.size(); ++u)
+        mirror->charge_unsettled(static_cast<UserId>(u), coordinator::Charge{unsettled});
+    log("event=gateway-loaded shards=" + std::to_string(shards.size()) + " users=" +
+        std::to_string(users.size()) + " unfinished_queries=" + std::to_string(running.size()));
+    return {};
+  }
+
+  // After a query: each owned shard's mirror as one blob, under its epoch.
+  void save_mirror(const std::string& query_id) {
+    std::map<std::uint32_t, std::vector<cluster::MirrorEntry>> by_shard;
+    for (std::size_t u = 0; u < users.size(); ++u)
+      by_shard[users[u].shard].push_back(
+          {users[u].user_index, mirror->remaining(static_cast<UserId>(u))});
+    std::vector<std::pair<cluster::ShardSnapshot, std::int64_t>> snapshots;
+    for (const auto& [shard, epoch] : shards)
+      snapshots.push_back({{shard, cluster::encode_mirror_blob(by_shard[shard]), query_id}, epoch});
+    std::lock_guard lock(store_mutex);
+    const Status saved = store->save_snapshots(options.gateway_id, snapshots);
+    if (!saved) {
+      log("event=mirror-not-saved query=" + query_id + " error=" + saved.error().to_string());
+      if (saved.error().parameter == "epoch") end("a shard of this gateway moved");
+    }
+  }
+
+  Expected<std::string> run_query(const v1::QueryStart& start, coordinator::ShardReducer& reducer) {
+    auto result = queries->run(start, reducer);
+    save_mirror(start.query_id());
+    return result;
+  }
+
+  // One lease renewal; ends the node when the lease lapsed or cannot be kept.
+  void keep_lease(std::chrono::steady_clock::time_point& last_renewed) {
+    std::lock_guard lock(store_mutex);
+    const auto renewed = store->renew_lease(
+        options.gateway_id, options.advertise.empty() ? options.listen : options.advertise,
+        options.lease_ttl);
+    const auto now = std::chrono::steady_clock::now();
+    if (renewed) {
+      if (*renewed != lease_token) return end("the lease lapsed: its shards may have moved");
+      last_renewed = now;
+      return;
+    }
+    // Stop asking devices before the lease can have expired on the server's clock.
+    if (now - last_renewed > options.lease_ttl / 2) {
+      fenced = true;
+      log("event=gateway-fenced error=" + renewed.error().to_string());
+    }
+    if (now - last_renewed > options.lease_ttl) end("the lease could not be renewed");
+  }
+};
+
+GatewayNode::GatewayNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GatewayNode::~GatewayNode() {
+  impl_->fenced = true;
+  impl_->link.reset();  // no query runs past here
+  if (impl_->store) {
+    std::lock_guard lock(impl_->store_mutex);
+    (void)impl_->store->drop_lease(impl_->options.gateway_id);
+  }
+}
+
+Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
+    const GatewayNodeOptions& options, std::function<void(const std::string&)> log) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->log = log ? std::move(log) : [](const std::string&) {};
+  if (options.lease_ttl < std::chrono::milliseconds(300))
+    return make_error(ErrorCode::out_of_range, "lease_ttl", "lease_ttl must be at least 300 ms");
+  CGP_ASSIGN_OR_RETURN(impl->store, cluster::ClusterStore::open(options.cluster));
+  CGP_RETURN_IF_ERROR(impl->load());
+
+  transport::GatewayOptions devices;
+  devices.address = options.listen;
+  devices.frames_address = options.frames_listen;
+  devices.tls_certificate_chain = options.tls_certificate_chain;
+  devices.tls_private_key = options.tls_private_key;
+  for (const auto& user : impl->users)
+    if (user.credential) devices.device_credential_digests[user.device_id] = *user.credential;
+  devices.log = impl->log;
+  CGP_ASSIGN_OR_RETURN(impl->devices, transport::DeviceGateway::start(devices));
+  impl->network = std::make_unique<transport::NetworkFleet>(
+      *impl->devices, impl->device_ids, options.dimension, impl->budget, options.round_deadline);
+  impl->fleet = std::make_unique<FencedFleet>(*impl->network, impl->fenced);
+  impl->queries = std::make_unique<transport::ShardQueries>(
+      *impl->fleet, *impl->mirror, impl->ids, impl->revoked, [raw = impl.get()](UserId global) {
+        const auto at = std::lower_bound(raw->ids.begin(), raw->ids.end(), global);
+        return at != raw->ids.end() && *at == global
+                   ? raw->device_ids[static_cast<std::size_t>(at - raw->ids.begin())]
+                   : std::string();
+      });
+
+  transport::ControlLinkOptions link;
+  link.coordinator_address = options.coordinator;
+  link.tls_root_certificate = options.control_tls_root;
+  link.gateway_id = options.gateway_id;
+  link.credential = options.credential;
+  link.users = impl->users.size();
+  for (const auto& [shard, epoch] : impl->shards) link.shards.emplace_back(shard, epoch);
+  Impl* raw = impl.get();
+  CGP_ASSIGN_OR_RETURN(
+      impl->link,
+      transport::ControlLink::connect(
+          link, [raw](const v1::QueryStart& start, coordinator::ShardReducer& reducer,
+                      const std::atomic<bool>&) { return raw->run_query(start, reducer); }));
+  impl->log("event=gateway-attached coordinator=" + options.coordinator +
+            " epoch=" + std::to_string(impl->link->coordinator_epoch()));
+  return std::unique_ptr<GatewayNode>(new GatewayNode(std::move(impl)));
+}
+
+int GatewayNode::device_port() const noexcept {
+  return impl_->devices->port();
+}
+int GatewayNode::frames_port() const noexcept {
+  return impl_->devices->frames_port();
+}
+std::size_t GatewayNode::users() const noexcept {
+  return impl_->users.size();
+}
+
+std::string GatewayNode::run_until(const std::atomic<bool>& stop) {
+  auto last_renewed = std::chrono::steady_clock::now();
+  auto next_renewal = last_renewed;
+  while (!stop) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_renewal) {
+      impl_->keep_lease(last_renewed);
+      next_renewal = now + impl_->options.lease_ttl / 4;
+    }
+    if (!impl_->link->connected()) impl_->end("the control stream ended");
+    {
+      std::lock_guard lock(impl_->end_mutex);
+      if (!impl_->end_reason.empty()) return impl_->end_reason;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return {};
+}
+
+}  // namespace cgp::tools
