@@ -3,10 +3,11 @@
 # warning; the example configuration starts a real TLS coordinator that answers an analyst; the
 # Containerfile lints (known instructions, COPY sources that exist, programs we build, runtime
 # packages that exist in Debian 12).
-#   tests/deploy_check.sh CGP_COORDINATOR CGP_ANALYST
+#   tests/deploy_check.sh CGP_COORDINATOR CGP_ANALYST [CGP_GATEWAY]
 set -euo pipefail
 coordinator="$1"
 analyst="$2"
+gateway="${3:-}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 server=""
@@ -27,6 +28,15 @@ systemd-analyze verify --man=no "$work/unit/cgp-coordinator.service" > "$work/ve
   || { cat "$work/verify.txt" >&2; fail "systemd-analyze verify failed"; }
 [ -s "$work/verify.txt" ] && { cat "$work/verify.txt" >&2; fail "systemd-analyze verify warned"; }
 echo "unit: systemd-analyze verify clean"
+if [ -n "$gateway" ]; then
+  # A template unit is verified as one of its instances.
+  sed "s|/usr/local/bin/cgp-gateway|$gateway|" "$root/deploy/cgp-gateway@.service" \
+    > "$work/unit/cgp-gateway@gw-1.service"
+  systemd-analyze verify --man=no "$work/unit/cgp-gateway@gw-1.service" > "$work/verify.txt" 2>&1 \
+    || { cat "$work/verify.txt" >&2; fail "systemd-analyze verify failed (gateway)"; }
+  [ -s "$work/verify.txt" ] && { cat "$work/verify.txt" >&2; fail "systemd-analyze verify warned (gateway)"; }
+  echo "gateway unit: systemd-analyze verify clean"
+fi
 
 # 2. The example configuration, its directories moved under $work, on free loopback ports.
 mkdir -p "$work/etc/tls" "$work/state"
