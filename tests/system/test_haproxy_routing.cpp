@@ -30,18 +30,6 @@ constexpr std::uint32_t kShards = 64;
 constexpr std::size_t kDevices = 12;
 const std::string kTemplateHost = "s{shard}.devices.test";
 
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 // HAProxy with a configuration of the test's own, in the foreground (-db), killed at the end.
 class ScratchHaproxy {
  public:
@@ -89,7 +77,7 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
   std::vector<cluster::ShardOwner> owners;
   for (std::uint32_t s = 0; s < kShards; ++s)
     owners.push_back({s, "gw-" + std::to_string(s % 2), 1});
-  const int grpc_port = free_loopback_port(), frames_port = free_loopback_port();
+  const int grpc_port = test::free_port(), frames_port = test::free_port();
   cluster::HaproxySettings settings;
   settings.grpc_listen = "127.0.0.1:" + std::to_string(grpc_port);
   settings.frames_listen = "127.0.0.1:" + std::to_string(frames_port);
