@@ -21,26 +21,6 @@ namespace {
 
 using coordinator::UserId;
 
-// The gateway's fleet, which asks nobody once fenced: a gateway that may have lost its shards
-// must not make their devices spend budget (nothing leaves, so nothing is charged).
-class FencedFleet final : public coordinator::Fleet {
- public:
-  FencedFleet(coordinator::Fleet& inner, const std::atomic<bool>& fenced)
-      : inner_(inner), fenced_(fenced) {}
-  std::size_t size() const noexcept override { return inner_.size(); }
-  std::size_t dimension() const noexcept override { return inner_.dimension(); }
-  double initial_budget() const noexcept override { return inner_.initial_budget(); }
-  void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override {
-    if (!fenced_) return inner_.ask(request, replies);
-    replies.resize(request.users.size(), 0);
-    std::fill(replies.kind.begin(), replies.kind.end(), coordinator::ReplyKind::not_delivered);
-  }
-
- private:
-  coordinator::Fleet& inner_;
-  const std::atomic<bool>& fenced_;
-};
-
 }  // namespace
 
 struct GatewayNode::Impl {
@@ -58,7 +38,9 @@ struct GatewayNode::Impl {
   std::unique_ptr<transport::DeviceGateway> devices;
   std::unique_ptr<transport::NetworkFleet> network;
   std::atomic<bool> fenced{false};
-  std::unique_ptr<FencedFleet> fleet;
+  // Asks nobody once fenced: a gateway that may have lost its shards must not make their
+  // devices spend budget.
+  std::unique_ptr<transport::StoppableFleet> fleet;
   std::unique_ptr<coordinator::BudgetMirror> mirror;
   std::unique_ptr<transport::ShardQueries> queries;
   std::unique_ptr<transport::ControlLink> link;
@@ -133,8 +115,9 @@ struct GatewayNode::Impl {
     }
   }
 
-  Expected<std::string> run_query(const v1::QueryStart& start, coordinator::ShardReducer& reducer) {
-    auto result = queries->run(start, reducer);
+  Expected<std::string> run_query(const v1::QueryStart& start, coordinator::ShardReducer& reducer,
+                                  const std::atomic<bool>& aborted) {
+    auto result = queries->run(start, reducer, aborted);
     save_mirror(start.query_id());
     return result;
   }
@@ -192,7 +175,7 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
   CGP_ASSIGN_OR_RETURN(impl->devices, transport::DeviceGateway::start(devices));
   impl->network = std::make_unique<transport::NetworkFleet>(
       *impl->devices, impl->device_ids, options.dimension, impl->budget, options.round_deadline);
-  impl->fleet = std::make_unique<FencedFleet>(*impl->network, impl->fenced);
+  impl->fleet = std::make_unique<transport::StoppableFleet>(*impl->network, impl->fenced);
   impl->queries = std::make_unique<transport::ShardQueries>(
       *impl->fleet, *impl->mirror, impl->ids, impl->revoked, [raw = impl.get()](UserId global) {
         const auto at = std::lower_bound(raw->ids.begin(), raw->ids.end(), global);
@@ -210,10 +193,11 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
   for (const auto& [shard, epoch] : impl->shards) link.shards.emplace_back(shard, epoch);
   Impl* raw = impl.get();
   CGP_ASSIGN_OR_RETURN(
-      impl->link,
-      transport::ControlLink::connect(
-          link, [raw](const v1::QueryStart& start, coordinator::ShardReducer& reducer,
-                      const std::atomic<bool>&) { return raw->run_query(start, reducer); }));
+      impl->link, transport::ControlLink::connect(
+                      link, [raw](const v1::QueryStart& start, coordinator::ShardReducer& reducer,
+                                  const std::atomic<bool>& aborted) {
+                        return raw->run_query(start, reducer, aborted);
+                      }));
   impl->log("event=gateway-attached coordinator=" + options.coordinator +
             " epoch=" + std::to_string(impl->link->coordinator_epoch()));
   return std::unique_ptr<GatewayNode>(new GatewayNode(std::move(impl)));

@@ -75,6 +75,28 @@ Expected<std::vector<std::uint32_t>> parse_int_array(const std::string& text) {
   return out;
 }
 
+}  // namespace
+
+bool valid_host_port(std::string_view address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size()) return false;
+  std::string_view host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos ||
+      std::stoi(std::string(port)) > 65535 || std::stoi(std::string(port)) == 0)
+    return false;
+  if (host.front() == '[') {  // an IPv6 literal
+    return host.size() > 2 && host.back() == ']' &&
+           host.substr(1, host.size() - 2).find_first_not_of("0123456789abcdefABCDEF:.") ==
+               std::string_view::npos;
+  }
+  return host.size() <= 253 &&
+         host.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") ==
+             std::string_view::npos;
+}
+
+namespace {
+
 Status check_id(const std::string& parameter, const std::string& id) {
   if (id.empty() || id.size() > 128 || id.find('\0') != std::string::npos)
     return store_error(ErrorCode::invalid_argument, parameter,
@@ -83,6 +105,10 @@ Status check_id(const std::string& parameter, const std::string& id) {
   return {};
 }
 
+}  // namespace
+
+namespace {
+Status require_epoch(PgConnection& db, std::int64_t epoch, std::string_view what);
 }  // namespace
 
 Error stale_epoch(std::string_view what) {
@@ -267,6 +293,11 @@ Expected<std::int64_t> ClusterStore::renew_lease(const std::string& gateway_id,
                                                  std::chrono::milliseconds ttl) {
   if (ttl.count() <= 0)
     return store_error(ErrorCode::not_positive, "lease_ttl", "lease_ttl must be positive");
+  // The address goes into HAProxy's configuration: host:port and nothing else.
+  if (!valid_host_port(address))
+    return store_error(
+        ErrorCode::invalid_argument, "address",
+        "address must be host:port (a name, an IPv4 or a [IPv6] literal), got \"" + address + "\"");
   // SET sees the row as it was: the token rises only when the old lease had lapsed.
   CGP_ASSIGN_OR_RETURN(
       auto rows,
@@ -315,17 +346,34 @@ Expected<std::vector<ShardOwner>> ClusterStore::shard_owners() {
 }
 
 Expected<std::vector<ShardOwner>> ClusterStore::assign_shards(
-    std::span<const std::pair<std::uint32_t, std::string>> moves) {
+    std::int64_t coordinator_epoch, std::span<const std::pair<std::uint32_t, std::string>> moves) {
+  CGP_ASSIGN_OR_RETURN(const FleetSettings fleet, settings());
   std::vector<std::uint32_t> shards;
   std::vector<std::string> owners;
-  for (const auto& [shard, gateway] : moves) shards.push_back(shard), owners.push_back(gateway);
+  for (const auto& [shard, gateway] : moves) {
+    if (shard >= fleet.shard_count)
+      return store_error(ErrorCode::out_of_range, "shard",
+                         "shard " + std::to_string(shard) + " is not below the fleet's " +
+                             std::to_string(fleet.shard_count));
+    if (std::find(shards.begin(), shards.end(), shard) != shards.end())
+      return store_error(ErrorCode::invalid_argument, "shard",
+                         "shard " + std::to_string(shard) + " is moved twice in one call");
+    shards.push_back(shard);
+    owners.push_back(gateway);
+  }
   const std::string shard_list = int_array(std::span<const std::uint32_t>(shards));
-  CGP_RETURN_IF_ERROR(
-      db_->run("INSERT INTO cgp_shard_owners (shard, gateway_id, epoch) SELECT s, g, 1 FROM "
-               "unnest($1::integer[], $2::text[]) AS m(s, g) ON CONFLICT (shard) DO UPDATE SET "
-               "gateway_id = EXCLUDED.gateway_id, epoch = cgp_shard_owners.epoch + 1 WHERE "
-               "cgp_shard_owners.gateway_id IS DISTINCT FROM EXCLUDED.gateway_id",
-               {PgParam::text(shard_list), PgParam::text(text_array(owners))}));
+  const Status moved = db_->transaction([&]() -> Status {
+    // Only the leader moves shards: held against a new leader until the moves are in.
+    CGP_RETURN_IF_ERROR(require_epoch(*db_, coordinator_epoch, "assign_shards"));
+    CGP_RETURN_IF_ERROR(
+        db_->run("INSERT INTO cgp_shard_owners (shard, gateway_id, epoch) SELECT s, g, 1 FROM "
+                 "unnest($1::integer[], $2::text[]) AS m(s, g) ON CONFLICT (shard) DO UPDATE SET "
+                 "gateway_id = EXCLUDED.gateway_id, epoch = cgp_shard_owners.epoch + 1 WHERE "
+                 "cgp_shard_owners.gateway_id IS DISTINCT FROM EXCLUDED.gateway_id",
+                 {PgParam::text(shard_list), PgParam::text(text_array(owners))}));
+    return {};
+  });
+  if (!moved) return moved.error();
   CGP_ASSIGN_OR_RETURN(auto rows, db_->run("SELECT shard, gateway_id, epoch FROM cgp_shard_owners "
                                            "WHERE shard = ANY($1::integer[]) ORDER BY shard",
                                            {PgParam::text(shard_list)}));
@@ -339,7 +387,7 @@ Expected<std::vector<ShardOwner>> ClusterStore::assign_shards(
 }
 
 Expected<std::optional<std::int64_t>> ClusterStore::try_lead() {
-  if (still_leading()) {
+  if (leading_session_ != 0 && db_->healthy() && db_->sessions() == leading_session_) {
     CGP_ASSIGN_OR_RETURN(const std::int64_t epoch, coordinator_epoch());
     return std::optional<std::int64_t>(epoch);
   }
@@ -361,8 +409,11 @@ Expected<std::optional<std::int64_t>> ClusterStore::try_lead() {
   return std::optional<std::int64_t>(epoch);
 }
 
-bool ClusterStore::still_leading() const noexcept {
-  return leading_session_ != 0 && db_->healthy() && db_->sessions() == leading_session_;
+bool ClusterStore::still_leading() {
+  if (leading_session_ == 0) return false;
+  // One statement: a session the server ended is noticed here, not at the next write.
+  if (!db_->run("SELECT 1")) return false;
+  return db_->sessions() == leading_session_;
 }
 
 Expected<std::int64_t> ClusterStore::coordinator_epoch() {

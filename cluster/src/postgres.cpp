@@ -203,7 +203,15 @@ Status PgConnection::script(std::string_view sql) {
 Status PgConnection::transaction(const std::function<Status()>& work) {
   CGP_RETURN_IF_ERROR(run("BEGIN"));
   in_transaction_ = true;
-  Status done = work();
+  Status done;
+  try {
+    done = work();
+  } catch (...) {
+    // Never left open: every later statement would run inside it.
+    if (healthy()) (void)run("ROLLBACK");
+    in_transaction_ = false;
+    throw;
+  }
   if (!done) {
     if (healthy()) (void)run("ROLLBACK");
     in_transaction_ = false;

@@ -159,6 +159,10 @@ TEST_CASE("cluster store: gateway leases keep their token while unbroken", "[clu
   CHECK(**store->gateway_credential("gw-1") == digest(5));
   CHECK_FALSE(store->gateway_credential("gw-9")->has_value());
   CHECK(store->renew_lease("gw-1", "x:1", 0ms).error().parameter == "lease_ttl");
+  // The address goes into HAProxy's configuration: host:port only.
+  for (const std::string bad : {"x", "x:0", "x:70000", "x:1\nlisten evil", "a b:1", "[zz]:1", ":1"})
+    CHECK(store->renew_lease("gw-1", bad, 1s).error().parameter == "address");
+  CHECK(store->renew_lease("gw-1", "[::1]:7000", 1s));
 
   const std::int64_t token = *store->renew_lease("gw-1", "127.0.0.1:7001", 10s);
   CHECK(*store->renew_lease("gw-1", "127.0.0.1:7001", 10s) == token);  // unbroken
@@ -182,11 +186,12 @@ TEST_CASE("cluster store: a moved shard's epoch rises and its old owner is fence
   REQUIRE(store->register_gateway("gw-1", digest(1)));
   REQUIRE(store->register_gateway("gw-2", digest(2)));
   const std::vector<std::pair<std::uint32_t, std::string>> first{{0, "gw-1"}, {1, "gw-1"}};
-  auto owners = store->assign_shards(first);
+  const std::int64_t epoch = **store->try_lead();  // only the leader moves shards
+  auto owners = store->assign_shards(epoch, first);
   REQUIRE(owners);
   REQUIRE(owners->size() == 2);
   CHECK((*owners)[0].epoch == 1);
-  CHECK(store->assign_shards(first)->at(0).epoch == 1);  // not moved: same epoch
+  CHECK(store->assign_shards(epoch, first)->at(0).epoch == 1);  // not moved: same epoch
 
   const std::vector<MirrorEntry> entries{{3, 4.0}, {9, 2.5}};
   const ShardSnapshot snapshot{0, encode_mirror_blob(entries), "q-1"};
@@ -194,7 +199,7 @@ TEST_CASE("cluster store: a moved shard's epoch rises and its old owner is fence
   REQUIRE(store->save_snapshots("gw-1", save));
 
   const std::vector<std::pair<std::uint32_t, std::string>> move{{0, "gw-2"}};
-  CHECK(store->assign_shards(move)->at(0).epoch == 2);
+  CHECK(store->assign_shards(epoch, move)->at(0).epoch == 2);
   // The old owner, and the new owner with the old epoch, change nothing.
   const ShardSnapshot newer{0, encode_mirror_blob(std::vector<MirrorEntry>{{3, 9.0}}), "q-2"};
   const std::vector<std::pair<ShardSnapshot, std::int64_t>> stale{{newer, 1}};
@@ -204,6 +209,12 @@ TEST_CASE("cluster store: a moved shard's epoch rises and its old owner is fence
   const std::vector<std::pair<ShardSnapshot, std::int64_t>> orphan{
       {ShardSnapshot{7, snapshot.blob, "q-2"}, 1}};
   CHECK(store->save_snapshots("gw-1", orphan).error().parameter == "epoch");
+  // Shards past the fleet, a shard twice, and a stale leader move nothing.
+  const std::vector<std::pair<std::uint32_t, std::string>> past{{64, "gw-1"}};
+  CHECK(store->assign_shards(epoch, past).error().parameter == "shard");
+  const std::vector<std::pair<std::uint32_t, std::string>> twice{{1, "gw-1"}, {1, "gw-2"}};
+  CHECK(store->assign_shards(epoch, twice).error().parameter == "shard");
+  CHECK(store->assign_shards(epoch - 1, move).error().parameter == "epoch");
   auto kept = store->snapshots(std::vector<std::uint32_t>{0, 7});
   REQUIRE(kept);
   REQUIRE(kept->size() == 1);
@@ -250,8 +261,9 @@ TEST_CASE("cluster store: one coordinator leads, and a new leader fences the old
   CHECK(running->front().round_worst_charges == std::vector<double>{0.25, 0.5});
   CHECK(running->front().coordinator_epoch == **epoch);
 
-  // The old leader finds its session gone (unavailable: retry), comes back on a new one: not
-  // leading, and fenced.
+  // The old leader knows at once that it no longer leads (one statement), and a write of its
+  // finds its session gone (unavailable: retry) or, on a new session, is fenced.
+  CHECK_FALSE(leader->still_leading());
   Status late = leader->round_sent("q-1", **epoch, 0.5);
   if (!late && late.error().code == ErrorCode::unavailable)
     late = leader->round_sent("q-1", **epoch, 0.5);

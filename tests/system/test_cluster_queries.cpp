@@ -204,8 +204,9 @@ TEST_CASE("cluster queries: three gateways answer as the single-process coordina
     link.credential = "gateway-secret";
     auto* shard = gateway.shard.get();
     gateway.link = *transport::ControlLink::connect(
-        link, [shard](const v1::QueryStart& start, coordinator::ShardReducer& reducer,
-                      const std::atomic<bool>&) { return shard->run(start, reducer); });
+        link,
+        [shard](const v1::QueryStart& start, coordinator::ShardReducer& reducer,
+                const std::atomic<bool>& aborted) { return shard->run(start, reducer, aborted); });
   }
   REQUIRE(server->wait_for_gateways(kGateways, 10s));
 

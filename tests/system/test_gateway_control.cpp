@@ -6,8 +6,11 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 
+#include "cgp/common/validate.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/coordinator/shard.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
@@ -180,13 +183,15 @@ TEST_CASE("gateway control: a gateway lost mid-query aborts it on the others, na
   const auto points = test::uniform_square(kUsers, 10000, seed);
   auto server = *transport::ControlServer::start(server_options());
   ShardFleet first(points, 0, 1500, seed), second(points, 1500, 1500, seed);
-  std::atomic<bool> first_saw_abort{false};
+  std::mutex seen_mutex;
+  std::map<std::string, bool> saw_abort;  // query id -> the survivor's engine was told
   auto survivor = *transport::ControlLink::connect(
       link_options(server->port(), "gw-a"),
       [&](const v1::QueryStart& start, ShardReducer& reducer,
           const std::atomic<bool>& aborted) -> Expected<std::string> {
         auto answer = first.run(start.kind(), start.query_id(), &reducer);
-        first_saw_abort = aborted.load();
+        std::lock_guard lock(seen_mutex);
+        saw_abort[start.query_id()] = aborted.load();
         if (!answer) return answer.error();
         return encode(*answer);
       });
@@ -197,8 +202,9 @@ TEST_CASE("gateway control: a gateway lost mid-query aborts it on the others, na
       link_options(server->port(), "gw-b"),
       [&](const v1::QueryStart&, ShardReducer& reducer,
           const std::atomic<bool>& aborted) -> Expected<std::string> {
-        std::uint64_t one = 1;
-        reducer.sum(std::span(&one, 1));
+        // Its part of the engine's first collective (the local checks' agreement: 0 failed).
+        std::uint64_t none_failed = 0;
+        reducer.sum(std::span(&none_failed, 1));
         drop = true;
         while (!aborted) std::this_thread::sleep_for(5ms);
         return std::string("never reported");
@@ -214,7 +220,17 @@ TEST_CASE("gateway control: a gateway lost mid-query aborts it on the others, na
   CHECK(lost.error().code == ErrorCode::unavailable);
   CHECK(lost.error().message.find("gw-b") != std::string::npos);
   killer.join();
-  // The survivor's engine was told, and the next query runs on the gateways left.
+  // The survivor's engine was told (and ran no further round on its devices' budget)...
+  const auto told_by = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < told_by) {
+    std::lock_guard lock(seen_mutex);
+    if (saw_abort.count("q-lost")) break;
+  }
+  {
+    std::lock_guard lock(seen_mutex);
+    CHECK(saw_abort["q-lost"] == true);
+  }
+  // ...and the next query runs on the gateways left.
   const auto give_up = std::chrono::steady_clock::now() + 10s;
   while (server->gateways().size() != 1 && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(5ms);
@@ -222,7 +238,8 @@ TEST_CASE("gateway control: a gateway lost mid-query aborts it on the others, na
   auto next = server->run_query("q-next", "kde", "", kUsers);
   REQUIRE(next);
   CHECK(next->size() == 1);
-  CHECK(first_saw_abort.load() == false);  // the last query ran unaborted
+  std::lock_guard lock(seen_mutex);
+  CHECK(saw_abort["q-next"] == false);  // the next query ran unaborted
 }
 
 TEST_CASE("gateway control: forged collectives and refused credentials are named",
@@ -259,4 +276,44 @@ TEST_CASE("gateway control: forged collectives and refused credentials are named
   auto empty = (*none)->run_query("q-alone", "range", "", 10);
   REQUIRE_FALSE(empty);
   CHECK(empty.error().code == ErrorCode::unavailable);
+}
+
+TEST_CASE("gateway control: a gateway that fails on its own ends the query at once, named",
+          "[transport][cluster]") {
+  auto server = *transport::ControlServer::start(server_options());  // deadline 60 s
+  std::vector<std::unique_ptr<transport::ControlLink>> links;
+  // gw-0 fails before its first collective (as a gateway of another version would); gw-1 waits
+  // in that collective.
+  links.push_back(*transport::ControlLink::connect(
+      link_options(server->port(), "gw-0"),
+      [](const v1::QueryStart&, ShardReducer&, const std::atomic<bool>&) -> Expected<std::string> {
+        return make_error(ErrorCode::malformed_message, "spec", "spec: not understood");
+      }));
+  links.push_back(
+      *transport::ControlLink::connect(link_options(server->port(), "gw-1"),
+                                       [](const v1::QueryStart&, ShardReducer& reducer,
+                                          const std::atomic<bool>&) -> Expected<std::string> {
+                                         std::uint64_t none_failed = 0;
+                                         reducer.sum(std::span(&none_failed, 1));
+                                         return std::string("done");
+                                       }));
+  REQUIRE(server->wait_for_gateways(2, 10s));
+  const auto start = std::chrono::steady_clock::now();
+  auto failed = server->run_query("q-alone", "range", "", 10);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().parameter == "spec");
+  CHECK(failed.error().message.find("gw-0") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < 20s);  // not the 60 s deadline
+  // A gateway attaching again under its id replaces its old stream.
+  auto again = transport::ControlLink::connect(
+      link_options(server->port(), "gw-1"),
+      [](const v1::QueryStart&, ShardReducer&, const std::atomic<bool>&) -> Expected<std::string> {
+        return std::string("done");
+      });
+  REQUIRE(again);
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (links[1]->connected() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(10ms);
+  CHECK_FALSE(links[1]->connected());
+  CHECK(server->gateways().size() == 2);
 }

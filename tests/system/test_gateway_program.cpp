@@ -94,7 +94,8 @@ TEST_CASE("gateway program: two cgp-gateway processes answer together and recove
     std::ofstream(folder / ("gw-" + std::to_string(g) + ".secret")) << "secret-" << g << "\n";
   }
   for (std::uint32_t s = 0; s < kShards; ++s) owners.push_back({s, "gw-" + std::to_string(s % 2)});
-  REQUIRE(store->assign_shards(owners));
+  const std::int64_t epoch = **store->try_lead();  // the coordinator's lease, as a leader has it
+  REQUIRE(store->assign_shards(epoch, owners));
 
   std::mutex store_mutex;
   transport::ControlServerOptions control;

@@ -81,7 +81,23 @@ TEST_CASE("reducer hub: contributions that cannot be one engine's steps are refu
   REQUIRE(hub.begin("big", 2));
   refused(0, sum("big", 0, std::vector<std::uint64_t>(ReducerHub::kMaxSums + 1, 1)));
   refused(0, gather("big", 0, std::vector<double>(ReducerHub::kMaxGatherValues + 1, 1.0)));
+  refused(0, gather("big", 0, {1.0, std::numeric_limits<double>::quiet_NaN()}));
+  refused(0, gather("big", 0, {std::numeric_limits<double>::infinity()}));
   const auto max = std::numeric_limits<std::uint64_t>::max();
   REQUIRE(hub.contribute(0, sum("big", 0, {max})));
   refused(1, sum("big", 0, {1}));  // the sum overflows
+}
+
+TEST_CASE("reducer hub: a merged gather stays within what a gateway can receive",
+          "[transport][cluster]") {
+  ReducerHub hub;
+  const std::size_t gateways = ReducerHub::kMaxMergedValues / ReducerHub::kMaxGatherValues + 1;
+  REQUIRE(hub.begin("knn", gateways));
+  const std::vector<double> full(ReducerHub::kMaxGatherValues, 1.0);
+  for (std::size_t g = 0; g + 1 < gateways; ++g) REQUIRE(hub.contribute(g, gather("knn", 0, full)));
+  auto over = hub.contribute(gateways - 1, gather("knn", 0, {1.0}));
+  REQUIRE_FALSE(over);
+  CHECK(over.error().parameter == "collective");
+  CHECK(hub.waiting_for("knn", gateways - 1));
+  CHECK_FALSE(hub.waiting_for("knn", 0));
 }

@@ -69,8 +69,17 @@ ShardQueries::ShardQueries(coordinator::Fleet& fleet, coordinator::BudgetMirror&
   revoked_.resize(ids_.size(), 0);
 }
 
+void StoppableFleet::ask(const coordinator::RoundRequest& request,
+                         coordinator::RoundReplies& replies) {
+  if (!stop_) return inner_.ask(request, replies);
+  replies.resize(request.users.size(), 0);
+  std::fill(replies.kind.begin(), replies.kind.end(), coordinator::ReplyKind::not_delivered);
+}
+
 Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
-                                        coordinator::ShardReducer& reducer) {
+                                        coordinator::ShardReducer& reducer,
+                                        const std::atomic<bool>& aborted) {
+  StoppableFleet fleet(fleet_, aborted);
   v1::ClusterQuery query;
   if (start.kind() != "analyst" || !query.ParseFromString(start.spec()) ||
       query.query_case() == v1::ClusterQuery::QUERY_NOT_SET)
@@ -119,7 +128,7 @@ Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
   result.set_query_id(query.query_id());
   result.set_kind(kind_of(query));
   const detail::QueryWork work{
-      fleet_, mirror_, options, charges, static_cast<std::size_t>(not_asked), ids_, device_id_of_};
+      fleet, mirror_, options, charges, static_cast<std::size_t>(not_asked), ids_, device_id_of_};
   Status ran;
   switch (query.query_case()) {
     case v1::ClusterQuery::kRange:
@@ -167,6 +176,9 @@ Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::Clu
                         "gateway: " + outcomes[g].gateway_id + "'s result of query " +
                             query.query_id() + " disagrees with " + outcomes[0].gateway_id + "'s");
     }
+    // Each gateway names only its own devices among the neighbours: the names are merged.
+    for (int i = 0; i < part.neighbours_size() && i < merged.neighbours_size(); ++i)
+      if (merged.neighbours(i).empty()) merged.set_neighbours(i, part.neighbours(i));
     users += part.users();
     charged_users += static_cast<std::uint64_t>(part.charges_size());
     merged.mutable_charges()->MergeFrom(part.charges());

@@ -90,8 +90,14 @@ struct ControlLink::Impl {
       v1::Collective up = collective(v1::COLLECTIVE_SUM);
       up.mutable_sums()->Add(values.begin(), values.end());
       const auto down = exchange(up);
-      if (down && down->sums_size() == static_cast<int>(values.size()))
-        std::copy(down->sums().begin(), down->sums().end(), values.begin());
+      if (!down) return;
+      if (down->sums_size() != static_cast<int>(values.size())) {
+        // Not the merge of this sum: the query cannot go on.
+        link_.aborted = true;
+        link_.changed.notify_all();
+        return;
+      }
+      std::copy(down->sums().begin(), down->sums().end(), values.begin());
     }
     std::vector<double> gather(std::span<const double> local) override {
       v1::Collective up = collective(v1::COLLECTIVE_GATHER);
@@ -172,10 +178,12 @@ Expected<std::unique_ptr<ControlLink>> ControlLink::connect(ControlLinkOptions o
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->handler = std::move(handler);
+  // A device channel's settings (keepalive every minute), with room for a merged gather.
+  grpc::ChannelArguments arguments = protocol::device_channel_arguments();
+  arguments.SetMaxReceiveMessageSize(64 << 20);
   impl->channel = grpc::CreateCustomChannel(
       impl->options.coordinator_address,
-      protocol::device_channel_credentials(impl->options.tls_root_certificate),
-      protocol::device_channel_arguments());
+      protocol::device_channel_credentials(impl->options.tls_root_certificate), arguments);
   impl->stub = v1::GatewayControl::NewStub(impl->channel);
   impl->stream = impl->stub->Attach(&impl->context);
   v1::GatewayToCoordinator hello;

@@ -18,6 +18,9 @@ namespace cgp::transport {
 
 namespace {
 
+// The largest control message either side takes: a gateway's gather up, a merged gather down.
+constexpr int kMaxControlMessageBytes = 64 << 20;
+
 using Stream = grpc::ServerReaderWriter<v1::CoordinatorToGateway, v1::GatewayToCoordinator>;
 
 Error gateway_error(ErrorCode code, const std::string& message) {
@@ -35,6 +38,7 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
   struct Gateway {
     AttachedGateway info;
     Stream* stream = nullptr;
+    grpc::ServerContext* context = nullptr;
     std::mutex write_mutex;  // one Write at a time on a sync stream
     bool write(const v1::CoordinatorToGateway& message) {
       std::lock_guard lock(write_mutex);
@@ -71,12 +75,18 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
     for (const auto& held : hello.shards())
       gateway->info.shards.emplace_back(held.shard(), held.epoch());
     gateway->stream = stream;
+    gateway->context = context;
     {
       std::lock_guard lock(mutex);
       if (stopping) return {grpc::StatusCode::UNAVAILABLE, "the coordinator is stopping"};
-      if (gateways.count(hello.gateway_id()))
-        return {grpc::StatusCode::ALREADY_EXISTS,
-                "gateway " + hello.gateway_id() + " is attached on another stream"};
+      // The same gateway again (it restarted, or its old connection is dead but not yet
+      // noticed): its credential was checked, so the new stream replaces the old one.
+      if (const auto old = gateways.find(hello.gateway_id()); old != gateways.end()) {
+        old->second->context->TryCancel();
+        if (running && participant_index(*old->second))
+          fail_running(gateway_error(ErrorCode::unavailable,
+                                     hello.gateway_id() + " attached again mid-query"));
+      }
       gateways[hello.gateway_id()] = gateway;
     }
     v1::CoordinatorToGateway attached;
@@ -94,12 +104,17 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
     }
     {
       std::lock_guard lock(mutex);
-      gateways.erase(gateway->info.gateway_id);
+      if (const auto found = gateways.find(gateway->info.gateway_id);
+          found != gateways.end() && found->second == gateway)
+        gateways.erase(found);
       if (running && participant_index(*gateway)) {
         fail_running(gateway_error(ErrorCode::unavailable,
                                    gateway->info.gateway_id + " was lost mid-query"));
       }
-      // The stream is gone with this handler: nothing may write to it after.
+    }
+    {
+      // The stream is gone with this handler: nothing may write to it after. Not under `mutex`:
+      // a write blocked on this gateway must not hold up the others.
       std::lock_guard write_lock(gateway->write_mutex);
       gateway->stream = nullptr;
     }
@@ -145,10 +160,19 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
   void finished(Gateway& gateway, const v1::QueryDone& done) {
     std::lock_guard lock(mutex);
     if (!running || running->query_id != done.query_id()) return;
-    if (const auto index = participant_index(gateway)) {
-      running->done[*index] = done;
-      changed.notify_all();
-    }
+    const auto index = participant_index(gateway);
+    if (!index) return;
+    running->done[*index] = done;
+    // A gateway that failed on its own, or ended while the others wait in a collective it never
+    // joined, will not contribute again: the others must not wait for the deadline.
+    if (done.error_code() != 0)
+      fail_running(make_error(static_cast<ErrorCode>(done.error_code()), done.error_parameter(),
+                              gateway.info.gateway_id + ": " + done.error_message()));
+    else if (hub.waiting_for(done.query_id(), *index))
+      fail_running(gateway_error(
+          ErrorCode::internal_error,
+          gateway.info.gateway_id + " ended the query while the others wait in a collective"));
+    changed.notify_all();
   }
 
   static void write_if_attached(Gateway& gateway, const v1::CoordinatorToGateway& message) {
@@ -180,6 +204,16 @@ Expected<std::unique_ptr<ControlServer>> ControlServer::start(ControlServerOptio
                        detail::server_credentials(impl->options.tls_certificate_chain,
                                                   impl->options.tls_private_key));
   grpc::ServerBuilder builder;
+  // Gateways ping every minute on an idle stream (their channel settings): allow it (a ping
+  // taken as abuse ends the stream with GOAWAY "too_many_pings"), and ping them too, so that a
+  // gateway that vanished without a FIN is noticed.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  // A gateway's largest message is one gather (ReducerHub::kMaxGatherValues doubles).
+  builder.SetMaxReceiveMessageSize(kMaxControlMessageBytes);
   builder.AddListeningPort(impl->options.listen_address, credentials, &impl->port);
   builder.RegisterService(impl.get());
   impl->server = builder.BuildAndStart();

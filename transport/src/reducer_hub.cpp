@@ -1,5 +1,7 @@
 #include "reducer_hub.hpp"
 
+#include <cmath>
+
 #include "cgp/common/validate.hpp"
 
 namespace cgp::transport::detail {
@@ -54,10 +56,20 @@ Expected<std::optional<v1::Collective>> ReducerHub::contribute(std::size_t from,
     for (const auto& part : open.parts)
       if (part && part->sums_size() != contribution.sums_size())
         return collective_error("sums of another length than the other gateways'");
-  } else if (contribution.sums_size() != 0 ||
-             contribution.values_size() > static_cast<int>(kMaxGatherValues)) {
-    return collective_error("a gather carries at most " + std::to_string(kMaxGatherValues) +
-                            " doubles and no integers");
+  } else {
+    if (contribution.sums_size() != 0 ||
+        contribution.values_size() > static_cast<int>(kMaxGatherValues))
+      return collective_error("a gather carries at most " + std::to_string(kMaxGatherValues) +
+                              " doubles and no integers");
+    // Every gathered value is finite (keys, ids, the partials of an exact sum).
+    for (double v : contribution.values())
+      if (!std::isfinite(v)) return collective_error("a gathered value is not finite");
+    std::size_t merged = static_cast<std::size_t>(contribution.values_size());
+    for (const auto& part : open.parts)
+      if (part) merged += static_cast<std::size_t>(part->values_size());
+    if (merged > kMaxMergedValues)
+      return collective_error("the merged gather would exceed " + std::to_string(kMaxMergedValues) +
+                              " doubles (kNN's k too large?)");
   }
   open.kind = kind;
   open.parts[from] = contribution;
@@ -91,6 +103,13 @@ v1::Collective ReducerHub::merge(const std::string& query_id, Open& open) {
       merged.mutable_values()->Add(part->values().begin(), part->values().end());
   }
   return merged;
+}
+
+bool ReducerHub::waiting_for(const std::string& query_id, std::size_t participant) const {
+  std::lock_guard lock(mutex_);
+  const auto found = queries_.find(query_id);
+  if (found == queries_.end() || participant >= found->second.participants) return false;
+  return found->second.arrived > 0 && !found->second.parts[participant];
 }
 
 void ReducerHub::end(const std::string& query_id) {

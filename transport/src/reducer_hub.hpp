@@ -26,6 +26,8 @@ class ReducerHub {
   // At most this many doubles from one gateway in one gather (kNN's k smallest pairs, the
   // exact sums' partials): 1 MiB.
   static constexpr std::size_t kMaxGatherValues = 1u << 17;
+  // At most this many in a merged gather (32 MiB: the control channel takes 64 MiB).
+  static constexpr std::size_t kMaxMergedValues = 1u << 22;
   static constexpr std::size_t kMaxSums = 1024;
 
   // A query over `participants` gateways (≥ 1); `already_exists` for a query id in progress.
@@ -35,6 +37,8 @@ class ReducerHub {
   // "collective" (see above) or "query_id" (no such query in progress).
   Expected<std::optional<v1::Collective>> contribute(std::size_t from,
                                                      const v1::Collective& contribution);
+  // Whether a collective of the query has contributions and still waits for `participant`'s.
+  bool waiting_for(const std::string& query_id, std::size_t participant) const;
   // Forgets the query (finished or aborted); a later contribution to it is refused.
   void end(const std::string& query_id);
   std::size_t open_queries() const;

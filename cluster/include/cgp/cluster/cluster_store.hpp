@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cgp/common/expected.hpp"
@@ -122,15 +123,18 @@ class ClusterStore {
   // Every shard's owner, by shard (shards never assigned are absent).
   Expected<std::vector<ShardOwner>> shard_owners();
   // Moves these shards to these gateways in one transaction, each moved shard's epoch + 1
-  // (a shard already there keeps its epoch). Returns the new rows.
+  // (a shard already there keeps its epoch), fenced by the coordinator epoch (only the leader
+  // moves shards: `stale_epoch` otherwise). Shards must be below the fleet's shard count and
+  // gateways registered. Returns the new rows.
   Expected<std::vector<ShardOwner>> assign_shards(
-      std::span<const std::pair<std::uint32_t, std::string>> moves);
+      std::int64_t coordinator_epoch, std::span<const std::pair<std::uint32_t, std::string>> moves);
 
   // Coordinator leadership: the session-level advisory lock on this store's connection. On
   // taking it, the coordinator epoch rises and is returned; empty when another session holds
-  // it. `still_leading` is false once the session that took it is gone.
+  // it. `still_leading` asks the server (one statement): false once the session that took the
+  // lock is gone, even if nothing else noticed yet.
   Expected<std::optional<std::int64_t>> try_lead();
-  bool still_leading() const noexcept;
+  bool still_leading();
   Expected<std::int64_t> coordinator_epoch();
 
   // Query intents, fenced by the coordinator epoch: `stale_epoch` unless `epoch` is current.
@@ -162,6 +166,10 @@ class ClusterStore {
   std::unique_ptr<PgConnection> db_;
   std::uint64_t leading_session_ = 0;  // db_->sessions() when the lock was taken; 0: not leading
 };
+
+// "host:port" with a host of letters, digits, '.', '-' (or a bracketed IPv6 literal) and a port
+// in 1..65535: what a gateway may advertise (it goes into HAProxy's configuration).
+bool valid_host_port(std::string_view address);
 
 // The error every fenced write returns when its epoch is not current.
 Error stale_epoch(std::string_view what);

@@ -5,6 +5,7 @@
 // single process's for the same devices.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,7 +33,10 @@ class ShardQueries {
                std::function<std::string(coordinator::UserId global)> device_id_of);
   // A QueryStart of kind "analyst" (spec: a cgp.v1.ClusterQuery): the serialized
   // cgp.v1.QueryResult of this shard — the query's estimate and rounds, this shard's users.
-  Expected<std::string> run(const v1::QueryStart& start, coordinator::ShardReducer& reducer);
+  // Once `aborted` turns true no round asks devices any more (nothing leaves, nothing is
+  // charged): the coordinator has given the query up.
+  Expected<std::string> run(const v1::QueryStart& start, coordinator::ShardReducer& reducer,
+                            const std::atomic<bool>& aborted);
   std::size_t adaptive_queries() const noexcept { return adaptive_queries_; }
 
  private:
@@ -42,6 +46,22 @@ class ShardQueries {
   std::vector<char> revoked_;
   std::function<std::string(coordinator::UserId)> device_id_of_;
   std::size_t adaptive_queries_ = 0;
+};
+
+// A fleet that asks nobody once `stop` is true: every user of a round is then "not delivered"
+// (nothing left, so nothing was charged). A gateway's fleet while fenced or aborted.
+class StoppableFleet final : public coordinator::Fleet {
+ public:
+  StoppableFleet(coordinator::Fleet& inner, const std::atomic<bool>& stop)
+      : inner_(inner), stop_(stop) {}
+  std::size_t size() const noexcept override { return inner_.size(); }
+  std::size_t dimension() const noexcept override { return inner_.dimension(); }
+  double initial_budget() const noexcept override { return inner_.initial_budget(); }
+  void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
+
+ private:
+  coordinator::Fleet& inner_;
+  const std::atomic<bool>& stop_;
 };
 
 // The coordinator's side: `query` to every gateway attached to `server`, their results merged —
