@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <string>
 
 #include "cgp/common/validate.hpp"
@@ -78,8 +79,13 @@ std::vector<Ranked> smallest_over_shards(const Shard& shard, std::vector<Ranked>
   const std::vector<double> all = shard.reducer->gather(flat);
   std::vector<Ranked> merged;
   merged.reserve(all.size() / 2);
-  for (std::size_t i = 0; i + 1 < all.size(); i += 2)
-    merged.push_back({all[i], static_cast<std::uint64_t>(all[i + 1])});
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
+    // Ids come from other shards (over a network, in the live tier): one that is not an id
+    // below 2^53 is dropped rather than converted (a cast of it would be undefined).
+    const double id = all[i + 1];
+    if (!(id >= 0 && id < 0x1p53) || id != std::floor(id) || std::isnan(all[i])) continue;
+    merged.push_back({all[i], static_cast<std::uint64_t>(id)});
+  }
   const std::size_t keep = std::min(k, merged.size());
   std::partial_sort(merged.begin(), merged.begin() + static_cast<std::ptrdiff_t>(keep),
                     merged.end());
