@@ -117,6 +117,24 @@ struct GatewayNode::Impl {
 
   Expected<std::string> run_query(const v1::QueryStart& start, coordinator::ShardReducer& reducer,
                                   const std::atomic<bool>& aborted) {
+    // Only the leader's queries reach devices: a coordinator deposed while its control port is
+    // still up must not make them spend budget. Checked against the cluster, not the stream.
+    // The engine's collectives are still made (with this refusal agreed over every gateway).
+    Status leader;
+    {
+      std::lock_guard lock(store_mutex);
+      const auto epoch = store->coordinator_epoch();
+      if (!epoch)
+        leader = epoch.error();
+      else if (*epoch != start.coordinator_epoch())
+        leader = cluster::stale_epoch("query " + start.query_id() + " of coordinator epoch " +
+                                      std::to_string(start.coordinator_epoch()) +
+                                      ", the cluster's is " + std::to_string(*epoch));
+    }
+    if (!leader) {
+      log("event=query-refused query=" + start.query_id() + " error=" + leader.error().to_string());
+      return leader.error();
+    }
     auto result = queries->run(start, reducer, aborted);
     save_mirror(start.query_id());
     return result;

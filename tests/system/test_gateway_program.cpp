@@ -3,7 +3,8 @@
 // their shards, attach to a coordinator's control port and answer queries together; their
 // shards' mirror is in PostgreSQL after each query. A gateway killed mid-query makes the query
 // fail by name; started again, it reloads its shards' mirror (never above what devices spent)
-// and the next query runs on every device.
+// and the next query runs on every device. Once a new leader took the cluster, the old
+// coordinator's queries reach no device (gateways check the epoch against PostgreSQL).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 #include "cgp/cluster/cluster_store.hpp"
 #include "cgp/cluster/mirror_blob.hpp"
+#include "cgp/cluster/postgres.hpp"
 #include "cgp/protocol/virtual_shard.hpp"
 #include "cgp/transport/cluster_queries.hpp"
 #include "cgp/transport/credentials.hpp"
@@ -105,6 +107,7 @@ TEST_CASE("gateway program: two cgp-gateway processes answer together and recove
     return digest && digest->has_value() && transport::credential_matches(secret, **digest);
   };
   control.query_deadline = 60s;
+  control.coordinator_epoch = epoch;  // the leader's: gateways run its queries only
   auto server = *transport::ControlServer::start(control);
 
   int ports[2] = {test::free_port(), test::free_port()};
@@ -210,5 +213,20 @@ TEST_CASE("gateway program: two cgp-gateway processes answer together and recove
     std::this_thread::sleep_for(50ms);
   REQUIRE(server->gateways().size() == 2);
   REQUIRE(everyone_answers("again-"));
+
+  // A new leader takes over (the epoch rises): this coordinator's next query reaches no device.
+  auto standby = *cluster::ClusterStore::open(postgres.conninfo());
+  {
+    std::lock_guard lock(store_mutex);
+    REQUIRE(store->connection().run("SELECT pg_advisory_unlock_all()"));
+  }
+  auto taken = standby->try_lead();
+  REQUIRE(taken);
+  REQUIRE(taken->has_value());
+  const double spent_before = phones[0].spent();
+  auto deposed = transport::run_cluster_query(*server, range_query("q-deposed", 0.05), kDevices);
+  REQUIRE_FALSE(deposed);
+  CHECK(deposed.error().parameter == "epoch");
+  CHECK(phones[0].spent() == spent_before);
   for (auto& t : serving) t.request_stop();
 }
