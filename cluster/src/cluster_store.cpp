@@ -5,6 +5,7 @@
 
 #include "cgp/cluster/postgres.hpp"
 #include "cgp/common/validate.hpp"
+#include "cgp/common/wire/limits.hpp"
 #include "cgp/protocol/virtual_shard.hpp"
 #include "schema.hpp"
 
@@ -193,8 +194,15 @@ Expected<EnrolledUser> ClusterStore::enrol(const std::string& device_id, const S
 
 Expected<std::vector<EnrolledUser>> ClusterStore::enrol_all(
     std::span<const std::pair<std::string, Sha256>> devices) {
-  for (const auto& [device_id, credential] : devices)
+  for (const auto& [device_id, credential] : devices) {
     CGP_RETURN_IF_ERROR(check_id("device_id", device_id));
+    // The id a device says in Hello: the wire's id bytes only.
+    for (unsigned char c : device_id)
+      if (!wire::is_id_char(c))
+        return store_error(
+            ErrorCode::invalid_argument, "device_id",
+            "device_id may hold only A-Z a-z 0-9 . _ - : @ / +, got \"" + device_id + "\"");
+  }
   CGP_ASSIGN_OR_RETURN(const FleetSettings fleet, settings());
   std::vector<EnrolledUser> users;
   const Status enrolled = db_->transaction([&]() -> Status {

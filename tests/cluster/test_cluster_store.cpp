@@ -126,6 +126,8 @@ TEST_CASE("cluster store: enrolment hands out dense indices and keeps them throu
   CHECK(*store->fleet_users() == 300);
   CHECK(store->enrol("", digest(1)).error().parameter == "device_id");
   CHECK(store->enrol(std::string(129, 'x'), digest(1)).error().parameter == "device_id");
+  CHECK(store->enrol("a device", digest(1)).error().parameter == "device_id");
+  CHECK(store->enrol("line\nbreak", digest(1)).error().parameter == "device_id");
 }
 
 TEST_CASE("cluster store: concurrent enrolments get distinct dense indices", "[cluster]") {
