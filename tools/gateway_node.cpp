@@ -53,14 +53,15 @@ struct GatewayNode::Impl {
     if (end_reason.empty()) end_reason = reason;
   }
 
+  // Takes or renews the lease, with the address HAProxy sends this gateway's devices to.
+  Expected<std::int64_t> renew() {
+    return store->renew_lease(options.gateway_id, options.advertise, options.lease_ttl);
+  }
+
   Status load() {
     CGP_ASSIGN_OR_RETURN(const auto settings, store->settings());
     budget = settings.budget;
-    CGP_ASSIGN_OR_RETURN(
-        lease_token,
-        store->renew_lease(options.gateway_id,
-                           options.advertise.empty() ? options.listen : options.advertise,
-                           options.lease_ttl));
+    CGP_ASSIGN_OR_RETURN(lease_token, renew());
     CGP_ASSIGN_OR_RETURN(const auto owners, store->shard_owners());
     std::vector<std::uint32_t> mine;
     for (const auto& owner : owners)
@@ -143,9 +144,7 @@ struct GatewayNode::Impl {
   // One lease renewal; ends the node when the lease lapsed or cannot be kept.
   void keep_lease(std::chrono::steady_clock::time_point& last_renewed) {
     std::lock_guard lock(store_mutex);
-    const auto renewed = store->renew_lease(
-        options.gateway_id, options.advertise.empty() ? options.listen : options.advertise,
-        options.lease_ttl);
+    const auto renewed = renew();
     const auto now = std::chrono::steady_clock::now();
     if (renewed) {
       if (*renewed != lease_token) return end("the lease lapsed: its shards may have moved");
@@ -176,6 +175,7 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
     const GatewayNodeOptions& options, std::function<void(const std::string&)> log) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (impl->options.advertise.empty()) impl->options.advertise = options.listen;
   impl->log = log ? std::move(log) : [](const std::string&) {};
   if (options.lease_ttl < std::chrono::milliseconds(300))
     return make_error(ErrorCode::out_of_range, "lease_ttl", "lease_ttl must be at least 300 ms");

@@ -2,57 +2,28 @@
 // of the test's own: init once, enrol one device or many with credential files only their owner
 // reads (the cluster keeps digests), revoke, register a gateway, status; files never
 // overwritten, and bad arguments named with exit 2.
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cgp/cluster/cluster_store.hpp"
+#include "support/run_program.hpp"
 #include "support/scratch_postgres.hpp"
-
-extern char** environ;
 
 using namespace cgp;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
 std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return test::read_whole(path);
 }
 
-Outcome run_cluster(std::vector<std::string> arguments, const fs::path& scratch) {
+test::ProgramRun run_cluster(std::vector<std::string> arguments, const fs::path& scratch) {
   arguments.insert(arguments.begin(), CGP_CLUSTER_PATH);
-  const fs::path out_file = scratch / "stdout.txt", err_file = scratch / "stderr.txt";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  std::vector<char*> argv;
-  for (auto& a : arguments) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out_file), slurp(err_file)};
+  return test::run_program(std::move(arguments), scratch);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cgp/transport/credentials.hpp"
+#include "support/run_program.hpp"
 
 extern char** environ;
 
@@ -37,29 +38,10 @@ struct Outcome {
   std::string err;
 };
 
-// Runs a program to its end with stdout discarded; stderr is returned.
+// Runs a program to its end; its stderr is returned (stdout is not looked at).
 Outcome run_tool(std::vector<std::string> arguments, const fs::path& scratch) {
-  const fs::path err_file = scratch / "stderr.txt";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  std::vector<char*> argv;
-  for (auto& a : arguments) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  Outcome out;
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  std::stringstream text;
-  text << in.rdbuf();
-  out.err = text.str();
-  return out;
+  auto run = test::run_program(std::move(arguments), scratch);
+  return {run.exit_code, std::move(run.err)};
 }
 
 std::string slurp(const fs::path& path) {

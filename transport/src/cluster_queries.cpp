@@ -156,7 +156,7 @@ Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::Clu
       const auto outcomes,
       server.run_query(query.query_id(), "analyst", query.SerializeAsString(), fleet_users));
   v1::QueryResult merged;
-  std::uint64_t users = 0, charged_users = 0;
+  std::uint64_t users = 0;
   for (std::size_t g = 0; g < outcomes.size(); ++g) {
     if (!outcomes[g].result) return outcomes[g].result.error();
     v1::QueryResult part;
@@ -180,7 +180,6 @@ Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::Clu
     for (int i = 0; i < part.neighbours_size() && i < merged.neighbours_size(); ++i)
       if (merged.neighbours(i).empty()) merged.set_neighbours(i, part.neighbours(i));
     users += part.users();
-    charged_users += static_cast<std::uint64_t>(part.charges_size());
     merged.mutable_charges()->MergeFrom(part.charges());
     merged.mutable_refused()->MergeFrom(part.refused());
     merged.mutable_rejected()->MergeFrom(part.rejected());
@@ -199,7 +198,6 @@ Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::Clu
       queried - (merged.has_certified() ? 0 : static_cast<std::size_t>(merged.refused_size()));
   const std::uint32_t k = query.has_knn() ? query.knn().k() : 0;
   detail::judge_result(in, kind_of(query), subject, fleet_users, engine_users, k, merged);
-  (void)charged_users;
   return merged;
 }
 
