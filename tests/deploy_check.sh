@@ -101,7 +101,12 @@ if apt-cache show libc6 >/dev/null 2>&1; then
   for package in $packages; do
     apt-cache show "$package" >/dev/null 2>&1 || fail "Containerfile: no Debian package '$package'"
   done
-  # Every library the coordinator loads comes from a package the image installs.
+  # Every library the coordinator loads comes from a package the image installs, or one that
+  # such a package depends on (apt installs those with it: libpq5 brings Kerberos and LDAP).
+  closure="$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
+    --no-breaks --no-replaces --no-enhances $packages 2>/dev/null \
+    | grep -E '^[a-z0-9]' | sed 's/:any$//' | sort -u || true)"
+  packages="$(printf '%s\n%s\n' "$packages" "$closure")"
   for library in $(ldd "$coordinator" | awk '$3 ~ /^\// {print $3}'); do
     owner="$(dpkg -S "$(readlink -f "$library")" 2>/dev/null | cut -d: -f1 || true)"
     case "$owner" in

@@ -10,6 +10,11 @@
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
 //   cgp-coordinator revoke --devices FILE --id ID
 //   cgp-coordinator credential --out FILE [--force]
+//   cgp-coordinator cluster --cluster CONNINFO --analyst-credential FILE
+//                           [--control-listen ADDR] [--control-advertise HOST:PORT]
+//                           [--analyst-listen ADDR] [--tls-cert PEM --tls-key PEM]
+//                           [--min-gateways N] [--horizon H] [--poll-ms MS]
+//                           [--haproxy-socket PATH --haproxy-map PATH --address-template T]
 //
 // serve runs until SIGINT or SIGTERM (with --drain-ms, health says NOT_SERVING that long first,
 // everything else served; a second signal stops at once); it logs one line per event to stderr,
@@ -18,6 +23,8 @@
 // the next query, and a changed credential replaces the old one at once. enrol refuses an id
 // already enrolled and never overwrites a key file; revoke takes a device out of the file (a
 // running coordinator follows both within 2 s).
+// cluster leads a live tier, or waits as its standby until the leader is gone
+// (tools/cluster_coordinator.hpp); it exits 4 when it lost the lead.
 // Exit 0 on success; 1 when the service cannot start; 2 on bad arguments or values; 3 on a
 // missing, unreadable or invalid file.
 #include <signal.h>
@@ -43,6 +50,7 @@
 #include "cgp/protocol/log_format.hpp"
 #include "cgp/transport/coordinator_service.hpp"
 #include "cli_support.hpp"
+#include "cluster_command.hpp"
 #include "guarded_main.hpp"
 
 namespace {
@@ -278,6 +286,8 @@ struct Arguments {
   // credential
   std::string credential_file;
   bool force = false;
+  // cluster
+  cgp::tools::ClusterCommandArguments cluster;
 };
 
 void serve_flags(CLI::App& sub, Arguments& a) {
@@ -625,6 +635,11 @@ const Command kCommands[] = {
     {"revoke", "take a device out of the enrolment file (a running coordinator follows)",
      revoke_flags, run_revoke},
     {"credential", "write a fresh analyst credential", credential_flags, run_credential},
+    {"cluster",
+     "lead a live tier (or wait as its standby): the Analyst API over its gateways, "
+     "docs/cluster.md",
+     [](CLI::App& command, Arguments& a) { cgp::tools::cluster_command_flags(command, a.cluster); },
+     [](const Arguments& a) { return cgp::tools::run_cluster_command(a.cluster); }},
 };
 
 int run(int argc, char** argv) {

@@ -2,15 +2,17 @@
 // virtual shards the cluster gives it, runs the coordinator's queries over them, and keeps its
 // shards' budget mirror in the cluster's PostgreSQL.
 //
-//   cgp-gateway --cluster CONNINFO --id ID --credential FILE --coordinator HOST:PORT
+//   cgp-gateway --cluster CONNINFO --id ID --credential FILE [--coordinator HOST:PORT]
 //               [--listen ADDR] [--device-frames-listen ADDR] [--tls-cert F --tls-key F]
 //               [--control-tls-root F] [--advertise HOST:PORT] [--lease-ttl-ms MS]
 //               [--round-deadline-ms MS]
 //
-// Crash-only: its shards are fixed for its life; it exits 4 when its lease lapses or cannot be
-// renewed, its control stream ends or one of its shards moved, for its supervisor to start it
-// again (it then loads what it owns now). SIGTERM/SIGINT stop it (exit 0) and give its lease up.
-// Exit 2 on bad arguments, 3 on unreadable files, 1 when it cannot start.
+// Without --coordinator it dials the control port the leading coordinator announced in the
+// cluster. Crash-only: its shards are fixed for its life; it exits 4 when its lease lapses or
+// cannot be renewed, its control stream ends or the cluster moved shards to or from it, for its
+// supervisor to start it again (it then loads what it owns now, and dials the leader of now).
+// SIGTERM/SIGINT stop it (exit 0) and give its lease up. Exit 2 on bad arguments, 3 on unreadable
+// files, 1 when it cannot start.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -49,8 +51,8 @@ int run(int argc, char** argv) {
   app.add_option("--credential", credential_file, "file holding this gateway's credential")
       ->required();
   app.add_option("--coordinator", options.coordinator,
-                 "HOST:PORT of the coordinator's control port")
-      ->required();
+                 "HOST:PORT of the coordinator's control port (default: the leader's, as it "
+                 "announced it in the cluster)");
   app.add_option("--listen", options.listen, "the gRPC device port")->capture_default_str();
   app.add_option("--device-frames-listen", options.frames_listen,
                  "the TLS frames device port (needs --tls-cert)");

@@ -29,6 +29,7 @@ struct GatewayNode::Impl {
   std::mutex store_mutex;  // the lease thread and the query thread share the connection
   std::unique_ptr<cluster::ClusterStore> store;
   double budget = 0;
+  std::uint32_t shard_count = 0;
   std::int64_t lease_token = 0;
   std::map<std::uint32_t, std::int64_t> shards;  // owned shard -> ownership epoch
   std::vector<cluster::EnrolledUser> users;      // by user index
@@ -61,6 +62,7 @@ struct GatewayNode::Impl {
   Status load() {
     CGP_ASSIGN_OR_RETURN(const auto settings, store->settings());
     budget = settings.budget;
+    shard_count = settings.shard_count;
     CGP_ASSIGN_OR_RETURN(lease_token, renew());
     CGP_ASSIGN_OR_RETURN(const auto owners, store->shard_owners());
     std::vector<std::uint32_t> mine;
@@ -76,7 +78,7 @@ struct GatewayNode::Impl {
       device_ids.push_back(user.device_id);
     }
     mirror = std::make_unique<coordinator::BudgetMirror>(users.size(), budget);
-    // The mirror as saved, lowered by every round of a query that never finished: never above
+    // The mirror as saved, lowered by every round of every query begun since: never above
     // what a device may have left (never optimistic).
     CGP_ASSIGN_OR_RETURN(const auto snapshots, store->snapshots(mine));
     for (const auto& snapshot : snapshots) {
@@ -87,27 +89,40 @@ struct GatewayNode::Impl {
           mirror->restore(static_cast<UserId>(at - ids.begin()), entry.remaining);
       }
     }
-    CGP_ASSIGN_OR_RETURN(const auto running, store->running_queries());
-    double unsettled = 0;
-    for (const auto& intent : running)
-      for (double charge : intent.round_worst_charges) unsettled += charge;
-    if (unsettled > 0)
-      for (std::size_t u = 0; u < users.size(); ++u)
-        mirror->charge_unsettled(static_cast<UserId>(u), coordinator::Charge{unsettled});
-    log("event=gateway-loaded shards=" + std::to_string(shards.size()) + " users=" +
-        std::to_string(users.size()) + " unfinished_queries=" + std::to_string(running.size()));
+    // Per shard, every round of every query begun since its snapshot: what it may not hold.
+    CGP_ASSIGN_OR_RETURN(const auto unsettled, store->unsettled_charges(mine));
+    std::map<std::uint32_t, double> unsettled_of;
+    for (std::size_t i = 0; i < mine.size(); ++i) unsettled_of[mine[i]] = unsettled[i];
+    double lowered = 0;
+    for (std::size_t u = 0; u < users.size(); ++u)
+      if (const double charge = unsettled_of[users[u].shard]; charge > 0) {
+        mirror->charge_unsettled(static_cast<UserId>(u), coordinator::Charge{charge});
+        lowered = std::max(lowered, charge);
+      }
+    // Saved at once: the snapshot now holds what was lowered (so it is never lowered twice) and
+    // dates every shard this gateway serves from before its first query.
+    CGP_RETURN_IF_ERROR(store->save_snapshots(options.gateway_id, shard_snapshots("(loaded)")));
+    log("event=gateway-loaded shards=" + std::to_string(shards.size()) +
+        " users=" + std::to_string(users.size()) + " lowered_by=" + std::to_string(lowered));
     return {};
   }
 
-  // After a query: each owned shard's mirror as one blob, under its epoch.
-  void save_mirror(const std::string& query_id) {
+  // Each owned shard's mirror as one blob, under its epoch.
+  std::vector<std::pair<cluster::ShardSnapshot, std::int64_t>> shard_snapshots(
+      const std::string& as_of) const {
     std::map<std::uint32_t, std::vector<cluster::MirrorEntry>> by_shard;
     for (std::size_t u = 0; u < users.size(); ++u)
       by_shard[users[u].shard].push_back(
           {users[u].user_index, mirror->remaining(static_cast<UserId>(u))});
     std::vector<std::pair<cluster::ShardSnapshot, std::int64_t>> snapshots;
     for (const auto& [shard, epoch] : shards)
-      snapshots.push_back({{shard, cluster::encode_mirror_blob(by_shard[shard]), query_id}, epoch});
+      snapshots.push_back({{shard, cluster::encode_mirror_blob(by_shard[shard]), as_of}, epoch});
+    return snapshots;
+  }
+
+  // After a query.
+  void save_mirror(const std::string& query_id) {
+    const auto snapshots = shard_snapshots(query_id);
     std::lock_guard lock(store_mutex);
     const Status saved = store->save_snapshots(options.gateway_id, snapshots);
     if (!saved) {
@@ -141,6 +156,17 @@ struct GatewayNode::Impl {
     return result;
   }
 
+  bool owns_exactly(const std::vector<cluster::ShardOwner>& owners) const {
+    std::size_t held = 0;
+    for (const auto& owner : owners) {
+      if (owner.gateway_id != options.gateway_id) continue;
+      const auto mine = shards.find(owner.shard);
+      if (mine == shards.end() || mine->second != owner.epoch) return false;
+      ++held;
+    }
+    return held == shards.size();
+  }
+
   // One lease renewal; ends the node when the lease lapsed or cannot be kept.
   void keep_lease(std::chrono::steady_clock::time_point& last_renewed) {
     std::lock_guard lock(store_mutex);
@@ -149,6 +175,9 @@ struct GatewayNode::Impl {
     if (renewed) {
       if (*renewed != lease_token) return end("the lease lapsed: its shards may have moved");
       last_renewed = now;
+      // Shards given to this gateway or taken from it since it loaded: start again with them.
+      if (const auto owners = store->shard_owners(); owners && !owns_exactly(*owners))
+        end("the cluster moved shards to or from this gateway");
       return;
     }
     // Stop asking devices before the lease can have expired on the server's clock.
@@ -190,6 +219,10 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
   for (const auto& user : impl->users)
     if (user.credential) devices.device_credential_digests[user.device_id] = *user.credential;
   devices.log = impl->log;
+  // Devices of other shards are told to come back (their shard is moving, or this gateway is
+  // about to reload with it), rather than refused as strangers.
+  devices.virtual_shards = impl->shard_count;
+  for (const auto& [shard, epoch] : impl->shards) devices.served_shards.push_back(shard);
   CGP_ASSIGN_OR_RETURN(impl->devices, transport::DeviceGateway::start(devices));
   impl->network = std::make_unique<transport::NetworkFleet>(
       *impl->devices, impl->device_ids, options.dimension, impl->budget, options.round_deadline);
@@ -204,6 +237,13 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
 
   transport::ControlLinkOptions link;
   link.coordinator_address = options.coordinator;
+  if (link.coordinator_address.empty()) {  // whoever leads now, as it announced itself
+    CGP_ASSIGN_OR_RETURN(const auto leader, impl->store->leader());
+    if (leader.control_address.empty())
+      return make_error(ErrorCode::unavailable, "coordinator",
+                        "coordinator: no leader has announced its control port yet");
+    link.coordinator_address = leader.control_address;
+  }
   link.tls_root_certificate = options.control_tls_root;
   link.gateway_id = options.gateway_id;
   link.credential = options.credential;
@@ -216,7 +256,7 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
                                   const std::atomic<bool>& aborted) {
                         return raw->run_query(start, reducer, aborted);
                       }));
-  impl->log("event=gateway-attached coordinator=" + options.coordinator +
+  impl->log("event=gateway-attached coordinator=" + link.coordinator_address +
             " epoch=" + std::to_string(impl->link->coordinator_epoch()));
   return std::unique_ptr<GatewayNode>(new GatewayNode(std::move(impl)));
 }

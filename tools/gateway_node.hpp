@@ -7,7 +7,8 @@
 // Crash-only: its shards are fixed for its life. It ends — and its supervisor starts it again,
 // which reloads what it owns — when its lease cannot be renewed in time (it stops asking devices
 // first: a gateway that may have lost its shards must not charge their users), when its control
-// stream ends, or when the cluster moved one of its shards away.
+// stream ends (its coordinator died: the next start dials the new leader), or when the cluster
+// gave it shards or moved one of its shards away.
 #pragma once
 
 #include <atomic>
@@ -24,11 +25,11 @@ namespace cgp::tools {
 struct GatewayNodeOptions {
   std::string cluster;  // libpq connection string of the cluster's PostgreSQL
   std::string gateway_id;
-  std::string credential;              // this gateway's, as the cluster keeps its digest
-  std::string coordinator;             // host:port of the coordinator's control port
-  std::string control_tls_root;        // PEM; empty: plaintext control stream
-  std::string listen = "127.0.0.1:0";  // the gRPC device port
-  std::string frames_listen;           // the TLS frames device port ("" for none)
+  std::string credential;   // this gateway's, as the cluster keeps its digest
+  std::string coordinator;  // host:port of the control port; "" = the leader's, from the cluster
+  std::string control_tls_root;                        // PEM; empty: plaintext control stream
+  std::string listen = "127.0.0.1:0";                  // the gRPC device port
+  std::string frames_listen;                           // the TLS frames device port ("" for none)
   std::string tls_certificate_chain, tls_private_key;  // the device ports' (PEM)
   std::string advertise;  // "host:port" recorded with the lease (HAProxy's backend); "" = listen
   std::size_t dimension = 2;
@@ -45,7 +46,7 @@ class GatewayNode {
   int device_port() const noexcept;
   int frames_port() const noexcept;
   std::size_t users() const noexcept;
-  // Blocks until the node must end (lease lost, control stream ended, shard moved) or `stop`
+  // Blocks until the node must end (lease lost, control stream ended, shards moved) or `stop`
   // turns true; the reason ("" for a stop).
   std::string run_until(const std::atomic<bool>& stop);
 

@@ -272,6 +272,17 @@ Expected<std::vector<EnrolledUser>> ClusterStore::enrolled_in(
   return users;
 }
 
+Expected<std::vector<std::uint32_t>> ClusterStore::revoked_users() {
+  CGP_ASSIGN_OR_RETURN(auto rows, db_->run("SELECT user_index FROM cgp_devices WHERE "
+                                           "credential_sha256 IS NULL ORDER BY user_index"));
+  std::vector<std::uint32_t> out;
+  for (int r = 0; r < rows.size(); ++r) {
+    CGP_ASSIGN_OR_RETURN(const std::int64_t user, rows.integer(r, 0));
+    out.push_back(static_cast<std::uint32_t>(user));
+  }
+  return out;
+}
+
 Expected<std::uint64_t> ClusterStore::fleet_users() {
   CGP_ASSIGN_OR_RETURN(auto rows,
                        db_->run("SELECT coalesce(max(user_index) + 1, 0) FROM cgp_devices"));
@@ -442,16 +453,49 @@ Status require_epoch(PgConnection& db, std::int64_t epoch, std::string_view what
 }
 }  // namespace
 
+Status ClusterStore::announce_leader(std::int64_t epoch, const std::string& control_address) {
+  if (!valid_host_port(control_address))
+    return store_error(ErrorCode::invalid_argument, "control_address",
+                       "control_address must be host:port");
+  return db_->transaction([&]() -> Status {
+    CGP_RETURN_IF_ERROR(require_epoch(*db_, epoch, "announce_leader"));
+    CGP_RETURN_IF_ERROR(
+        db_->run("UPDATE cgp_fleet SET leader_control = $1", {PgParam::text(control_address)}));
+    return {};
+  });
+}
+
+Expected<ClusterStore::Leader> ClusterStore::leader() {
+  CGP_ASSIGN_OR_RETURN(auto rows,
+                       db_->run("SELECT coordinator_epoch, leader_control FROM cgp_fleet"));
+  if (rows.size() == 0)
+    return store_error(ErrorCode::invalid_argument, "cluster", "the cluster is not set up yet");
+  CGP_ASSIGN_OR_RETURN(const std::int64_t epoch, rows.integer(0, 0));
+  return Leader{epoch, rows.text(0, 1)};
+}
+
 Status ClusterStore::begin_query(const std::string& query_id, std::int64_t epoch,
-                                 const std::string& spec) {
+                                 const std::string& spec, bool adaptive) {
   CGP_RETURN_IF_ERROR(check_id("query_id", query_id));
   return db_->transaction([&]() -> Status {
     CGP_RETURN_IF_ERROR(require_epoch(*db_, epoch, "begin_query " + query_id));
-    CGP_RETURN_IF_ERROR(db_->run(
-        "INSERT INTO cgp_query_intents (query_id, coordinator_epoch, spec) VALUES ($1, $2, $3)",
-        {PgParam::text(query_id), PgParam::integer(epoch), PgParam::bytes(spec)}));
+    CGP_ASSIGN_OR_RETURN(auto inserted,
+                         db_->run("INSERT INTO cgp_query_intents (query_id, coordinator_epoch, "
+                                  "spec, adaptive) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                                  {PgParam::text(query_id), PgParam::integer(epoch),
+                                   PgParam::bytes(spec), PgParam::boolean(adaptive)}));
+    if (inserted.affected() == 0)
+      return store_error(ErrorCode::already_exists, "query_id",
+                         "query_id \"" + query_id + "\" was already used");
     return {};
   });
+}
+
+Expected<std::uint64_t> ClusterStore::adaptive_queries() {
+  CGP_ASSIGN_OR_RETURN(auto rows,
+                       db_->run("SELECT count(*) FROM cgp_query_intents WHERE adaptive"));
+  CGP_ASSIGN_OR_RETURN(const std::int64_t count, rows.integer(0, 0));
+  return static_cast<std::uint64_t>(count);
 }
 
 Status ClusterStore::round_sent(const std::string& query_id, std::int64_t epoch,
@@ -516,9 +560,24 @@ Expected<std::vector<QueryIntent>> ClusterStore::running_queries() {
     CGP_ASSIGN_OR_RETURN(const std::int64_t epoch, rows.integer(r, 1));
     CGP_ASSIGN_OR_RETURN(std::string spec, rows.bytes(r, 2));
     CGP_ASSIGN_OR_RETURN(auto charges, parse_float_array(rows.text(r, 3)));
-    out.push_back({rows.text(r, 0), epoch, std::move(spec), std::move(charges), rows.text(r, 4)});
+    out.push_back(
+        {rows.text(r, 0), epoch, std::move(spec), std::move(charges), rows.text(r, 4), {}});
   }
   return out;
+}
+
+Expected<std::optional<QueryIntent>> ClusterStore::intent(const std::string& query_id) {
+  CGP_ASSIGN_OR_RETURN(
+      auto rows, db_->run("SELECT query_id, coordinator_epoch, spec, round_worst_charges::text, "
+                          "state, reason FROM cgp_query_intents WHERE query_id = $1",
+                          {PgParam::text(query_id)}));
+  if (rows.size() == 0) return std::optional<QueryIntent>{};
+  CGP_ASSIGN_OR_RETURN(const std::int64_t epoch, rows.integer(0, 1));
+  CGP_ASSIGN_OR_RETURN(std::string spec, rows.bytes(0, 2));
+  CGP_ASSIGN_OR_RETURN(auto charges, parse_float_array(rows.text(0, 3)));
+  return std::optional<QueryIntent>(QueryIntent{rows.text(0, 0), epoch, std::move(spec),
+                                                std::move(charges), rows.text(0, 4),
+                                                rows.text(0, 5)});
 }
 
 Expected<std::optional<StoredResult>> ClusterStore::result(const std::string& query_id) {
@@ -588,6 +647,26 @@ Expected<std::vector<ShardSnapshot>> ClusterStore::snapshots(
     CGP_ASSIGN_OR_RETURN(const std::int64_t shard, rows.integer(r, 0));
     CGP_ASSIGN_OR_RETURN(std::string blob, rows.bytes(r, 2));
     out.push_back({static_cast<std::uint32_t>(shard), std::move(blob), rows.text(r, 1)});
+  }
+  return out;
+}
+
+Expected<std::vector<double>> ClusterStore::unsettled_charges(
+    std::span<const std::uint32_t> shards) {
+  // Both times are the server's now() at the start of their transactions: a snapshot that holds
+  // a query's charges was saved by a gateway that ran it, after its QueryStart, after the
+  // intent's transaction committed.
+  CGP_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->run("SELECT coalesce((SELECT sum(c) FROM cgp_query_intents i, "
+               "unnest(i.round_worst_charges) AS c WHERE i.started_at >= m.saved_at), 0) FROM "
+               "unnest($1::integer[]) WITH ORDINALITY AS s(shard, place) LEFT JOIN "
+               "cgp_mirror_snapshots m ON m.shard = s.shard ORDER BY s.place",
+               {PgParam::text(int_array(shards))}));
+  std::vector<double> out;
+  for (int r = 0; r < rows.size(); ++r) {
+    CGP_ASSIGN_OR_RETURN(const double charge, rows.real(r, 0));
+    out.push_back(charge);
   }
   return out;
 }

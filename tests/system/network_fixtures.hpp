@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -40,17 +42,27 @@ inline pid_t spawn_program(const std::vector<std::string>& arguments) {
   return pid;
 }
 
-// A loopback port nobody listens on now (for programs that take a port, not port 0).
+// A loopback port nobody uses now (for programs that take a port, not port 0), below the
+// kernel's ephemeral range (32768-60999 here): a port from that range may be taken as the
+// local port of some outgoing connection before the program binds it. Two tests running at
+// once (ctest -j) draw at random from 12,768 ports.
 inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
+  static std::atomic<unsigned> calls{0};
+  std::minstd_rand draw(static_cast<unsigned>(::getpid()) * 7919u + calls++);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = 20000 + static_cast<int>(draw() % 12768);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    if (bound) return port;
+  }
+  FAIL("no free loopback port in 20000-32767");
+  return 0;
 }
 
 // A throwaway self-signed certificate for localhost / 127.0.0.1 (or the names given, as an

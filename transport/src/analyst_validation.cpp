@@ -1,8 +1,10 @@
 #include "analyst_validation.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "cgp/common/privacy/budget_split.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
 
@@ -65,6 +67,23 @@ Status validate_accuracy(const v1::AccuracyTarget& in, bool needs_target) {
   if (!(in.first() >= 0 && in.first() <= 1))
     return make_error(ErrorCode::out_of_range, "first",
                       "first must be in [0, 1], got " + format_number(in.first()));
+  return {};
+}
+
+Status rounds_answerable(double cap, const coordinator::QueryOptions& o, double rho_capacity) {
+  const std::size_t rounds = coordinator::eliminates(o.method) ? o.rounds : 1;
+  auto fractions = privacy::split_budget(1.0, rounds, o.split);
+  if (!fractions) return fractions.error();
+  const double smallest_fraction = *std::min_element(fractions->begin(), fractions->end());
+  // The engine's own shave (1 − 2^-40) is well inside the 2^-30 kept here.
+  const double smallest = privacy::rho_within_charge(cap) * smallest_fraction * (1 - 0x1p-30);
+  if (smallest < privacy::min_rho(rho_capacity))
+    return make_error(ErrorCode::out_of_range, "rho",
+                      "rho " + format_number(cap) + " over " + std::to_string(rounds) +
+                          " rounds asks as little as " + format_number(smallest) +
+                          " in a round, below what devices answer (" +
+                          format_number(privacy::min_rho(rho_capacity)) +
+                          "): raise rho or lower the rounds");
   return {};
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cgp/common/expected.hpp"
+#include "cgp/coordinator/queries.hpp"
 #include "cgp/v1/analyst.pb.h"
 
 namespace cgp::transport::detail {
@@ -17,5 +18,10 @@ Status validate_query_options(const v1::QueryOptions& options, double rho_capaci
 // first in [0, 1], max_rounds ≤ 64. `needs_target`: a range or KDE target (at least one of
 // relative and absolute > 0); a top-regions schedule uses neither.
 Status validate_accuracy(const v1::AccuracyTarget& accuracy, bool needs_target);
+
+// A plain query splits its ρ (`cap`) over its rounds (PM methods): its smallest round must
+// still be a ρ devices of budget `rho_capacity` answer, or the query would travel to every
+// device for nothing but rejections.
+Status rounds_answerable(double cap, const coordinator::QueryOptions& options, double rho_capacity);
 
 }  // namespace cgp::transport::detail

@@ -16,6 +16,7 @@
 #include "cgp/protocol/log_format.hpp"
 #include "connection_admission.hpp"
 
+#include "cgp/protocol/virtual_shard.hpp"
 #include "gateway_impl.hpp"
 #include "reply_causes.hpp"
 #include "server_setup.hpp"
@@ -72,6 +73,18 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello,
                   "protocol-version");
   // Read once, compared outside the registry's lock (a hash per Hello).
   const SessionRegistry::Admission expected = sessions.admission_of(id);
+  if (virtual_shards > 0) {
+    // Public: the shard follows from the id alone.
+    const std::uint32_t shard = protocol::virtual_shard(id, virtual_shards);
+    if (served_shard[shard] == 0) {
+      retry_after_ms = GatewayOptions::kShardRetryAfterMs;
+      return refuse({grpc::StatusCode::UNAVAILABLE,
+                     "shard: shard " + std::to_string(shard) +
+                         " is not served by this gateway (moving or reloading); come back after " +
+                         std::to_string(retry_after_ms) + " ms"},
+                    "shard-not-served");
+    }
+  }
   if (expected.revoked)
     return refuse({grpc::StatusCode::UNAUTHENTICATED, "credential refused"}, "revoked");
   if (previous_stop && previous_stop->window_ms > 0) {
@@ -397,6 +410,21 @@ Expected<std::unique_ptr<DeviceGateway>> DeviceGateway::start(const GatewayOptio
 
   impl->reconnect_rate = options.reconnect_rate;
   impl->previous_stop = options.previous_stop;
+  if (options.virtual_shards > 0) {
+    if (options.virtual_shards > protocol::kMaxVirtualShards)
+      return make_error(
+          ErrorCode::out_of_range, "virtual_shards",
+          "virtual_shards must be at most " + std::to_string(protocol::kMaxVirtualShards));
+    impl->virtual_shards = options.virtual_shards;
+    impl->served_shard.assign(options.virtual_shards, 0);
+    for (const std::uint32_t shard : options.served_shards) {
+      if (shard >= options.virtual_shards)
+        return make_error(ErrorCode::out_of_range, "served_shards",
+                          "served_shards: shard " + std::to_string(shard) + " is not below " +
+                              std::to_string(options.virtual_shards));
+      impl->served_shard[shard] = 1;
+    }
+  }
   if (!options.frames_address.empty()) {
     auto frames = detail::FrameListener::start(
         *impl, options.frames_address, options.frame_loops, options.tls_certificate_chain,

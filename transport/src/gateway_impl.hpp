@@ -121,6 +121,8 @@ class GatewayCore {
   std::unique_ptr<FrameListener> frames;       // the lean device transport, when served
   std::size_t reconnect_rate = 0;              // GatewayOptions::reconnect_rate
   std::optional<ReconnectPlan> previous_stop;  // GatewayOptions::previous_stop
+  std::uint32_t virtual_shards = 0;            // GatewayOptions::virtual_shards
+  std::vector<char> served_shard;              // by shard: GatewayOptions::served_shards
   ReconnectPlan plan;                          // this one's, given at shutdown
   bool stopped = false;
   int port = 0;

@@ -344,7 +344,7 @@ Expected<QueryDesk::Prepared> QueryDesk::prepare(const v1::QueryOptions& in,
                         "every user of this query is revoked");
   }
   if (!in.adaptive()) {
-    if (!scheduled) CGP_RETURN_IF_ERROR(rounds_answerable(in.rho(), o));
+    if (!scheduled) CGP_RETURN_IF_ERROR(detail::rounds_answerable(in.rho(), o, rho_capacity));
     const coordinator::Charge cap{in.rho()};
     out.charges = out.subject.empty() ? coordinator::UserCharges::everyone(cap)
                                       : coordinator::UserCharges::uniform(cap, out.subject);
@@ -355,23 +355,6 @@ Expected<QueryDesk::Prepared> QueryDesk::prepare(const v1::QueryOptions& in,
     out.exhausted = std::move(ask.exhausted);
   }
   return out;
-}
-
-cgp::Status QueryDesk::rounds_answerable(double cap, const coordinator::QueryOptions& o) const {
-  const std::size_t rounds = coordinator::eliminates(o.method) ? o.rounds : 1;
-  auto fractions = privacy::split_budget(1.0, rounds, o.split);
-  if (!fractions) return fractions.error();
-  const double smallest_fraction = *std::min_element(fractions->begin(), fractions->end());
-  // The engine's own shave (1 − 2^-40) is well inside the 2^-30 kept here.
-  const double smallest = privacy::rho_within_charge(cap) * smallest_fraction * (1 - 0x1p-30);
-  if (smallest < privacy::min_rho(rho_capacity))
-    return make_error(ErrorCode::out_of_range, "rho",
-                      "rho " + format_number(cap) + " over " + std::to_string(rounds) +
-                          " rounds asks as little as " + format_number(smallest) +
-                          " in a round, below what devices answer (" +
-                          format_number(privacy::min_rho(rho_capacity)) +
-                          "): raise rho or lower the rounds");
-  return {};
 }
 
 template <class Run>

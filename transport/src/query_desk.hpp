@@ -164,10 +164,6 @@ struct QueryDesk {
     bool scheduled = false;
   };
 
-  // A plain query splits its ρ over c rounds (PM methods): its smallest round must still be a ρ
-  // devices answer, or the query would travel to every device for nothing but rejections.
-  cgp::Status rounds_answerable(double cap, const coordinator::QueryOptions& o) const;
-
   template <class Run>
   cgp::Status run(const v1::QueryOptions& in, const char* kind, v1::QueryResult* out, Run&& body,
                   QueryShape shape = {});

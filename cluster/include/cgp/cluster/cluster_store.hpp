@@ -29,7 +29,7 @@ using Sha256 = std::array<unsigned char, 32>;
 
 // The schema version this build writes and reads (migrations in schema.cpp, applied in order,
 // each once, under a lock: any number of processes may open a store at once).
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 struct FleetSettings {
   std::uint32_t shard_count = 0;  // virtual shards (protocol::virtual_shard)
@@ -68,6 +68,7 @@ struct QueryIntent {
   std::string spec;                         // a serialized request, opaque here
   std::vector<double> round_worst_charges;  // per round sent: the most it can charge any user
   std::string state;                        // "running", "finished" or "aborted"
+  std::string reason;                       // why it was aborted
 };
 
 struct StoredResult {
@@ -105,6 +106,8 @@ class ClusterStore {
   Status revoke(const std::string& device_id);
   // Every device of these shards (revoked ones included: they keep their index), by index.
   Expected<std::vector<EnrolledUser>> enrolled_in(std::span<const std::uint32_t> shards);
+  // The user indices of revoked devices, ascending.
+  Expected<std::vector<std::uint32_t>> revoked_users();
   // One past the largest user index (the engine's fleet size).
   Expected<std::uint64_t> fleet_users();
 
@@ -136,15 +139,29 @@ class ClusterStore {
   Expected<std::optional<std::int64_t>> try_lead();
   bool still_leading();
   Expected<std::int64_t> coordinator_epoch();
+  // The leader says where its control port is (fenced by its epoch); gateways read it to dial
+  // whoever leads now.
+  Status announce_leader(std::int64_t epoch, const std::string& control_address);
+  struct Leader {
+    std::int64_t epoch = 0;
+    std::string control_address;  // "" until a leader announced itself
+  };
+  Expected<Leader> leader();
 
   // Query intents, fenced by the coordinator epoch: `stale_epoch` unless `epoch` is current.
-  Status begin_query(const std::string& query_id, std::int64_t epoch, const std::string& spec);
+  // `adaptive`: one of Alg. 3's queries (adaptive_queries counts them).
+  Status begin_query(const std::string& query_id, std::int64_t epoch, const std::string& spec,
+                     bool adaptive = false);
+  // How many of Alg. 3's queries were ever begun (any state): the next one's l is this + 1.
+  Expected<std::uint64_t> adaptive_queries();
   // Committed before round `round_worst_charges.size()` is broadcast: appends its worst case.
   Status round_sent(const std::string& query_id, std::int64_t epoch, double worst_charge);
   // The result and the intent's end in one transaction.
   Status finish_query(const std::string& query_id, std::int64_t epoch, const StoredResult& result);
   Status abort_query(const std::string& query_id, std::int64_t epoch, const std::string& reason);
   Expected<std::vector<QueryIntent>> running_queries();
+  // One intent, whatever its state; empty for an id never begun.
+  Expected<std::optional<QueryIntent>> intent(const std::string& query_id);
   Expected<std::optional<StoredResult>> result(const std::string& query_id);
 
   // A round's counters from one gateway (idempotent per (query, round, gateway)).
@@ -159,6 +176,11 @@ class ClusterStore {
   Status save_snapshots(const std::string& gateway_id,
                         std::span<const std::pair<ShardSnapshot, std::int64_t>> snapshots);
   Expected<std::vector<ShardSnapshot>> snapshots(std::span<const std::uint32_t> shards);
+  // Per shard (in the order given): the worst case of every round of every query begun after
+  // the shard's snapshot was saved, whatever the query's state — what the snapshot may not
+  // hold. A shard without a snapshot was never served (a gateway saves one as it loads a
+  // shard): nothing. The mirror a new owner may use is its snapshot less this.
+  Expected<std::vector<double>> unsettled_charges(std::span<const std::uint32_t> shards);
 
  private:
   explicit ClusterStore(std::unique_ptr<PgConnection> db);

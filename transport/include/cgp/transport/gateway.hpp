@@ -133,6 +133,14 @@ struct GatewayOptions {
   // with the time it has left as retry_after) and nothing else: it is admitted once it is due.
   std::optional<ReconnectPlan> previous_stop;
   static constexpr std::chrono::milliseconds kEarlySlack{250};
+  // A gateway of the live tier serves some virtual shards of a fleet of `virtual_shards`
+  // (docs/protocol.md §2c): a Hello from a device of any other shard (its shard is public, from
+  // its id) is refused by name before its credential is looked at — UNAVAILABLE, "shard", with
+  // a retry_after: the shard is moving or this gateway is reloading, and the device's backoff
+  // brings it back. 0: every device is this gateway's.
+  std::uint32_t virtual_shards = 0;
+  std::vector<std::uint32_t> served_shards;
+  static constexpr std::uint32_t kShardRetryAfterMs = 1000;
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
   std::size_t completion_queues = 8;

@@ -1,0 +1,398 @@
+// The live tier as an operator runs it (docs/cluster.md): PostgreSQL, HAProxy, a
+// `cgp-coordinator cluster` and its standby, three `cgp-gateway` processes — every one a process
+// of its own, kept running as systemd would — and devices that dial their shard's name through
+// HAProxy. The leader gives the shards out and routes HAProxy; its queries equal the
+// single-process coordinator's bit for bit. Killed in mid-query, its standby takes the lead:
+// the analyst gets a result or a named abort, the gateways follow the new leader, the devices
+// come back through HAProxy, the mirror is never above a device's ledger and the next query
+// runs on every device.
+#include <grpcpp/grpcpp.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cgp/cluster/cluster_store.hpp"
+#include "cgp/cluster/haproxy.hpp"
+#include "cgp/cluster/mirror_blob.hpp"
+#include "cgp/transport/coordinator_service.hpp"
+#include "cgp/transport/credentials.hpp"
+#include "cgp/v1/analyst.grpc.pb.h"
+#include "network_fixtures.hpp"
+#include "simulation/fleet_fixtures.hpp"
+#include "support/scratch_postgres.hpp"
+#include "support/seed.hpp"
+#include "support/supervised_program.hpp"
+
+using namespace cgp;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::uint32_t kShards = 64;
+constexpr std::size_t kDevices = 12, kGateways = 3;
+constexpr double kBudget = 1.0;
+const std::string kTemplate = "s{shard}.devices.test:443";
+const std::string kAnalystSecret = "analyst-secret";
+
+v1::RangeCountQuery range_query(const std::string& id, double rho, const char* method,
+                                std::uint32_t rounds) {
+  v1::RangeCountQuery q;
+  q.mutable_options()->set_query_id(id);
+  q.mutable_options()->set_method(method);
+  q.mutable_options()->set_rho(rho);
+  if (rounds > 0) q.mutable_options()->set_rounds(rounds);
+  auto* box = q.mutable_range()->mutable_box();
+  for (double v : {0.0, 0.0}) box->add_lo(v);
+  for (double v : {600.0, 600.0}) box->add_hi(v);
+  return q;
+}
+
+v1::KnnQuery knn_query(const std::string& id) {
+  v1::KnnQuery q;
+  q.mutable_options()->set_query_id(id);
+  q.mutable_options()->set_rho(0.1);
+  for (double v : {500.0, 500.0}) q.add_point(v);
+  q.set_k(3);
+  return q;
+}
+
+// An analyst's calls to a coordinator's Analyst port.
+struct AnalystClient {
+  std::unique_ptr<v1::Analyst::Stub> stub;
+  explicit AnalystClient(int port)
+      : stub(v1::Analyst::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                      grpc::InsecureChannelCredentials()))) {}
+  template <class Call, class Request>
+  grpc::Status call(Call method, const Request& request, v1::QueryResult& out,
+                    std::chrono::seconds timeout = 60s) {
+    grpc::ClientContext context;
+    context.AddMetadata("cgp-analyst-credential", kAnalystSecret);
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    return ((*stub).*method)(&context, request, &out);
+  }
+  grpc::Status range(const v1::RangeCountQuery& q, v1::QueryResult& out) {
+    return call(&v1::Analyst::Stub::RangeCount, q, out);
+  }
+  grpc::Status result(const std::string& id, v1::QueryResult& out) {
+    v1::ResultRequest request;
+    request.set_query_id(id);
+    return call(&v1::Analyst::Stub::GetResult, request, out, 10s);
+  }
+};
+
+// Device connections HAProxy holds open to the gateways now ("show stat": each backend's scur).
+std::size_t haproxy_sessions(const std::string& admin_socket) {
+  const auto stat = cluster::haproxy_command(admin_socket, "show stat");
+  if (!stat) return 0;
+  std::size_t total = 0;
+  std::istringstream lines(*stat);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> fields;
+    std::istringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) fields.push_back(cell);
+    if (fields.size() > 4 && fields[1] == "BACKEND" && !fields[4].empty())
+      total += std::stoul(fields[4]);
+  }
+  return total;
+}
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// The devices' phones, each serving from its own thread until the set is destroyed.
+struct Phones {
+  std::vector<client::Device> devices;
+  std::vector<std::jthread> threads;
+  Phones(const std::vector<double>& points, std::uint64_t seed) {
+    const auto config = *DeviceConfig::cgp(kBudget);
+    for (std::size_t i = 0; i < kDevices; ++i) {
+      devices.push_back(client::Device::open_for_simulation(config, seed, i));
+      REQUIRE(devices.back().register_component("location", 2).ok());
+      REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
+    }
+  }
+  void serve(std::size_t i, link::DeviceConnection connection) {
+    threads.emplace_back([this, i, connection](std::stop_token stop) mutable {
+      connection.stop = stop;
+      connection.allow_simulation_randomness = true;
+      (void)link::serve_device_reconnecting(connection, devices[i], {50ms, 500ms, 5s});
+    });
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "cluster program: through HAProxy three gateways answer as the single process and a standby "
+    "takes over a killed leader",
+    "[transport][cluster][exec]") {
+  CGP_SEEDED(31);
+  const auto points = test::uniform_square(kDevices, 1000, seed);
+
+  // The single process first: the same devices (same seeds) on one coordinator.
+  const std::vector<v1::RangeCountQuery> ranges{range_query("q-pm1", 0.2, "PM1", 4),
+                                                range_query("q-bm0", 0.1, "BM0", 0)};
+  std::vector<v1::QueryResult> expected;
+  v1::QueryResult expected_knn;
+  {
+    transport::CoordinatorOptions options;
+    options.gateway.address = "127.0.0.1:0";
+    options.device_ids = test::device_ids(kDevices);
+    options.device_budget = kBudget;
+    options.round_deadline = 20s;
+    auto service = *transport::CoordinatorService::start(options);
+    Phones phones(points, seed);
+    for (std::size_t i = 0; i < kDevices; ++i)
+      phones.serve(i, {"127.0.0.1:" + std::to_string(service->port()),
+                       "device-" + std::to_string(i),
+                       "",
+                       "",
+                       0ms,
+                       {}});
+    REQUIRE(service->gateway().wait_for_devices(kDevices, 30s));
+    auto stub = v1::Analyst::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(service->port()), grpc::InsecureChannelCredentials()));
+    for (const auto& q : ranges) {
+      grpc::ClientContext context;
+      v1::QueryResult result;
+      REQUIRE(stub->RangeCount(&context, q, &result).ok());
+      expected.push_back(result);
+    }
+    grpc::ClientContext context;
+    REQUIRE(stub->Knn(&context, knn_query("q-knn"), &expected_knn).ok());
+  }
+
+  // The cluster: its store, three gateways' credentials, the devices enrolled.
+  test::ScratchPostgres postgres;
+  const auto folder = std::filesystem::path(postgres.folder()) / "files";
+  std::filesystem::create_directories(folder);
+  const test::ThrowawayCertificate tls("DNS:*.devices.test");
+  std::ofstream(folder / "cert.pem") << tls.certificate;
+  std::ofstream(folder / "key.pem") << tls.key;
+  std::ofstream(folder / "analyst.key") << kAnalystSecret << "\n";
+  auto store = *cluster::ClusterStore::open(postgres.conninfo());
+  REQUIRE(store->initialize({kShards, kBudget}));
+  std::vector<std::pair<std::string, cluster::Sha256>> enrolment;
+  for (std::size_t i = 0; i < kDevices; ++i)
+    enrolment.push_back(
+        {"device-" + std::to_string(i), transport::sha256_of("key-" + std::to_string(i))});
+  REQUIRE(store->enrol_all(enrolment));
+  std::vector<cluster::HaproxyGateway> backends;
+  std::vector<int> gateway_ports;
+  for (std::size_t g = 0; g < kGateways; ++g) {
+    const std::string id = "gw-" + std::to_string(g);
+    REQUIRE(store->register_gateway(id, transport::sha256_of("secret-" + id)));
+    std::ofstream(folder / (id + ".key")) << "secret-" << id << "\n";
+    gateway_ports.push_back(test::free_port());
+    backends.push_back({id, "127.0.0.1:" + std::to_string(gateway_ports.back()), ""});
+  }
+
+  // HAProxy, with no shard routed yet: the leader routes them as it gives them out.
+  cluster::HaproxySettings haproxy;
+  const int device_port = test::free_port();
+  haproxy.grpc_listen = "127.0.0.1:" + std::to_string(device_port);
+  haproxy.admin_socket = (folder / "admin.sock").string();
+  haproxy.map_path = (folder / "shards.map").string();
+  haproxy.address_template = kTemplate;
+  haproxy.max_connections = 1000;
+  std::ofstream(haproxy.map_path) << "";
+  std::ofstream(folder / "haproxy.cfg") << *cluster::haproxy_config(haproxy, backends);
+  test::SupervisedProgram balancer(
+      {CGP_HAPROXY_PATH, "-f", (folder / "haproxy.cfg").string(), "-db", "-q"});
+
+  // A leader and its standby, then the gateways (which dial whoever leads).
+  const int analyst_ports[2] = {test::free_port(), test::free_port()};
+  const auto coordinator_args = [&](int c) {
+    return std::vector<std::string>{CGP_COORDINATOR_PATH,
+                                    "cluster",
+                                    "--cluster",
+                                    postgres.conninfo(),
+                                    "--analyst-credential",
+                                    (folder / "analyst.key").string(),
+                                    "--control-listen",
+                                    "127.0.0.1:" + std::to_string(test::free_port()),
+                                    "--analyst-listen",
+                                    "127.0.0.1:" + std::to_string(analyst_ports[c]),
+                                    "--min-gateways",
+                                    std::to_string(kGateways),
+                                    "--poll-ms",
+                                    "200",
+                                    "--haproxy-socket",
+                                    haproxy.admin_socket,
+                                    "--haproxy-map",
+                                    haproxy.map_path,
+                                    "--address-template",
+                                    kTemplate};
+  };
+  std::unique_ptr<test::SupervisedProgram> coordinators[2];
+  coordinators[0] = std::make_unique<test::SupervisedProgram>(coordinator_args(0));
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (store->leader()->control_address.empty() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(50ms);
+  REQUIRE_FALSE(store->leader()->control_address.empty());
+  coordinators[1] = std::make_unique<test::SupervisedProgram>(coordinator_args(1));
+  // Which of the two leads: only the leader listens for analysts (the first may have lost a
+  // port race and been started again, behind the other).
+  const auto leading = [&]() {
+    const auto ends = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < ends) {
+      for (int c = 0; c < 2; ++c) {
+        AnalystClient probe(analyst_ports[c]);
+        v1::QueryResult ignored;
+        if (probe.result("no-such-query", ignored).error_code() == grpc::StatusCode::NOT_FOUND)
+          return c;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    return -1;
+  };
+  std::vector<std::unique_ptr<test::SupervisedProgram>> gateways;
+  for (std::size_t g = 0; g < kGateways; ++g) {
+    const std::string id = "gw-" + std::to_string(g);
+    gateways.push_back(std::make_unique<test::SupervisedProgram>(std::vector<std::string>{
+        CGP_GATEWAY_PATH, "--cluster", postgres.conninfo(), "--id", id, "--credential",
+        (folder / (id + ".key")).string(), "--listen",
+        "127.0.0.1:" + std::to_string(gateway_ports[g]), "--tls-cert",
+        (folder / "cert.pem").string(), "--tls-key", (folder / "key.pem").string(),
+        "--lease-ttl-ms", "2000", "--round-deadline-ms", "5000"}));
+  }
+
+  // The devices dial their shard's name through HAProxy.
+  Phones phones(points, seed);
+  for (std::size_t i = 0; i < kDevices; ++i) {
+    link::DeviceConnection c;
+    c.coordinator_address = "s{shard}.devices.test:" + std::to_string(device_port);
+    c.virtual_shards = kShards;
+    c.connect_to = "127.0.0.1:" + std::to_string(device_port);
+    c.device_id = "device-" + std::to_string(i);
+    c.credential = "key-" + std::to_string(i);
+    c.tls_root_certificate = tls.certificate;
+    phones.serve(i, c);
+  }
+
+  // Until every device answers through the whole chain (each try charges a small ρ).
+  const auto everyone_answers = [&](int port, const std::string& prefix) {
+    AnalystClient analyst(port);
+    std::string last;
+    for (int attempt = 0; attempt < 240; ++attempt) {
+      v1::QueryResult result;
+      const auto status =
+          analyst.range(range_query(prefix + std::to_string(attempt), 1e-3, "BM0", 0), result);
+      if (status.ok() && result.coverage().answered() == kDevices) return true;
+      last = status.error_message();
+      std::this_thread::sleep_for(250ms);
+    }
+    FAIL_CHECK("the fleet never answered whole: " << last);
+    return false;
+  };
+  // Every device's noise comes from its own seeded stream, in the order it answers: to compare
+  // with the single process, no query may reach part of the fleet first. So the first query
+  // waits until every shard has its owner and HAProxy has held all the devices' connections
+  // for a second (a device of a shard not yet served is told to come back, and answers nothing).
+  const auto settled_by = std::chrono::steady_clock::now() + 90s;
+  auto steady_since = std::chrono::steady_clock::now();
+  bool settled = false;
+  while (!settled && std::chrono::steady_clock::now() < settled_by) {
+    const auto owners = store->shard_owners();
+    const bool whole =
+        owners && owners->size() == kShards && haproxy_sessions(haproxy.admin_socket) == kDevices;
+    if (!whole) steady_since = std::chrono::steady_clock::now();
+    settled = whole && std::chrono::steady_clock::now() - steady_since > 1s;
+    std::this_thread::sleep_for(50ms);
+  }
+  INFO("HAProxy holds " << haproxy_sessions(haproxy.admin_socket) << " device connections");
+  REQUIRE(settled);
+
+  const int first_leader = leading();
+  REQUIRE(first_leader >= 0);
+  AnalystClient analyst(analyst_ports[first_leader]);
+  for (std::size_t q = 0; q < ranges.size(); ++q) {
+    v1::QueryResult got;
+    // Refused while a gateway is not attached with its shards (nothing sent): asked again.
+    auto status = analyst.range(ranges[q], got);
+    for (int retry = 0; retry < 100 && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                        status.error_message().find("shards") != std::string::npos;
+         ++retry) {
+      std::this_thread::sleep_for(100ms);
+      status = analyst.range(ranges[q], got);
+    }
+    INFO(ranges[q].options().query_id() << ": " << status.error_message());
+    REQUIRE(status.ok());
+    CHECK(same_bits(got.estimate(), expected[q].estimate()));
+    CHECK(got.rounds_used() == expected[q].rounds_used());
+    CHECK(got.coverage().answered() == expected[q].coverage().answered());
+    REQUIRE(got.charges_size() == expected[q].charges_size());
+    for (int c = 0; c < got.charges_size(); ++c) {
+      CHECK(got.charges(c).user() == expected[q].charges(c).user());
+      CHECK(same_bits(got.charges(c).rho(), expected[q].charges(c).rho()));
+    }
+    // The result is in PostgreSQL: GetResult gives it back.
+    v1::QueryResult kept;
+    REQUIRE(analyst.result(ranges[q].options().query_id(), kept).ok());
+    CHECK(same_bits(kept.estimate(), got.estimate()));
+  }
+  {
+    v1::QueryResult got;
+    REQUIRE(analyst.call(&v1::Analyst::Stub::Knn, knn_query("q-knn"), got).ok());
+    CHECK(std::vector<std::string>(got.neighbours().begin(), got.neighbours().end()) ==
+          std::vector<std::string>(expected_knn.neighbours().begin(),
+                                   expected_knn.neighbours().end()));
+  }
+
+  // The leader dies in mid-query: the standby takes the lead.
+  v1::QueryResult cut;
+  grpc::Status cut_status;
+  std::jthread asking([&] {
+    AnalystClient mine(analyst_ports[first_leader]);
+    cut_status = mine.range(range_query("q-cut", 0.05, "PM1", 16), cut);
+  });
+  std::this_thread::sleep_for(100ms);
+  coordinators[first_leader]->signal(SIGKILL);
+  asking.join();
+  // Whoever leads now (the standby, or the killed leader started again) answers.
+  const int now_leading = leading();
+  REQUIRE(now_leading >= 0);
+  // q-cut: its result, or a named abort — never a silent wrong answer.
+  AnalystClient next(analyst_ports[now_leading]);
+  v1::QueryResult after_cut;
+  const auto cut_kept = next.result("q-cut", after_cut);
+  INFO("q-cut on the old leader: " << cut_status.error_message()
+                                   << "; on the new: " << cut_kept.error_message());
+  if (cut_status.ok()) {
+    CHECK(cut_kept.ok());
+  } else if (cut_kept.ok()) {
+    CHECK(after_cut.coverage().answered() > 0);  // it finished before the leader died
+  } else {
+    // Aborted by the new leader, named; or never begun (the leader died before its intent).
+    const auto code = cut_kept.error_code();
+    CHECK((code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::NOT_FOUND));
+    CHECK((cut_kept.error_message().find("coordinator") != std::string::npos ||
+           cut_kept.error_message().find("no query") != std::string::npos));
+  }
+
+  // The gateways follow the new leader, the devices come back: the next query asks everyone.
+  REQUIRE(everyone_answers(analyst_ports[now_leading], "again-"));
+  // No shard's mirror is above what its devices have left.
+  std::vector<std::uint32_t> all(kShards);
+  for (std::uint32_t s = 0; s < kShards; ++s) all[s] = s;
+  const auto snapshots = store->snapshots(all);
+  REQUIRE(snapshots);
+  std::size_t mirrored = 0;
+  for (const auto& snapshot : *snapshots) {
+    const auto entries = cluster::decode_mirror_blob(snapshot.blob);
+    REQUIRE(entries);
+    for (const auto& entry : *entries) {
+      ++mirrored;
+      CHECK(entry.remaining <= phones.devices[entry.user_index].remaining() + 1e-12);
+    }
+  }
+  CHECK(mirrored == kDevices);
+}
