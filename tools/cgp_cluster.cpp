@@ -6,6 +6,9 @@
 //   cgp-cluster revoke --cluster CONNINFO --id ID
 //   cgp-cluster add-gateway --cluster CONNINFO --id ID --credential-out FILE
 //   cgp-cluster status --cluster CONNINFO
+//   cgp-cluster haproxy-config --gateway ID=GRPC_ADDR[,FRAMES_ADDR] ... --address-template T
+//               --admin-socket PATH --map PATH [--grpc-listen ADDR] [--frames-listen ADDR]
+//               --out FILE
 //
 // Credentials are made here (32 random bytes as 64 hex characters) and written to files only
 // their owner reads; the cluster keeps their SHA-256 digests. Files are never overwritten.
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "cgp/cluster/cluster_store.hpp"
+#include "cgp/cluster/haproxy.hpp"
 #include "cgp/common/files.hpp"
 #include "cgp/transport/credentials.hpp"
 #include "cli_support.hpp"
@@ -76,10 +80,49 @@ int run(int argc, char** argv) {
       ->required();
   auto* status = app.add_subcommand("status", "the fleet, its gateways and their shards");
   cluster_flag(status);
+  auto* haproxy = app.add_subcommand(
+      "haproxy-config", "write HAProxy's configuration for these gateways (docs/cluster.md)");
+  std::vector<std::string> gateway_specs;
+  cgp::cluster::HaproxySettings proxy;
+  std::string config_out;
+  haproxy
+      ->add_option("--gateway", gateway_specs,
+                   "ID=GRPC_ADDR[,FRAMES_ADDR] of each gateway's device ports (GRPC_ADDR may be "
+                   "empty)")
+      ->required();
+  haproxy->add_option("--grpc-listen", proxy.grpc_listen, "where devices dial gRPC");
+  haproxy->add_option("--frames-listen", proxy.frames_listen, "where devices dial frames");
+  haproxy->add_option("--admin-socket", proxy.admin_socket, "HAProxy's admin socket")->required();
+  haproxy->add_option("--map", proxy.map_path, "the shard map file")->required();
+  haproxy
+      ->add_option("--address-template", proxy.address_template,
+                   "the devices' address template, e.g. s{shard}.devices.example.org:443")
+      ->required();
+  haproxy->add_option("--max-connections", proxy.max_connections, "HAProxy's maxconn")
+      ->capture_default_str();
+  haproxy->add_option("--out", config_out, "the configuration file to write")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (haproxy->parsed()) {  // no cluster needed
+    std::vector<cgp::cluster::HaproxyGateway> gateways;
+    for (const auto& spec : gateway_specs) {
+      const auto equals = spec.find('=');
+      if (equals == std::string::npos || equals == 0)
+        return fail(2, "--gateway: expected ID=GRPC_ADDR[,FRAMES_ADDR], got '" + spec + "'");
+      const std::string addresses = spec.substr(equals + 1);
+      const auto comma = addresses.find(',');
+      gateways.push_back({spec.substr(0, equals), addresses.substr(0, comma),
+                          comma == std::string::npos ? "" : addresses.substr(comma + 1)});
+    }
+    auto config = cgp::cluster::haproxy_config(proxy, gateways);
+    if (!config) return fail(2, config.error().to_string());
+    if (auto written = cgp::write_private_file(config_out, "--out", *config, /*overwrite=*/true);
+        !written)
+      return fail(3, written.error().to_string());
+    return 0;
   }
   auto store = open(conninfo);
   if (!store) return fail(1, store.error().to_string());
@@ -137,9 +180,11 @@ int run(int argc, char** argv) {
   auto owners = (*store)->shard_owners();
   auto epoch = (*store)->coordinator_epoch();
   if (!users || !gateways || !owners || !epoch) return fail(1, "the cluster could not be read");
-  std::printf("shards %u, budget %g, users %llu, coordinator epoch %lld\n", settings->shard_count,
-              settings->budget, static_cast<unsigned long long>(*users),
-              static_cast<long long>(*epoch));
+  auto leader = (*store)->leader();
+  std::printf("shards %u, budget %g, users %llu, coordinator epoch %lld, leader %s\n",
+              settings->shard_count, settings->budget, static_cast<unsigned long long>(*users),
+              static_cast<long long>(*epoch),
+              leader && !leader->control_address.empty() ? leader->control_address.c_str() : "-");
   for (const auto& g : *gateways) {
     std::size_t held = 0;
     for (const auto& o : *owners) held += o.gateway_id == g.gateway_id ? 1 : 0;

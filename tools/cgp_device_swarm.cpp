@@ -63,6 +63,8 @@ int run(int argc, char** argv) {
   double budget = 1.0, duration = 0;
   std::uint64_t seed = 1;
   bool ignore_retry_after = false;
+  std::string address_template;
+  std::uint32_t virtual_shards = 0;
   app.add_option("--coordinator", coordinator, "HOST:PORT")->required();
   app.add_option("--count", count, "number of devices")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))
@@ -84,6 +86,14 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--ignore-retry-after", ignore_retry_after,
                "frames: redial on the devices' own backoff, not when the coordinator says");
+  app.add_option("--address-template", address_template,
+                 "frames, live tier: each device's TLS name is its shard's host in this template "
+                 "(e.g. s{shard}.devices.example.org:443); every connection goes to --coordinator "
+                 "(HAProxy)");
+  app.add_option("--virtual-shards", virtual_shards,
+                 "the fleet's virtual shards, with "
+                 "--address-template")
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--streams-per-connection", per_connection, "devices per TCP connection")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
@@ -103,6 +113,8 @@ int run(int argc, char** argv) {
   // Frames are TLS only: checked here, before the data is read, like the other flags.
   if (transport == "frames" && tls_root_file.empty())
     return fail(2, "--transport frames needs --tls-root (the frames transport is TLS only)");
+  if (!address_template.empty() && (transport != "frames" || virtual_shards == 0))
+    return fail(2, "--address-template needs --transport frames and --virtual-shards");
 
   cgp::experiments::Dataset data;
   if (data_file.empty()) {
@@ -153,6 +165,8 @@ int run(int argc, char** argv) {
   options.transport =
       transport == "frames" ? cgp::link::DeviceTransport::frames : cgp::link::DeviceTransport::grpc;
   options.obey_retry_after = !ignore_retry_after;
+  options.address_template = address_template;
+  options.virtual_shards = virtual_shards;
   if (!tls_root_file.empty()) {
     auto root = cgp::read_file(tls_root_file, "--tls-root");
     if (!root) return fail(3, root.error().message);

@@ -25,6 +25,7 @@
 #include "cgp/common/wire/limits.hpp"
 #include "cgp/protocol/device_frames.hpp"
 #include "cgp/protocol/frames_tls.hpp"
+#include "cgp/protocol/virtual_shard.hpp"
 #include "cgp/v1/cgp.pb.h"
 #include "cgp/v1/device_frames.pb.h"
 #include "swarm_core.hpp"
@@ -146,6 +147,7 @@ class FrameTransport final : public SwarmTransport {
   Status start();
   void drop(std::size_t i) override;
   bool reconnect(std::size_t i) override;
+  void set_shard_hosts(std::vector<std::string> hosts) { shard_hosts_ = std::move(hosts); }
 
  private:
   Loop& loop_of(std::size_t i) { return *loops_[i % loops_.size()]; }
@@ -172,6 +174,11 @@ class FrameTransport final : public SwarmTransport {
   SwarmCore& swarm_;
   protocol::SslContext context_;
   std::string host_;  // checked against the coordinator's certificate
+  // Device i's TLS name: its shard's host under SwarmOptions::address_template, or host_.
+  std::vector<std::string> shard_hosts_;
+  const std::string& host_of(std::size_t i) const {
+    return shard_hosts_.empty() ? host_ : shard_hosts_[i];
+  }
   sockaddr_storage address_;
   socklen_t address_length_;
   std::vector<std::unique_ptr<Connection>> connections_;  // device i's, on loop i % loops
@@ -364,7 +371,7 @@ void FrameTransport::dial(Loop& loop, std::size_t i, bool due_only) {
   if (c.fd < 0) return end(loop, i, Ending::lost);  // out of descriptors: backs off like a refusal
   c.state = Connection::State::connecting;
   protocol::tune_frames_socket(c.fd);  // as a device dials (frames_tls.hpp)
-  auto session = protocol::frames_client_session(context_.get(), c.fd, host_);
+  auto session = protocol::frames_client_session(context_.get(), c.fd, host_of(i));
   if (!session) return end(loop, i, Ending::lost);
   c.ssl = std::move(*session);
   if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&address_), address_length_) == 0) {
@@ -666,8 +673,26 @@ Expected<std::unique_ptr<SwarmTransport>> start_frame_transport(SwarmCore& swarm
   if (!context) return context.error();
   auto where = resolve(swarm.options.coordinator_address);
   if (!where) return where.error();
+  std::vector<std::string> shard_hosts;
+  if (!swarm.options.address_template.empty()) {
+    CGP_RETURN_IF_ERROR(protocol::validate_address_template(swarm.options.address_template));
+    if (swarm.options.virtual_shards == 0 ||
+        swarm.options.virtual_shards > protocol::kMaxVirtualShards)
+      return make_error(ErrorCode::out_of_range, "virtual_shards",
+                        "virtual_shards must be in 1.." +
+                            std::to_string(protocol::kMaxVirtualShards) +
+                            " with an address template");
+    for (const auto& member : swarm.members) {
+      const std::string address = protocol::shard_address(
+          swarm.options.address_template,
+          protocol::virtual_shard(member->spec.id, swarm.options.virtual_shards));
+      const auto colon = address.rfind(':');
+      shard_hosts.push_back(colon == std::string::npos ? address : address.substr(0, colon));
+    }
+  }
   auto transport = std::make_unique<FrameTransport>(swarm, std::move(*context), where->first,
                                                     where->second.first, where->second.second);
+  transport->set_shard_hosts(std::move(shard_hosts));
   CGP_RETURN_IF_ERROR(transport->start());
   return std::unique_ptr<SwarmTransport>(std::move(transport));
 }

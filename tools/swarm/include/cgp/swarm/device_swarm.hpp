@@ -41,6 +41,12 @@ struct SwarmOptions {
   // sooner than that (times 1 + U[0, 0.1]). False: redial on the device's own backoff only, as
   // a device that ignores the window would (tests of the coordinator's side).
   bool obey_retry_after = true;
+  // The live tier (docs/protocol.md §2c, frames only): each device's TLS name (and SNI) is its
+  // virtual shard's host in this template, e.g. "s{shard}.devices.example.org:443", while every
+  // connection goes to coordinator_address (HAProxy's frames port). Empty: the host of
+  // coordinator_address for every device.
+  std::string address_template;
+  std::uint32_t virtual_shards = 0;  // with address_template: the fleet's shard count
 };
 
 struct SwarmCounters {
