@@ -181,10 +181,13 @@ int run(int argc, char** argv) {
   auto epoch = (*store)->coordinator_epoch();
   if (!users || !gateways || !owners || !epoch) return fail(1, "the cluster could not be read");
   auto leader = (*store)->leader();
-  std::printf("shards %u, budget %g, users %llu, coordinator epoch %lld, leader %s\n",
-              settings->shard_count, settings->budget, static_cast<unsigned long long>(*users),
-              static_cast<long long>(*epoch),
-              leader && !leader->control_address.empty() ? leader->control_address.c_str() : "-");
+  const bool announced = leader && !leader->control_address.empty();
+  std::printf(
+      "shards %u, budget %g, users %llu, coordinator epoch %lld, leader control %s "
+      "analyst %s\n",
+      settings->shard_count, settings->budget, static_cast<unsigned long long>(*users),
+      static_cast<long long>(*epoch), announced ? leader->control_address.c_str() : "-",
+      announced ? leader->analyst_address.c_str() : "-");
   for (const auto& g : *gateways) {
     std::size_t held = 0;
     for (const auto& o : *owners) held += o.gateway_id == g.gateway_id ? 1 : 0;

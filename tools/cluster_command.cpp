@@ -43,6 +43,9 @@ void cluster_command_flags(CLI::App& command, ClusterCommandArguments& a) {
                      "port's own address)");
   command.add_option("--analyst-listen", a.analyst_listen, "HOST:PORT of the Analyst API")
       ->capture_default_str();
+  command.add_option("--analyst-advertise", a.analyst_advertise,
+                     "HOST:PORT analysts dial, announced in the cluster (default: the Analyst "
+                     "port's own address)");
   command.add_option("--tls-cert", a.tls_cert, "PEM certificate chain of both ports");
   command.add_option("--tls-key", a.tls_key, "PEM private key of both ports");
   command.add_option("--horizon", a.horizon, "queries the adaptive allocation plans for")
@@ -72,6 +75,7 @@ int run_cluster_command(const ClusterCommandArguments& a) {
   options.control_listen = a.control_listen;
   options.control_advertise = a.control_advertise;
   options.analyst_listen = a.analyst_listen;
+  options.analyst_advertise = a.analyst_advertise;
   options.horizon = static_cast<std::uint32_t>(a.horizon);
   options.min_gateways = a.min_gateways;
   options.poll = std::chrono::milliseconds(a.poll_ms);

@@ -29,6 +29,13 @@ std::string host_of(const std::string& address) {
   return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
+// What gateways or analysts dial: `advertise` when given, else the listening address's host with
+// the port it got (port 0 picks one).
+std::string advertised_address(const std::string& listen, const std::string& advertise, int port) {
+  if (!advertise.empty()) return advertise;
+  return host_of(listen) + ":" + std::to_string(port);
+}
+
 // `text` in place of `path` at once (a reader sees the old file or the new one, never part).
 Status replace_file(const std::string& path, std::string_view parameter, const std::string& text) {
   const std::string temporary = path + ".new";
@@ -233,6 +240,9 @@ Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::lead(
   if (!options.control_advertise.empty() && !cluster::valid_host_port(options.control_advertise))
     return make_error(ErrorCode::invalid_argument, "control_advertise",
                       "control_advertise must be host:port");
+  if (!options.analyst_advertise.empty() && !cluster::valid_host_port(options.analyst_advertise))
+    return make_error(ErrorCode::invalid_argument, "analyst_advertise",
+                      "analyst_advertise must be host:port");
   CGP_ASSIGN_OR_RETURN(impl->store, cluster::ClusterStore::open(options.cluster));
   CGP_ASSIGN_OR_RETURN(const auto settings, impl->store->settings());
   impl->shard_count = settings.shard_count;
@@ -271,15 +281,6 @@ Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::lead(
     return digest && *digest && transport::credential_matches(credential, **digest);
   };
   CGP_ASSIGN_OR_RETURN(impl->control, transport::ControlServer::start(control));
-  const std::string advertised =
-      (options.control_advertise.empty() ? host_of(options.control_listen)
-                                         : host_of(options.control_advertise)) +
-      ":" +
-      (options.control_advertise.empty()
-           ? std::to_string(impl->control->port())
-           : options.control_advertise.substr(options.control_advertise.rfind(':') + 1));
-  CGP_RETURN_IF_ERROR(impl->store->announce_leader(impl->epoch, advertised));
-
   impl->journal = std::make_unique<StoreJournal>(*impl->store, impl->store_mutex, impl->epoch);
   transport::ClusterAnalystOptions analyst;
   analyst.listen_address = options.analyst_listen;
@@ -290,8 +291,13 @@ Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::lead(
   analyst.log = impl->log;
   CGP_ASSIGN_OR_RETURN(impl->analyst,
                        transport::ClusterAnalyst::start(analyst, *impl->control, *impl->journal));
+  const std::string advertised =
+      advertised_address(options.control_listen, options.control_advertise, impl->control->port());
+  const std::string analyst_advertised =
+      advertised_address(options.analyst_listen, options.analyst_advertise, impl->analyst->port());
+  CGP_RETURN_IF_ERROR(impl->store->announce_leader(impl->epoch, advertised, analyst_advertised));
   impl->log("event=cluster-coordinator-serving epoch=" + std::to_string(impl->epoch) +
-            " control=" + advertised + " analyst_port=" + std::to_string(impl->analyst->port()));
+            " control=" + advertised + " analyst=" + analyst_advertised);
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 

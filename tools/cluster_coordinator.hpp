@@ -1,10 +1,10 @@
 // The live tier's round driver, as `cgp-coordinator cluster` runs it (docs/cluster.md). It
 // waits as a standby until it holds the cluster's leader lock (ClusterStore::try_lead: a new,
 // higher epoch), then aborts the queries an earlier leader left running, listens on its control
-// port for gateways and announces it in the cluster, gives every virtual shard an owner among
-// the live gateways (and routes HAProxy's map to match), and serves the Analyst API over the
-// gateways (ClusterAnalyst), each query's intent committed before it leaves and its result or
-// abort kept in PostgreSQL.
+// port for gateways and on its Analyst API and announces both in the cluster, gives every virtual
+// shard an owner among the live gateways (and routes HAProxy's map to match), and serves the
+// Analyst API over the gateways (ClusterAnalyst), each query's intent committed before it leaves
+// and its result or abort kept in PostgreSQL.
 //
 // Crash-only as the gateways: it ends when it can no longer prove it leads (its session with
 // PostgreSQL ended, so the lock may be another's), for its supervisor to start it again — as a
@@ -28,6 +28,7 @@ struct ClusterCoordinatorOptions {
   std::string control_listen = "127.0.0.1:0";  // where gateways attach
   std::string control_advertise;  // "host:port" gateways dial; "" = control_listen's host
   std::string analyst_listen = "127.0.0.1:0";
+  std::string analyst_advertise;  // "host:port" analysts dial; "" = analyst_listen's host
   std::string tls_certificate_chain, tls_private_key;  // both ports' (PEM); none: plaintext
   std::optional<transport::CredentialSha256> analyst_credential_sha256;
   std::uint32_t horizon = 1;            // Alg. 3's H

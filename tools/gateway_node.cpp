@@ -194,7 +194,15 @@ GatewayNode::GatewayNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GatewayNode::~GatewayNode() {
   impl_->fenced = true;
   impl_->link.reset();  // no query runs past here
-  if (impl_->store) {
+  // A clean stop gives the lease up (its shards can move at once). Ending to be started again
+  // (shards moved, a new leader) keeps it: dropping it would make the leader move this
+  // gateway's shards to the others, which would then reload too, and so on.
+  bool restarting = false;
+  {
+    std::lock_guard lock(impl_->end_mutex);
+    restarting = !impl_->end_reason.empty();
+  }
+  if (impl_->store && !restarting) {
     std::lock_guard lock(impl_->store_mutex);
     (void)impl_->store->drop_lease(impl_->options.gateway_id);
   }

@@ -42,7 +42,7 @@ class GatewayNode {
  public:
   static Expected<std::unique_ptr<GatewayNode>> start(const GatewayNodeOptions& options,
                                                       std::function<void(const std::string&)> log);
-  ~GatewayNode();
+  ~GatewayNode();  // gives the lease up after a stop; keeps it when the node ended to restart
   int device_port() const noexcept;
   int frames_port() const noexcept;
   std::size_t users() const noexcept;

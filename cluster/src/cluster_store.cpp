@@ -453,25 +453,30 @@ Status require_epoch(PgConnection& db, std::int64_t epoch, std::string_view what
 }
 }  // namespace
 
-Status ClusterStore::announce_leader(std::int64_t epoch, const std::string& control_address) {
+Status ClusterStore::announce_leader(std::int64_t epoch, const std::string& control_address,
+                                     const std::string& analyst_address) {
   if (!valid_host_port(control_address))
     return store_error(ErrorCode::invalid_argument, "control_address",
                        "control_address must be host:port");
+  if (!valid_host_port(analyst_address))
+    return store_error(ErrorCode::invalid_argument, "analyst_address",
+                       "analyst_address must be host:port");
   return db_->transaction([&]() -> Status {
     CGP_RETURN_IF_ERROR(require_epoch(*db_, epoch, "announce_leader"));
-    CGP_RETURN_IF_ERROR(
-        db_->run("UPDATE cgp_fleet SET leader_control = $1", {PgParam::text(control_address)}));
+    CGP_RETURN_IF_ERROR(db_->run("UPDATE cgp_fleet SET leader_control = $1, leader_analyst = $2",
+                                 {PgParam::text(control_address), PgParam::text(analyst_address)}));
     return {};
   });
 }
 
 Expected<ClusterStore::Leader> ClusterStore::leader() {
-  CGP_ASSIGN_OR_RETURN(auto rows,
-                       db_->run("SELECT coordinator_epoch, leader_control FROM cgp_fleet"));
+  CGP_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->run("SELECT coordinator_epoch, leader_control, leader_analyst FROM cgp_fleet"));
   if (rows.size() == 0)
     return store_error(ErrorCode::invalid_argument, "cluster", "the cluster is not set up yet");
   CGP_ASSIGN_OR_RETURN(const std::int64_t epoch, rows.integer(0, 0));
-  return Leader{epoch, rows.text(0, 1)};
+  return Leader{epoch, rows.text(0, 1), rows.text(0, 2)};
 }
 
 Status ClusterStore::begin_query(const std::string& query_id, std::int64_t epoch,

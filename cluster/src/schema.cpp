@@ -59,10 +59,12 @@ CREATE TABLE cgp_round_counters (
   PRIMARY KEY (query_id, round, gateway_id));
 )sql";
 
-// Version 2: the round driver. The leader's control address (gateways dial whoever leads), and
+// Version 2: the round driver. The leader's control and analyst addresses (gateways and
+// analysts dial whoever leads), and
 // whether an intent is one of Alg. 3's queries (its number l survives a new leader).
 constexpr std::string_view kVersion2 = R"sql(
 ALTER TABLE cgp_fleet ADD COLUMN leader_control text NOT NULL DEFAULT '';
+ALTER TABLE cgp_fleet ADD COLUMN leader_analyst text NOT NULL DEFAULT '';
 ALTER TABLE cgp_query_intents ADD COLUMN adaptive boolean NOT NULL DEFAULT false;
 CREATE INDEX cgp_query_intents_by_start ON cgp_query_intents (started_at);
 )sql";

@@ -3,6 +3,7 @@
 // which end on purpose (a lost lease, a new leader) and count on being started again.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -21,11 +22,12 @@ namespace cgp::test {
 
 class SupervisedProgram {
  public:
-  // arguments[0] is the program's path; `restart_after` is the pause before each new start.
+  // arguments[0] is the program's path; `log`: a file every start appends its stdout and stderr
+  // to ("": this process's); `restart_after` is the pause before each new start.
   explicit SupervisedProgram(
-      std::vector<std::string> arguments,
+      std::vector<std::string> arguments, std::string log = {},
       std::chrono::milliseconds restart_after = std::chrono::milliseconds(200))
-      : arguments_(std::move(arguments)), restart_after_(restart_after) {
+      : arguments_(std::move(arguments)), log_(std::move(log)), restart_after_(restart_after) {
     keeper_ = std::thread([this] { keep_running(); });
   }
   ~SupervisedProgram() {
@@ -62,7 +64,16 @@ class SupervisedProgram {
       {
         std::lock_guard lock(mutex_);
         if (stopping_) return;
-        if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return;
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        if (!log_.empty()) {
+          posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                           0600);
+          posix_spawn_file_actions_adddup2(&actions, 1, 2);
+        }
+        const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        if (spawned != 0) return;
         pid_ = pid;
         ++starts_;
       }
@@ -80,6 +91,7 @@ class SupervisedProgram {
   }
 
   std::vector<std::string> arguments_;
+  const std::string log_;
   const std::chrono::milliseconds restart_after_;
   mutable std::mutex mutex_;
   pid_t pid_ = 0;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "analyst_listener.hpp"
 #include "analyst_validation.hpp"
@@ -163,9 +164,22 @@ struct ClusterEndpoint final : v1::Analyst::Service {
           " error=" + log_value(merged.error().to_string()));
       return merged.error();
     }
-    if (const cgp::Status kept = journal->finish(id, *merged); !kept)
+    // The analyst gets a result only once it is kept: GetResult must always find what a query
+    // returned. A store that is away (restarting) is waited for a while.
+    cgp::Status kept = journal->finish(id, *merged);
+    for (int attempt = 0; !kept && kept.error().code == ErrorCode::unavailable && attempt < 40;
+         ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      kept = journal->finish(id, *merged);
+    }
+    if (!kept) {
       log("event=query-result-not-kept query=" + log_value(id) +
           " error=" + log_value(kept.error().to_string()));
+      return make_error(ErrorCode::unavailable, "postgres",
+                        "postgres: query " + id +
+                            " ran (its charges stand) but its result could not be kept (" +
+                            kept.error().message + "); ask again under a new id");
+    }
     log("event=query id=" + log_value(id) + " kind=" + kind_of(query) +
         " rounds=" + std::to_string(merged->rounds_used()) +
         " unanswered=" + std::to_string(merged->unanswered_size()) +

@@ -139,12 +139,14 @@ class ClusterStore {
   Expected<std::optional<std::int64_t>> try_lead();
   bool still_leading();
   Expected<std::int64_t> coordinator_epoch();
-  // The leader says where its control port is (fenced by its epoch); gateways read it to dial
-  // whoever leads now.
-  Status announce_leader(std::int64_t epoch, const std::string& control_address);
+  // The leader says where its control port and its Analyst API are (fenced by its epoch);
+  // gateways and analysts read them to dial whoever leads now.
+  Status announce_leader(std::int64_t epoch, const std::string& control_address,
+                         const std::string& analyst_address);
   struct Leader {
     std::int64_t epoch = 0;
     std::string control_address;  // "" until a leader announced itself
+    std::string analyst_address;
   };
   Expected<Leader> leader();
 
