@@ -13,6 +13,10 @@
 #   scripts/bench.sh sim         the simulation suite against a numpy baseline (bench/sim_suite.sh)
 #   scripts/bench.sh scale       cgp-sim on 10^8 users: one process, 1 and 2 MPI ranks
 #                                (bench/scale_out.sh; optional: users reps)
+#   scripts/bench.sh cluster     the live tier (scripts/cluster.sh: PostgreSQL, HAProxy, a
+#                                coordinator and its standby, 4 gateways) with 5,000 then 20,000
+#                                devices, one TLS connection each (bench/cluster_load.sh;
+#                                optional: gateways queries)
 # The coordinator's kNN scenario needs Debian's dataset-fashion-mnist (installed here);
 # locations come from ../shared/data/nyc_collisions when present, else the synthetic city.
 set -euo pipefail
@@ -34,6 +38,14 @@ if [ "${1:-}" = "network-tls" ]; then  # as phones connect: one TLS connection e
   echo "== the floor: TLS 1.3 echo frames on epoll, no protocol, no device work"
   cmake --build "$root/build-release" --target cgp_bench_tls_floor
   exec "$root/bench/tls_floor.sh" "$root/build-release" "${2:-17000}" 20
+fi
+if [ "${1:-}" = "cluster" ]; then
+  cmake --build "$root/build-release" --target cgp-coordinator cgp-gateway cgp-cluster \
+    cgp-device-swarm cgp-analyst
+  for devices in 5000 20000; do
+    "$root/bench/cluster_load.sh" "$root/build-release" "$devices" "${2:-4}" "${3:-3}"
+  done
+  exit 0
 fi
 if [ "${1:-}" = "sim" ]; then
   if ! dpkg-query -W -f='${Status}' python3-numpy 2>/dev/null | grep -q "ok installed"; then

@@ -12,7 +12,8 @@
 #   scripts/cluster.sh demo    up, wait for every device, query, down (the default)
 # Settings (environment): CGP_CLUSTER_DIR (/tmp/cgp-cluster), GATEWAYS (3), DEVICES (1000),
 # SHARDS (4096), DOMAIN (devices.cgp.test), BASE_PORT (27100), BUILD (build: the programs are
-# built there if missing). Logs: $CGP_CLUSTER_DIR/logs/.
+# built there if missing), SWARM (1; 0: devices enrolled, no swarm started: bench/cluster_load.sh
+# starts its own). Logs: $CGP_CLUSTER_DIR/logs/.
 set -euo pipefail
 ulimit -n "$(ulimit -Hn)"  # a descriptor per device connection, twice through HAProxy
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -141,10 +142,12 @@ up() {
       --tls-key "$dir/key.pem" --lease-ttl-ms 4000
   done
 
-  say "$devices devices, dialling s<shard>.$domain through HAProxy"
-  supervise swarm "$bin/cgp-device-swarm" --coordinator "127.0.0.1:$haproxy_frames" \
-    --transport frames --tls-root "$dir/cert.pem" --address-template "$template" \
-    --virtual-shards "$shards" --count "$devices" --secrets "$dir/devices.csv" --budget 1
+  if [ "${SWARM:-1}" = 1 ]; then
+    say "$devices devices, dialling s<shard>.$domain through HAProxy"
+    supervise swarm "$bin/cgp-device-swarm" --coordinator "127.0.0.1:$haproxy_frames" \
+      --transport frames --tls-root "$dir/cert.pem" --address-template "$template" \
+      --virtual-shards "$shards" --count "$devices" --secrets "$dir/devices.csv" --budget 1
+  fi
 
   local tries
   for ((tries = 0; tries < 120; tries++)); do

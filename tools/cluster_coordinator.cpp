@@ -46,6 +46,32 @@ Status replace_file(const std::string& path, std::string_view parameter, const s
   return {};
 }
 
+// An abort's error as an intent keeps it: "<code number> <parameter>\n<message>".
+std::string encode_abort(const Error& error) {
+  return std::to_string(static_cast<int>(error.code)) + " " + error.parameter + "\n" +
+         error.message;
+}
+
+// The error an intent's reason says (a reason of another form: `unavailable`, its text).
+Error decode_abort(const std::string& reason, const std::string& query_id) {
+  Error out{ErrorCode::unavailable, "query_id",
+            "query_id: " + query_id + " was aborted: " + reason};
+  const auto line = reason.find('\n');
+  const auto space = reason.find(' ');
+  if (line == std::string::npos || space == std::string::npos || space > line) return out;
+  int code = 0;
+  try {
+    code = std::stoi(reason.substr(0, space));
+  } catch (...) {
+    return out;
+  }
+  if (code <= 0 || code > static_cast<int>(kLastErrorCode)) return out;
+  out.code = static_cast<ErrorCode>(code);
+  out.parameter = reason.substr(space + 1, line - space - 1);
+  out.message = "query " + query_id + " was aborted: " + reason.substr(line + 1);
+  return out;
+}
+
 // The journal of the round driver: the cluster's PostgreSQL, every write fenced by the epoch
 // this process leads under. The store's connection is shared with the leader's own checks.
 class StoreJournal final : public transport::QueryJournal {
@@ -82,7 +108,7 @@ class StoreJournal final : public transport::QueryJournal {
 
   Status abort(const std::string& query_id, const Error& why) override {
     std::lock_guard lock(mutex_);
-    return store_.abort_query(query_id, epoch_, encode(why));
+    return store_.abort_query(query_id, epoch_, encode_abort(why));
   }
 
   Expected<v1::QueryResult> result(const std::string& query_id) override {
@@ -102,34 +128,10 @@ class StoreJournal final : public transport::QueryJournal {
     if (intent->state == "running")
       return make_error(ErrorCode::unavailable, "query_id",
                         "query_id: " + query_id + " is still running; retry in a moment");
-    return decode(intent->reason, query_id);
+    return decode_abort(intent->reason, query_id);
   }
 
  private:
-  // An abort's error as the intent keeps it: "<code number> <parameter>\n<message>".
-  static std::string encode(const Error& error) {
-    return std::to_string(static_cast<int>(error.code)) + " " + error.parameter + "\n" +
-           error.message;
-  }
-  static Error decode(const std::string& reason, const std::string& query_id) {
-    Error out{ErrorCode::unavailable, "query_id",
-              "query_id: " + query_id + " was aborted: " + reason};
-    const auto line = reason.find('\n');
-    const auto space = reason.find(' ');
-    if (line == std::string::npos || space == std::string::npos || space > line) return out;
-    int code = 0;
-    try {
-      code = std::stoi(reason.substr(0, space));
-    } catch (...) {
-      return out;
-    }
-    if (code <= 0 || code > static_cast<int>(kLastErrorCode)) return out;
-    out.code = static_cast<ErrorCode>(code);
-    out.parameter = reason.substr(space + 1, line - space - 1);
-    out.message = "query " + query_id + " was aborted: " + reason.substr(line + 1);
-    return out;
-  }
-
   cluster::ClusterStore& store_;
   std::mutex& mutex_;
   const std::int64_t epoch_;
@@ -148,6 +150,7 @@ struct ClusterCoordinator::Impl {
   std::unique_ptr<transport::ControlServer> control;
   std::unique_ptr<transport::ClusterAnalyst> analyst;
   bool shards_given = false;  // the first assignment waits for min_gateways
+  std::string live_seen;      // the live gateways (and lease tokens) the owners were read for
 
   // Queries an earlier leader left running: aborted, named. Their intents stay, with every
   // round they sent: a gateway that loads their shards lowers its mirror by them.
@@ -159,9 +162,7 @@ struct ClusterCoordinator::Impl {
       const Error why{ErrorCode::unavailable, "coordinator",
                       "coordinator: the coordinator that ran it (epoch " +
                           std::to_string(intent.coordinator_epoch) + ") was lost mid-query"};
-      CGP_RETURN_IF_ERROR(store->abort_query(
-          intent.query_id, epoch,
-          std::to_string(static_cast<int>(why.code)) + " " + why.parameter + "\n" + why.message));
+      CGP_RETURN_IF_ERROR(store->abort_query(intent.query_id, epoch, encode_abort(why)));
       log("event=query-aborted query=" + log_value(intent.query_id) +
           " reason=orphaned epoch=" + std::to_string(intent.coordinator_epoch));
     }
@@ -177,9 +178,16 @@ struct ClusterCoordinator::Impl {
       std::lock_guard lock(store_mutex);
       CGP_ASSIGN_OR_RETURN(const auto gateways, store->gateways());
       std::map<std::string, std::size_t> live;  // gateway -> shards it holds
+      std::string seen;                         // the live gateways and their lease tokens
       for (const auto& gateway : gateways)
-        if (gateway.alive) live.emplace(gateway.gateway_id, 0);
+        if (gateway.alive) {
+          live.emplace(gateway.gateway_id, 0);
+          seen += gateway.gateway_id + "#" + std::to_string(gateway.lease_token) + "\n";
+        }
       if (live.empty() || (!shards_given && live.size() < options.min_gateways)) return {};
+      // Shards move only when a gateway's lease lapses: while the same leases live, the
+      // owners (thousands of rows) need not be read again.
+      if (shards_given && seen == live_seen) return {};
       CGP_ASSIGN_OR_RETURN(all, store->shard_owners());
       std::vector<char> owned(shard_count, 0);
       for (const auto& owner : all) {
@@ -198,8 +206,12 @@ struct ClusterCoordinator::Impl {
         ++least->second;
       }
       shards_given = true;
-      if (moves.empty()) return {};
+      if (moves.empty()) {
+        live_seen = seen;
+        return {};
+      }
       CGP_ASSIGN_OR_RETURN(const auto moved, store->assign_shards(epoch, moves));
+      live_seen = seen;
       CGP_ASSIGN_OR_RETURN(all, store->shard_owners());
       log("event=shards-given count=" + std::to_string(moved.size()) +
           " gateways=" + std::to_string(live.size()));

@@ -227,6 +227,10 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
   for (const auto& user : impl->users)
     if (user.credential) devices.device_credential_digests[user.device_id] = *user.credential;
   devices.log = impl->log;
+  // Behind HAProxy every device arrives from HAProxy's address: a per-address cap would cap the
+  // whole shard set. The guards per source address are HAProxy's to keep (docs/cluster.md).
+  devices.limits.max_connections_per_address = devices.limits.max_connections;
+  devices.limits.max_pending_streams_per_address = devices.limits.max_pending_streams;
   // Devices of other shards are told to come back (their shard is moving, or this gateway is
   // about to reload with it), rather than refused as strangers.
   devices.virtual_shards = impl->shard_count;

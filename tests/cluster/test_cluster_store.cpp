@@ -294,6 +294,83 @@ TEST_CASE("cluster store: one coordinator leads, and a new leader fences the old
   REQUIRE(standby->record_round("q-2", 0, "gw-1", {10, 8, 1, 1}));  // a retry: no-op
 }
 
+TEST_CASE(
+    "cluster store: a shard's snapshot is lowered by every round begun since, whatever became of "
+    "the query",
+    "[cluster]") {
+  test::ScratchPostgres server;
+  auto store = fleet_store(server);
+  REQUIRE(store->register_gateway("gw-0", digest(1)));
+  const std::int64_t epoch = **store->try_lead();
+  REQUIRE(store->assign_shards(
+      epoch, std::vector<std::pair<std::uint32_t, std::string>>{{0, "gw-0"}, {1, "gw-0"}}));
+  const std::uint32_t shards[] = {0, 1, 2};
+  // Shard 2 has no snapshot: never served, nothing is owed on it.
+  CHECK(*store->unsettled_charges(shards) == std::vector<double>{0, 0, 0});
+  REQUIRE(store->begin_query("q-before", epoch, "spec"));
+  REQUIRE(store->round_sent("q-before", epoch, 0.25));
+  const auto owners = *store->shard_owners();
+  const auto snapshot_of = [&](std::uint32_t shard, const std::string& as_of) {
+    std::int64_t held = 0;
+    for (const auto& o : owners)
+      if (o.shard == shard) held = o.epoch;
+    return std::pair<ShardSnapshot, std::int64_t>{{shard, encode_mirror_blob({}), as_of}, held};
+  };
+  // Shard 0 is saved after q-before (its charges are in the snapshot); shard 1 before it.
+  REQUIRE(store->save_snapshots("gw-0", std::vector{snapshot_of(1, "")}));
+  std::this_thread::sleep_for(5ms);
+  REQUIRE(store->begin_query("q-after-1", epoch, "spec"));
+  REQUIRE(store->round_sent("q-after-1", epoch, 0.5));
+  REQUIRE(store->round_sent("q-after-1", epoch, 0.125));
+  std::this_thread::sleep_for(5ms);
+  REQUIRE(store->save_snapshots("gw-0", std::vector{snapshot_of(0, "q-after-1")}));
+  std::this_thread::sleep_for(5ms);
+  // Begun after both snapshots: a finished query and an aborted one count alike.
+  REQUIRE(store->begin_query("q-finished", epoch, "spec"));
+  REQUIRE(store->round_sent("q-finished", epoch, 1.0));
+  REQUIRE(store->finish_query("q-finished", epoch, {"q-finished", "result", false, {}}));
+  REQUIRE(store->begin_query("q-aborted", epoch, "spec", /*adaptive=*/true));
+  REQUIRE(store->round_sent("q-aborted", epoch, 2.0));
+  REQUIRE(store->abort_query("q-aborted", epoch, "21 gateway\ngateway: lost"));
+  // Shard 0: after its snapshot, q-finished and q-aborted; shard 1: q-after-1 too (q-before
+  // began before it was saved).
+  CHECK(*store->unsettled_charges(shards) == std::vector<double>{3.0, 3.625, 0});
+  // The intents as kept, and Alg. 3's count.
+  const auto aborted = store->intent("q-aborted");
+  REQUIRE(aborted);
+  REQUIRE(aborted->has_value());
+  CHECK((*aborted)->state == "aborted");
+  CHECK((*aborted)->reason == "21 gateway\ngateway: lost");
+  CHECK_FALSE(store->intent("q-never")->has_value());
+  CHECK(*store->adaptive_queries() == 1);
+  CHECK(store->begin_query("q-finished", epoch, "spec").error().code == ErrorCode::already_exists);
+}
+
+TEST_CASE("cluster store: the leader announces where it serves, fenced by its epoch", "[cluster]") {
+  test::ScratchPostgres server;
+  auto store = fleet_store(server);
+  CHECK(store->leader()->control_address.empty());
+  const std::int64_t epoch = **store->try_lead();
+  REQUIRE(store->announce_leader(epoch, "10.0.0.5:7072", "10.0.0.5:7071"));
+  const auto leader = store->leader();
+  REQUIRE(leader);
+  CHECK(leader->epoch == epoch);
+  CHECK(leader->control_address == "10.0.0.5:7072");
+  CHECK(leader->analyst_address == "10.0.0.5:7071");
+  CHECK(store->announce_leader(epoch + 1, "10.0.0.6:7072", "10.0.0.6:7071").error().parameter ==
+        "epoch");
+  CHECK(store->announce_leader(epoch, "not an address", "10.0.0.5:7071").error().parameter ==
+        "control_address");
+  CHECK(store->leader()->control_address == "10.0.0.5:7072");
+  // Revoked users, ascending.
+  REQUIRE(store->enrol("a", digest(1)));
+  REQUIRE(store->enrol("b", digest(2)));
+  REQUIRE(store->enrol("c", digest(3)));
+  REQUIRE(store->revoke("c"));
+  REQUIRE(store->revoke("a"));
+  CHECK(*store->revoked_users() == std::vector<std::uint32_t>{0, 2});
+}
+
 TEST_CASE("cluster store: a restarted server is dialled again and leadership is lost",
           "[cluster]") {
   test::ScratchPostgres server;

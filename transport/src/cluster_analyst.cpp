@@ -189,25 +189,25 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     return detail::judged_status(*merged, id);
   }
 
+  // Range and KDE: an accuracy target, when given, is checked as the single process checks it.
+  template <class Request>
+  grpc::Status measured(grpc::ServerContext* context, const Request& request,
+                        Request* (v1::ClusterQuery::*slot)(), v1::QueryResult* out) {
+    return serve(context, [&]() -> cgp::Status {
+      if (request.has_accuracy())
+        CGP_RETURN_IF_ERROR(detail::validate_accuracy(request.accuracy(), true));
+      v1::ClusterQuery query;
+      *(query.*slot)() = request;
+      return run(request.options(), request.has_accuracy(), std::move(query), out);
+    });
+  }
   grpc::Status RangeCount(grpc::ServerContext* context, const v1::RangeCountQuery* request,
                           v1::QueryResult* out) override {
-    return serve(context, [&]() -> cgp::Status {
-      if (request->has_accuracy())
-        CGP_RETURN_IF_ERROR(detail::validate_accuracy(request->accuracy(), true));
-      v1::ClusterQuery query;
-      *query.mutable_range() = *request;
-      return run(request->options(), request->has_accuracy(), std::move(query), out);
-    });
+    return measured(context, *request, &v1::ClusterQuery::mutable_range, out);
   }
   grpc::Status Kde(grpc::ServerContext* context, const v1::KdeQuery* request,
                    v1::QueryResult* out) override {
-    return serve(context, [&]() -> cgp::Status {
-      if (request->has_accuracy())
-        CGP_RETURN_IF_ERROR(detail::validate_accuracy(request->accuracy(), true));
-      v1::ClusterQuery query;
-      *query.mutable_kde() = *request;
-      return run(request->options(), request->has_accuracy(), std::move(query), out);
-    });
+    return measured(context, *request, &v1::ClusterQuery::mutable_kde, out);
   }
   grpc::Status Knn(grpc::ServerContext* context, const v1::KnnQuery* request,
                    v1::QueryResult* out) override {
