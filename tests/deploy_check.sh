@@ -37,6 +37,12 @@ if [ -n "$gateway" ]; then
   [ -s "$work/verify.txt" ] && { cat "$work/verify.txt" >&2; fail "systemd-analyze verify warned (gateway)"; }
   echo "gateway unit: systemd-analyze verify clean"
 fi
+sed "s|/usr/local/bin/cgp-coordinator|$coordinator|" "$root/deploy/cgp-cluster-coordinator.service" \
+  > "$work/unit/cgp-cluster-coordinator.service"
+systemd-analyze verify --man=no "$work/unit/cgp-cluster-coordinator.service" > "$work/verify.txt" \
+  2>&1 || { cat "$work/verify.txt" >&2; fail "systemd-analyze verify failed (round driver)"; }
+[ -s "$work/verify.txt" ] && { cat "$work/verify.txt" >&2; fail "systemd-analyze verify warned (round driver)"; }
+echo "round driver unit: systemd-analyze verify clean"
 
 # 2. The example configuration, its directories moved under $work, on free loopback ports.
 mkdir -p "$work/etc/tls" "$work/state"
