@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "cgp/cluster/cluster_store.hpp"
 #include "cgp/cluster/haproxy.hpp"
@@ -149,8 +150,9 @@ struct ClusterCoordinator::Impl {
   std::unique_ptr<StoreJournal> journal;
   std::unique_ptr<transport::ControlServer> control;
   std::unique_ptr<transport::ClusterAnalyst> analyst;
-  bool shards_given = false;  // the first assignment waits for min_gateways
-  std::string live_seen;      // the live gateways (and lease tokens) the owners were read for
+  bool shards_given = false;    // the first assignment waits for min_gateways
+  std::string live_seen;        // the live gateways (and lease tokens) the owners were read for
+  bool routes_in_sync = false;  // HAProxy routes every shard to its owner (as far as we know)
 
   // Queries an earlier leader left running: aborted, named. Their intents stay, with every
   // round they sent: a gateway that loads their shards lowers its mirror by them.
@@ -170,10 +172,13 @@ struct ClusterCoordinator::Impl {
   }
 
   // Every shard gets an owner among the live gateways: shards of none, or of a gateway whose
-  // lease expired, go to the live gateways that hold the fewest. HAProxy is routed to match.
+  // lease expired, go to the live gateways that hold the fewest. HAProxy is routed to match:
+  // every shard once after this process takes the lead or a routing failed (an earlier leader
+  // may have died between a move and its route), the moved ones after that.
   Status give_out_shards() {
     std::vector<std::pair<std::uint32_t, std::string>> moves;
     std::vector<cluster::ShardOwner> all;
+    const bool route_all = !options.haproxy_socket.empty() && !routes_in_sync;
     {
       std::lock_guard lock(store_mutex);
       CGP_ASSIGN_OR_RETURN(const auto gateways, store->gateways());
@@ -185,9 +190,9 @@ struct ClusterCoordinator::Impl {
           seen += gateway.gateway_id + "#" + std::to_string(gateway.lease_token) + "\n";
         }
       if (live.empty() || (!shards_given && live.size() < options.min_gateways)) return {};
-      // Shards move only when a gateway's lease lapses: while the same leases live, the
-      // owners (thousands of rows) need not be read again.
-      if (shards_given && seen == live_seen) return {};
+      // Shards move only when a gateway's lease lapses: while the same leases live (and HAProxy
+      // is routed), the owners (thousands of rows) need not be read again.
+      if (shards_given && seen == live_seen && !route_all) return {};
       CGP_ASSIGN_OR_RETURN(all, store->shard_owners());
       std::vector<char> owned(shard_count, 0);
       for (const auto& owner : all) {
@@ -206,24 +211,35 @@ struct ClusterCoordinator::Impl {
         ++least->second;
       }
       shards_given = true;
-      if (moves.empty()) {
-        live_seen = seen;
-        return {};
+      if (!moves.empty()) {
+        CGP_ASSIGN_OR_RETURN(const auto moved, store->assign_shards(epoch, moves));
+        CGP_ASSIGN_OR_RETURN(all, store->shard_owners());
+        log("event=shards-given count=" + std::to_string(moved.size()) +
+            " gateways=" + std::to_string(live.size()));
       }
-      CGP_ASSIGN_OR_RETURN(const auto moved, store->assign_shards(epoch, moves));
       live_seen = seen;
-      CGP_ASSIGN_OR_RETURN(all, store->shard_owners());
-      log("event=shards-given count=" + std::to_string(moved.size()) +
-          " gateways=" + std::to_string(live.size()));
+      if (moves.empty() && !route_all) return {};
     }
     if (options.haproxy_socket.empty()) return {};
+    // Until every route below is in place, the next check routes every shard again.
+    routes_in_sync = false;
     // The map file first (what a restarted HAProxy reads), then the running HAProxy.
     CGP_ASSIGN_OR_RETURN(const std::string map,
                          cluster::haproxy_map(options.address_template, all));
     CGP_RETURN_IF_ERROR(replace_file(options.haproxy_map, "haproxy_map", map));
-    for (const auto& [shard, gateway] : moves)
-      CGP_RETURN_IF_ERROR(cluster::haproxy_route_shard(options.haproxy_socket, options.haproxy_map,
-                                                       options.address_template, shard, gateway));
+    if (!route_all) {
+      for (const auto& [shard, gateway] : moves)
+        CGP_RETURN_IF_ERROR(cluster::haproxy_route_shard(
+            options.haproxy_socket, options.haproxy_map, options.address_template, shard, gateway));
+    } else {
+      for (const auto& owner : all)
+        if (!owner.gateway_id.empty())
+          CGP_RETURN_IF_ERROR(cluster::haproxy_route_shard(
+              options.haproxy_socket, options.haproxy_map, options.address_template, owner.shard,
+              owner.gateway_id));
+      log("event=haproxy-routed shards=" + std::to_string(all.size()));
+    }
+    routes_in_sync = true;
     return {};
   }
 };
@@ -252,6 +268,16 @@ Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::lead(
   if (!options.control_advertise.empty() && !cluster::valid_host_port(options.control_advertise))
     return make_error(ErrorCode::invalid_argument, "control_advertise",
                       "control_advertise must be host:port");
+  // A wildcard address is where this process listens, not where others can dial it.
+  for (const auto& [listen, advertise, flag] :
+       {std::tuple{options.control_listen, options.control_advertise, "control_advertise"},
+        std::tuple{options.analyst_listen, options.analyst_advertise, "analyst_advertise"}}) {
+    const std::string host = host_of(listen);
+    if (advertise.empty() && (host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()))
+      return make_error(ErrorCode::invalid_argument, flag,
+                        std::string(flag) + ": listening on " + listen +
+                            " (every interface), say which address others dial");
+  }
   if (!options.analyst_advertise.empty() && !cluster::valid_host_port(options.analyst_advertise))
     return make_error(ErrorCode::invalid_argument, "analyst_advertise",
                       "analyst_advertise must be host:port");

@@ -92,16 +92,17 @@ struct GatewayNode::Impl {
     // Per shard, every round of every query begun since its snapshot: what it may not hold.
     CGP_ASSIGN_OR_RETURN(const auto unsettled, store->unsettled_charges(mine));
     std::map<std::uint32_t, double> unsettled_of;
-    for (std::size_t i = 0; i < mine.size(); ++i) unsettled_of[mine[i]] = unsettled[i];
+    for (std::size_t i = 0; i < mine.size(); ++i) unsettled_of[mine[i]] = unsettled.charges[i];
     double lowered = 0;
     for (std::size_t u = 0; u < users.size(); ++u)
       if (const double charge = unsettled_of[users[u].shard]; charge > 0) {
         mirror->charge_unsettled(static_cast<UserId>(u), coordinator::Charge{charge});
         lowered = std::max(lowered, charge);
       }
-    // Saved at once: the snapshot now holds what was lowered (so it is never lowered twice) and
-    // dates every shard this gateway serves from before its first query.
-    CGP_RETURN_IF_ERROR(store->save_snapshots(options.gateway_id, shard_snapshots("(loaded)")));
+    // Saved at once, dated by the read above: the snapshot holds what was lowered (so it is never
+    // lowered twice), and every query begun after the read counts against it.
+    CGP_RETURN_IF_ERROR(
+        store->save_snapshots(options.gateway_id, shard_snapshots("(loaded)"), unsettled.as_of));
     log("event=gateway-loaded shards=" + std::to_string(shards.size()) +
         " users=" + std::to_string(users.size()) + " lowered_by=" + std::to_string(lowered));
     return {};
@@ -217,6 +218,14 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
   if (options.lease_ttl < std::chrono::milliseconds(300))
     return make_error(ErrorCode::out_of_range, "lease_ttl", "lease_ttl must be at least 300 ms");
   CGP_ASSIGN_OR_RETURN(impl->store, cluster::ClusterStore::open(options.cluster));
+  // A gateway that took its lease but cannot serve gives it back: restarted again and again
+  // within the lease, it would otherwise hold its shards forever without serving them.
+  struct LeaseGiveBack {
+    Impl* impl = nullptr;
+    ~LeaseGiveBack() {
+      if (impl) (void)impl->store->drop_lease(impl->options.gateway_id);
+    }
+  } give_back{impl.get()};
   CGP_RETURN_IF_ERROR(impl->load());
 
   transport::GatewayOptions devices;
@@ -270,6 +279,7 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
                       }));
   impl->log("event=gateway-attached coordinator=" + link.coordinator_address +
             " epoch=" + std::to_string(impl->link->coordinator_epoch()));
+  give_back.impl = nullptr;  // serving: the lease is the node's now
   return std::unique_ptr<GatewayNode>(new GatewayNode(std::move(impl)));
 }
 

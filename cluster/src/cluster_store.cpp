@@ -610,7 +610,7 @@ Status ClusterStore::record_round(const std::string& query_id, std::uint32_t rou
 
 Status ClusterStore::save_snapshots(
     const std::string& gateway_id,
-    std::span<const std::pair<ShardSnapshot, std::int64_t>> snapshots) {
+    std::span<const std::pair<ShardSnapshot, std::int64_t>> snapshots, const std::string& as_of) {
   std::vector<std::uint32_t> shards;
   for (const auto& [snapshot, epoch] : snapshots) shards.push_back(snapshot.shard);
   return db_->transaction([&]() -> Status {
@@ -630,12 +630,15 @@ Status ClusterStore::save_snapshots(
       if (owner == held.end() || owner->gateway_id != gateway_id || owner->epoch != epoch)
         return stale_epoch("mirror snapshot of shard " + std::to_string(snapshot.shard) + " by " +
                            gateway_id);
+      // Dated by what it holds (see the header): the load's clock, or its query's start.
       CGP_RETURN_IF_ERROR(db_->run(
-          "INSERT INTO cgp_mirror_snapshots (shard, as_of_query, blob) VALUES ($1, $2, $3) ON "
-          "CONFLICT (shard) DO UPDATE SET as_of_query = EXCLUDED.as_of_query, blob = "
-          "EXCLUDED.blob, saved_at = now()",
+          "INSERT INTO cgp_mirror_snapshots (shard, as_of_query, blob, saved_at) VALUES ($1, $2, "
+          "$3, CASE WHEN $4 <> '' THEN $4::timestamptz ELSE coalesce((SELECT started_at FROM "
+          "cgp_query_intents WHERE query_id = $2), '-infinity'::timestamptz) END) ON CONFLICT "
+          "(shard) DO UPDATE SET as_of_query = EXCLUDED.as_of_query, blob = EXCLUDED.blob, "
+          "saved_at = EXCLUDED.saved_at",
           {PgParam::integer(snapshot.shard), PgParam::text(snapshot.as_of_query),
-           PgParam::bytes(snapshot.blob)}));
+           PgParam::bytes(snapshot.blob), PgParam::text(as_of)}));
     }
     return {};
   });
@@ -656,23 +659,30 @@ Expected<std::vector<ShardSnapshot>> ClusterStore::snapshots(
   return out;
 }
 
-Expected<std::vector<double>> ClusterStore::unsettled_charges(
+Expected<ClusterStore::Unsettled> ClusterStore::unsettled_charges(
     std::span<const std::uint32_t> shards) {
-  // Both times are the server's now() at the start of their transactions: a snapshot that holds
-  // a query's charges was saved by a gateway that ran it, after its QueryStart, after the
-  // intent's transaction committed.
-  CGP_ASSIGN_OR_RETURN(
-      auto rows,
-      db_->run("SELECT coalesce((SELECT sum(c) FROM cgp_query_intents i, "
-               "unnest(i.round_worst_charges) AS c WHERE i.started_at >= m.saved_at), 0) FROM "
-               "unnest($1::integer[]) WITH ORDINALITY AS s(shard, place) LEFT JOIN "
-               "cgp_mirror_snapshots m ON m.shard = s.shard ORDER BY s.place",
-               {PgParam::text(int_array(shards))}));
-  std::vector<double> out;
-  for (int r = 0; r < rows.size(); ++r) {
-    CGP_ASSIGN_OR_RETURN(const double charge, rows.real(r, 0));
-    out.push_back(charge);
-  }
+  Unsettled out;
+  const Status read = db_->transaction([&]() -> Status {
+    // No intent is inserted while this reads (an insert waits for the lock, and its start is
+    // the clock after it): every intent begun before `as_of` is seen here.
+    CGP_RETURN_IF_ERROR(db_->run("LOCK TABLE cgp_query_intents IN SHARE MODE"));
+    CGP_ASSIGN_OR_RETURN(auto now, db_->run("SELECT clock_timestamp()::text"));
+    out.as_of = now.text(0, 0);
+    CGP_ASSIGN_OR_RETURN(
+        auto rows,
+        db_->run("SELECT coalesce((SELECT sum(c) FROM cgp_query_intents i, "
+                 "unnest(i.round_worst_charges) AS c WHERE i.started_at > m.saved_at), 0) FROM "
+                 "unnest($1::integer[]) WITH ORDINALITY AS s(shard, place) LEFT JOIN "
+                 "cgp_mirror_snapshots m ON m.shard = s.shard ORDER BY s.place",
+                 {PgParam::text(int_array(shards))}));
+    out.charges.clear();
+    for (int r = 0; r < rows.size(); ++r) {
+      CGP_ASSIGN_OR_RETURN(const double charge, rows.real(r, 0));
+      out.charges.push_back(charge);
+    }
+    return {};
+  });
+  if (!read) return read.error();
   return out;
 }
 

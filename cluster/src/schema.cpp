@@ -60,12 +60,14 @@ CREATE TABLE cgp_round_counters (
 )sql";
 
 // Version 2: the round driver. The leader's control and analyst addresses (gateways and
-// analysts dial whoever leads), and
+// analysts dial whoever leads); an intent's start by the clock at its insert (snapshots are
+// dated against it: ClusterStore::unsettled_charges); and
 // whether an intent is one of Alg. 3's queries (its number l survives a new leader).
 constexpr std::string_view kVersion2 = R"sql(
 ALTER TABLE cgp_fleet ADD COLUMN leader_control text NOT NULL DEFAULT '';
 ALTER TABLE cgp_fleet ADD COLUMN leader_analyst text NOT NULL DEFAULT '';
 ALTER TABLE cgp_query_intents ADD COLUMN adaptive boolean NOT NULL DEFAULT false;
+ALTER TABLE cgp_query_intents ALTER COLUMN started_at SET DEFAULT clock_timestamp();
 CREATE INDEX cgp_query_intents_by_start ON cgp_query_intents (started_at);
 )sql";
 

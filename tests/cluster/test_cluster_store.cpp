@@ -295,46 +295,47 @@ TEST_CASE("cluster store: one coordinator leads, and a new leader fences the old
 }
 
 TEST_CASE(
-    "cluster store: a shard's snapshot is lowered by every round begun since, whatever became of "
-    "the query",
+    "cluster store: a shard's snapshot is lowered by every round begun after what it holds, "
+    "whatever became of the query",
     "[cluster]") {
   test::ScratchPostgres server;
   auto store = fleet_store(server);
   REQUIRE(store->register_gateway("gw-0", digest(1)));
   const std::int64_t epoch = **store->try_lead();
-  REQUIRE(store->assign_shards(
-      epoch, std::vector<std::pair<std::uint32_t, std::string>>{{0, "gw-0"}, {1, "gw-0"}}));
-  const std::uint32_t shards[] = {0, 1, 2};
-  // Shard 2 has no snapshot: never served, nothing is owed on it.
-  CHECK(*store->unsettled_charges(shards) == std::vector<double>{0, 0, 0});
-  REQUIRE(store->begin_query("q-before", epoch, "spec"));
-  REQUIRE(store->round_sent("q-before", epoch, 0.25));
+  REQUIRE(store->assign_shards(epoch, std::vector<std::pair<std::uint32_t, std::string>>{
+                                          {0, "gw-0"}, {1, "gw-0"}, {2, "gw-0"}}));
+  const std::uint32_t shards[] = {0, 1, 2, 3};
+  // No snapshot: never served, nothing is owed on it.
+  CHECK(store->unsettled_charges(shards)->charges == std::vector<double>{0, 0, 0, 0});
   const auto owners = *store->shard_owners();
-  const auto snapshot_of = [&](std::uint32_t shard, const std::string& as_of) {
+  const auto snapshot_of = [&](std::uint32_t shard, const std::string& as_of_query) {
     std::int64_t held = 0;
     for (const auto& o : owners)
       if (o.shard == shard) held = o.epoch;
-    return std::pair<ShardSnapshot, std::int64_t>{{shard, encode_mirror_blob({}), as_of}, held};
+    return std::pair<ShardSnapshot, std::int64_t>{{shard, encode_mirror_blob({}), as_of_query},
+                                                  held};
   };
-  // Shard 0 is saved after q-before (its charges are in the snapshot); shard 1 before it.
-  REQUIRE(store->save_snapshots("gw-0", std::vector{snapshot_of(1, "")}));
-  std::this_thread::sleep_for(5ms);
-  REQUIRE(store->begin_query("q-after-1", epoch, "spec"));
-  REQUIRE(store->round_sent("q-after-1", epoch, 0.5));
-  REQUIRE(store->round_sent("q-after-1", epoch, 0.125));
-  std::this_thread::sleep_for(5ms);
-  REQUIRE(store->save_snapshots("gw-0", std::vector{snapshot_of(0, "q-after-1")}));
-  std::this_thread::sleep_for(5ms);
-  // Begun after both snapshots: a finished query and an aborted one count alike.
-  REQUIRE(store->begin_query("q-finished", epoch, "spec"));
-  REQUIRE(store->round_sent("q-finished", epoch, 1.0));
+  const auto begin = [&](const std::string& id, std::vector<double> rounds, bool adaptive) {
+    REQUIRE(store->begin_query(id, epoch, "spec", adaptive));
+    for (double charge : rounds) REQUIRE(store->round_sent(id, epoch, charge));
+  };
+  begin("q-before", {0.25}, false);
+  // Shard 1 as a gateway loads it: dated by the load's read, after q-before.
+  const std::uint32_t one[] = {1};
+  const auto read = store->unsettled_charges(one);
+  REQUIRE(read);
+  REQUIRE(store->save_snapshots("gw-0", std::vector{snapshot_of(1, "(loaded)")}, read->as_of));
+  begin("q-after-1", {0.5, 0.125}, false);
+  begin("q-finished", {1.0}, false);
   REQUIRE(store->finish_query("q-finished", epoch, {"q-finished", "result", false, {}}));
-  REQUIRE(store->begin_query("q-aborted", epoch, "spec", /*adaptive=*/true));
-  REQUIRE(store->round_sent("q-aborted", epoch, 2.0));
+  // Shard 0's snapshot as of q-after-1, written only now (after q-finished began, as a gateway
+  // that was still finishing an aborted query would): q-finished is not in it, and counts.
+  REQUIRE(store->save_snapshots("gw-0", std::vector{snapshot_of(0, "q-after-1")}));
+  // A query id without an intent: the snapshot holds nothing certain, every query counts.
+  REQUIRE(store->save_snapshots("gw-0", std::vector{snapshot_of(2, "not-an-intent")}));
+  begin("q-aborted", {2.0}, true);
   REQUIRE(store->abort_query("q-aborted", epoch, "21 gateway\ngateway: lost"));
-  // Shard 0: after its snapshot, q-finished and q-aborted; shard 1: q-after-1 too (q-before
-  // began before it was saved).
-  CHECK(*store->unsettled_charges(shards) == std::vector<double>{3.0, 3.625, 0});
+  CHECK(store->unsettled_charges(shards)->charges == std::vector<double>{3.0, 3.625, 3.875, 0});
   // The intents as kept, and Alg. 3's count.
   const auto aborted = store->intent("q-aborted");
   REQUIRE(aborted);

@@ -174,15 +174,28 @@ class ClusterStore {
                       const std::string& gateway_id, const RoundCounters& counters);
 
   // Mirror snapshots, written by the shard's owner under its epoch (one transaction for all:
-  // `stale_epoch` if any shard moved), read by whoever takes a shard over.
+  // `stale_epoch` if any shard moved), read by whoever takes a shard over. A snapshot is dated
+  // by what it holds, not by when it was written: `as_of` when given (an Unsettled::as_of, for a
+  // mirror made at load), else the start of its as_of_query's intent — every query the gateway
+  // ran up to that one is in it, and none begun later (a gateway runs queries one at a time and
+  // saves after each). A query id without an intent dates it at the beginning of time: every
+  // query counts as unsettled (never optimistic).
   Status save_snapshots(const std::string& gateway_id,
-                        std::span<const std::pair<ShardSnapshot, std::int64_t>> snapshots);
+                        std::span<const std::pair<ShardSnapshot, std::int64_t>> snapshots,
+                        const std::string& as_of = {});
   Expected<std::vector<ShardSnapshot>> snapshots(std::span<const std::uint32_t> shards);
   // Per shard (in the order given): the worst case of every round of every query begun after
-  // the shard's snapshot was saved, whatever the query's state — what the snapshot may not
-  // hold. A shard without a snapshot was never served (a gateway saves one as it loads a
-  // shard): nothing. The mirror a new owner may use is its snapshot less this.
-  Expected<std::vector<double>> unsettled_charges(std::span<const std::uint32_t> shards);
+  // the shard's snapshot is dated, whatever the query's state — what the snapshot may not hold.
+  // A shard without a snapshot was never served (a gateway saves one as it loads a shard):
+  // nothing. The mirror a new owner may use is its snapshot less this; `as_of` dates that
+  // mirror (save it with it). Read under a lock that holds new intents back, and dated by the
+  // clock inside it: an intent begun (by the clock, at its insert) after `as_of` is one this
+  // read did not see, and every one it saw began before.
+  struct Unsettled {
+    std::vector<double> charges;
+    std::string as_of;  // a PostgreSQL timestamp
+  };
+  Expected<Unsettled> unsettled_charges(std::span<const std::uint32_t> shards);
 
  private:
   explicit ClusterStore(std::unique_ptr<PgConnection> db);
