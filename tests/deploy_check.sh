@@ -118,7 +118,9 @@ if apt-cache show libc6 >/dev/null 2>&1; then
     case "$owner" in
       ""|libc6|libgcc-s1|libstdc++6|zlib1g|libabsl*|libc-ares2|libre2-9|libupb*) ;;  # base or pulled in
       libasan*|libubsan*|liblsan*|libtsan*) ;;  # a sanitizer build's runtime, not the product's
-      *) echo "$packages" | grep -qx "$owner" || fail "Containerfile: $library ($owner) not installed" ;;
+      # A here-string, not a pipe: grep -q leaves at its first match, and under pipefail the
+      # echo it cut short (SIGPIPE) would fail the check now and then.
+      *) grep -qx "$owner" <<<"$packages" || fail "Containerfile: $library ($owner) not installed" ;;
     esac
   done
   echo "container: instructions, paths and $(echo "$packages" | wc -l) runtime packages check out"
