@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "analyst_call_guard.hpp"
 #include "analyst_listener.hpp"
 #include "analyst_validation.hpp"
 #include "cgp/common/validate.hpp"
@@ -57,8 +58,6 @@ Status gateways_cover_fleet(const std::vector<AttachedGateway>& attached,
 
 namespace {
 
-constexpr const char* kCredentialHeader = "cgp-analyst-credential";
-
 const char* kind_of(const v1::ClusterQuery& query) {
   return query.has_range() ? "range" : query.has_kde() ? "kde" : "knn";
 }
@@ -77,38 +76,19 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     if (options.log) options.log(line);
   }
 
-  bool authorised(const grpc::ServerContext& context) const {
-    if (!options.analyst_credential_sha256) return true;
-    const auto& metadata = context.client_metadata();
-    const auto it = metadata.find(kCredentialHeader);
-    return it != metadata.end() && credential_matches({it->second.data(), it->second.size()},
-                                                      *options.analyst_credential_sha256);
-  }
-
   // Every handler's frame: the credential at the door, no exception out, errors named.
   template <class Body>
   grpc::Status serve(grpc::ServerContext* context, Body&& body,
                      grpc::StatusCode not_found_as = grpc::StatusCode::OK) noexcept {
-    try {
-      if (!authorised(*context))
-        return protocol::to_grpc_status(
-            context, Error{ErrorCode::unauthenticated, "credential",
-                           "credential: the analyst credential is missing or refused"});
+    return detail::guarded(context, [&]() -> grpc::Status {
+      if (!detail::analyst_authorised(*context, options.analyst_credential_sha256))
+        return detail::analyst_unauthenticated(context);
       const cgp::Status done = body();
       if (done) return grpc::Status::OK;
       if (not_found_as != grpc::StatusCode::OK && done.error().code == ErrorCode::invalid_argument)
         return protocol::to_grpc_status(context, done.error(), not_found_as);
       return protocol::to_grpc_status(context, done.error());
-    } catch (const std::exception& e) {
-      try {
-        return protocol::to_grpc_status(
-            context, make_error(ErrorCode::internal_error, "query",
-                                std::string("the coordinator failed: ") + e.what()));
-      } catch (...) {
-      }
-    } catch (...) {
-    }
-    return {grpc::StatusCode::INTERNAL, "query: the coordinator failed"};
+    });
   }
 
   // The analyst's checks (as the single process makes them), the intent, the query over every

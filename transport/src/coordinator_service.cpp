@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "analyst_call_guard.hpp"
 #include "analyst_listener.hpp"
 #include "cgp/common/validate.hpp"
 #include "cgp/common/wire/limits.hpp"
@@ -27,18 +28,10 @@ using protocol::require_id;
 
 namespace {
 
-constexpr const char* kCredentialHeader = "cgp-analyst-credential";
-
 // Every error crosses the wire through status_codec.hpp: a kind (gRPC code), the cgp code in
 // trailing metadata, "parameter: message".
 grpc::Status to_status(grpc::ServerContextBase* context, const Error& error) {
   return protocol::to_grpc_status(context, error);
-}
-
-grpc::Status unauthenticated(grpc::ServerContextBase* context) {
-  return protocol::to_grpc_status(
-      context, Error{ErrorCode::unauthenticated, "credential",
-                     "credential: the analyst credential is missing or refused"});
 }
 
 }  // namespace
@@ -52,34 +45,6 @@ struct CoordinatorService::Impl : QueryDesk {
 };
 
 namespace {
-
-// No exception leaves a handler: gRPC would answer UNKNOWN with no name. An unexpected
-// failure is INTERNAL with the internal_error code, like every other named error.
-template <class Body>
-grpc::Status guarded(grpc::ServerContextBase* context, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    try {
-      return to_status(context, make_error(ErrorCode::internal_error, "query",
-                                           std::string("the coordinator failed: ") + e.what()));
-    } catch (...) {
-    }
-  } catch (...) {
-  }
-  return {grpc::StatusCode::INTERNAL, "query: the coordinator failed"};
-}
-
-// Whether a call carries the analyst credential (always, when none is configured): checked at
-// the call's headers, before anything of it is read or held.
-bool analyst_authorised(const grpc::ServerContextBase& context,
-                        const std::optional<CredentialSha256>& credential_sha256) {
-  if (!credential_sha256) return true;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kCredentialHeader);
-  return it != metadata.end() &&
-         credential_matches({it->second.data(), it->second.size()}, *credential_sha256);
-}
 
 grpc::Status starting(grpc::ServerContextBase* context) {
   return to_status(context, Error{ErrorCode::unavailable, "coordinator",
@@ -128,7 +93,7 @@ class AnalystEndpoint final : public detail::HeaderTimeService {
                                                       const Request& q, Response& r) {
           // No implicit `this` in the inner lambda: GCC 12's -fsanitize=vptr checks the inner
           // closure's own address as the endpoint there (a false "invalid vptr").
-          return guarded(&c, [&core, method, errors_are_not_found, &c, &q, &r] {
+          return detail::guarded(&c, [&core, method, errors_are_not_found, &c, &q, &r] {
             if (!core.ready) return starting(&c);
             const cgp::Status done = (core.*method)(&q, &r);
             if (done) return grpc::Status::OK;
@@ -142,8 +107,9 @@ class AnalystEndpoint final : public detail::HeaderTimeService {
         path,
         [this, &lane, h = handler.get()](
             grpc::CallbackServerContext* context) -> grpc::ServerBidiReactor<Request, Response>* {
-          if (!analyst_authorised(*context, impl_.options.analyst_credential_sha256))
-            return new detail::RefusedCall<Request, Response>(unauthenticated(context));
+          if (!detail::analyst_authorised(*context, impl_.options.analyst_credential_sha256))
+            return new detail::RefusedCall<Request, Response>(
+                detail::analyst_unauthenticated(context));
           return Call::start(context, calls_, *h, &lane, "analyst calls",
                              [this](const std::string& reason) {
                                refusals_.refused(reason, refusal_line_ + reason);
