@@ -104,7 +104,21 @@ class StoreJournal final : public transport::QueryJournal {
 
   Status finish(const std::string& query_id, const v1::QueryResult& result) override {
     std::lock_guard lock(mutex_);
-    return store_.finish_query(query_id, epoch_, {query_id, result.SerializeAsString(), false, {}});
+    return store_.finish_query(
+        query_id, epoch_,
+        {query_id, result.SerializeAsString(), result.degraded(),
+         std::vector<std::uint32_t>(result.lost_shards().begin(), result.lost_shards().end())});
+  }
+
+  Expected<std::vector<coordinator::UserId>> users_of(
+      std::span<const std::uint32_t> shards) override {
+    std::lock_guard lock(mutex_);
+    CGP_ASSIGN_OR_RETURN(const auto enrolled, store_.enrolled_in(shards));
+    std::vector<coordinator::UserId> out;
+    out.reserve(enrolled.size());
+    for (const auto& user : enrolled)
+      out.push_back(static_cast<coordinator::UserId>(user.user_index));
+    return out;
   }
 
   Status abort(const std::string& query_id, const Error& why) override {

@@ -126,9 +126,9 @@ Expected<CertifiedEstimate> range_count_to_accuracy(Fleet& fleet, BudgetMirror& 
   // Lemma 5.2: S₁ users are inside, S₀ users outside; the undecided and the users that left the
   // query (refused, rejected, unanswered) may be either.
   auto interval = [&](const EliminationResult& r) {
-    std::uint64_t counts[2] = {r.s1.size(), r.s0.size()};
-    sum_over_shards(shard, counts);
-    return std::pair{static_cast<double>(counts[0]), n0 - static_cast<double>(counts[1])};
+    const Tally decided = tally_over_shards(shard, {r.s1.size(), r.s0.size()});
+    return std::pair{static_cast<double>(decided.counted),
+                     n0 - static_cast<double>(decided.eliminated)};
   };
   const StopRule stop = [&](const EliminationResult& r, std::span<const UserId>) {
     const auto [lower, upper] = interval(r);
@@ -150,7 +150,8 @@ Expected<CertifiedEstimate> range_count_to_accuracy(Fleet& fleet, BudgetMirror& 
     }
     count += estimate < eta ? 1 : 0;
   }
-  const double pm = static_cast<double>(sum_over_shards(shard, count));
+  const double pm =
+      static_cast<double>(tally_over_shards(shard, {count, result.s0.size()}).counted);
   const auto bounds = interval(result);
   return finish(result, pm, bounds, target);
 }
@@ -178,9 +179,11 @@ Expected<CertifiedEstimate> kde_to_accuracy(Fleet& fleet, BudgetMirror& mirror,
   // just run (λ from the group before it), so each kernel lies between its ends' values.
   auto interval = [&](const EliminationResult& r,
                       std::span<const UserId> group) -> Expected<std::pair<double, double>> {
-    std::uint64_t counts[2] = {r.s0.size(), group.size()};
-    sum_over_shards(shard, counts);
-    const double before = static_cast<double>(counts[1] + r.report.eliminated_per_round.back());
+    // A lost shard's undecided users (the live tier) are neither counted nor eliminated: they
+    // left the query, and widen the upper end.
+    const Tally counts = tally_over_shards(shard, {group.size(), r.s0.size()});
+    const double before =
+        static_cast<double>(counts.counted + r.report.eliminated_per_round.back());
     CGP_ASSIGN_OR_RETURN(
         const double lambda,
         privacy::gaussian_norm_bound(release_dimension, setup.beta0 / (rounds * before)));
@@ -191,8 +194,8 @@ Expected<CertifiedEstimate> kde_to_accuracy(Fleet& fleet, BudgetMirror& mirror,
       low.add(kernel(phi + h));
       high.add(kernel(std::max(0.0, phi - h)));
     }
-    const double eliminated = static_cast<double>(counts[0]);
-    const double out = n - eliminated - static_cast<double>(counts[1]);  // left the query
+    const double eliminated = static_cast<double>(counts.eliminated);
+    const double out = n - eliminated - static_cast<double>(counts.counted);  // left the query
     const double lower = low.total() / n;
     const double upper = (high.total() + eliminated * std::exp(-18.0) + out) / n;
     return std::pair{lower, upper};
@@ -215,7 +218,8 @@ Expected<CertifiedEstimate> kde_to_accuracy(Fleet& fleet, BudgetMirror& mirror,
   ShardSum kernels(shard);
   for (UserId u : result.remaining) kernels.add(kernel(estimate_of(result, setup, u, buffer)));
   const double kernel_total = kernels.total();
-  const std::uint64_t eliminated = sum_over_shards(shard, result.s0.size());
+  const std::uint64_t eliminated =
+      tally_over_shards(shard, {result.remaining.size(), result.s0.size()}).eliminated;
   double pm = kernel_total / n;
   const double bias = static_cast<double>(eliminated) * std::exp(-18.0) / n;
   if (bias <= pm) pm += bias;

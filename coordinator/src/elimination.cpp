@@ -91,6 +91,8 @@ class Engine {
   // Ends round j with `after` users of this shard in G_j: the round's counts over every shard go
   // to the report, and group_users() becomes |G_j|.
   void end_round(std::size_t after) {
+    // What a lost shard's users decided so far count for (the live tier): sent with this sum.
+    note_decided(setup_.shard, {result_.s1.size(), result_.s0.size()});
     std::uint64_t counts[2] = {asked_, after};
     sum_over_shards(setup_.shard, counts);
     result_.report.asked_per_round.push_back(counts[0]);

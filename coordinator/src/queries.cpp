@@ -142,7 +142,8 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
     }
     count += estimate < eta ? 1 : 0;
   }
-  out.estimate = static_cast<double>(sum_over_shards(options.shard, count));
+  out.estimate =
+      static_cast<double>(tally_over_shards(options.shard, {count, result.s0.size()}).counted);
   out.report = std::move(result.report);
   return out;
 }
@@ -167,15 +168,15 @@ Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
     kernel_sum.add(std::exp(-distance * distance / (2 * bandwidth * bandwidth)));
   }
   const double kernel_total = kernel_sum.total();
-  std::uint64_t counts[2] = {result.remaining.size(), result.s0.size()};
-  sum_over_shards(options.shard, counts);
+  const Tally counts =
+      tally_over_shards(options.shard, {result.remaining.size(), result.s0.size()});
   KdeResult out;
-  if (eliminates(options.method) && counts[0] == 0) {
+  if (eliminates(options.method) && counts.counted == 0) {
     out.estimate = 0;  // every user is beyond 6b: the density is at most e^-18 (Cor. 6.4)
   } else {
     out.estimate = kernel_total / n;
     // The eliminated users' bound e^-18 each; omitted when larger than the rest (§6.3.2).
-    const double bias = static_cast<double>(counts[1]) * std::exp(-18.0) / n;
+    const double bias = static_cast<double>(counts.eliminated) * std::exp(-18.0) / n;
     if (bias <= out.estimate) out.estimate += bias;
   }
   out.report = std::move(result.report);

@@ -48,6 +48,19 @@ void sum_over_shards(const Shard& shard, std::span<std::uint64_t> values) {
   if (shard.reducer) shard.reducer->sum(values);
 }
 
+Tally tally_over_shards(const Shard& shard, Tally local) {
+  if (!shard.reducer) return local;
+  std::uint64_t values[2] = {local.counted, local.eliminated};
+  shard.reducer->tally(values);
+  return {values[0], values[1]};
+}
+
+void note_decided(const Shard& shard, Tally decided) {
+  if (!shard.reducer) return;
+  const std::uint64_t values[2] = {decided.counted, decided.eliminated};
+  shard.reducer->note_decided(values);
+}
+
 Status agree_over_shards(const Shard& shard, Status local) {
   if (!shard.reducer) return local;
   const std::uint64_t failed = sum_over_shards(shard, local ? 0 : 1);

@@ -2,10 +2,13 @@
 // gateways, each with its shard of a simulated fleet, attached to a coordinator's ControlServer
 // over gRPC, run range, KDE and kNN queries whose collectives the coordinator merges: the
 // answers, per-round counts and charges are bit-identical to the whole fleet in one process.
-// Then the failures: a gateway lost mid-query, a forged collective, a refused credential.
+// Then the failures: a gateway lost mid-query (the others finish, counting what it had decided),
+// every gateway lost, a forged collective, a refused credential.
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -177,69 +180,161 @@ TEST_CASE("gateway control: three gateways answer as the whole fleet does, bit f
   }
 }
 
-TEST_CASE("gateway control: a gateway lost mid-query aborts it on the others, named",
-          "[transport][cluster]") {
+namespace {
+
+// Passes every collective on to the gateway's reducer and remembers the decided counts it noted
+// and its last tally (its own part and the merge); `after_first_note` runs once, right after
+// the sum that carried the first note went up and came back.
+class RecordingReducer final : public ShardReducer {
+ public:
+  RecordingReducer(ShardReducer& inner, std::function<void()> after_first_note = {})
+      : inner_(inner), after_first_note_(std::move(after_first_note)) {}
+  void sum(std::span<std::uint64_t> values) override {
+    inner_.sum(values);
+    if (notes == 1 && after_first_note_) std::exchange(after_first_note_, {})();
+  }
+  std::vector<double> gather(std::span<const double> local) override {
+    return inner_.gather(local);
+  }
+  void tally(std::span<std::uint64_t, 2> values) override {
+    local_tally = {values[0], values[1]};
+    inner_.tally(values);
+    merged_tally = {values[0], values[1]};
+  }
+  void note_decided(std::span<const std::uint64_t, 2> decided) override {
+    inner_.note_decided(decided);
+    noted = {decided[0], decided[1]};
+    ++notes;
+  }
+  std::array<std::uint64_t, 2> noted{}, local_tally{}, merged_tally{};
+  int notes = 0;
+
+ private:
+  ShardReducer& inner_;
+  std::function<void()> after_first_note_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "gateway control: a gateway lost mid-query: the others finish it, counting what it had "
+    "decided",
+    "[transport][cluster]") {
   CGP_SEEDED(31);
   const auto points = test::uniform_square(kUsers, 10000, seed);
   auto server = *transport::ControlServer::start(server_options());
-  ShardFleet first(points, 0, 1500, seed), second(points, 1500, 1500, seed);
+  ShardFleet first(points, 0, 1000, seed), second(points, 1000, 1000, seed),
+      third(points, 2000, 1000, seed);
   std::mutex seen_mutex;
-  std::map<std::string, bool> saw_abort;  // query id -> the survivor's engine was told
-  auto survivor = *transport::ControlLink::connect(
-      link_options(server->port(), "gw-a"),
+  std::map<std::string, bool> saw_abort;  // query id -> a survivor's engine was told to stop
+  std::map<std::string, std::vector<std::array<std::uint64_t, 2>>> local_tallies;
+  std::map<std::string, std::array<std::uint64_t, 2>> merged_tally;
+  auto survivor_handler = [&](ShardFleet& shard) -> transport::QueryHandler {
+    return [&](const v1::QueryStart& start, ShardReducer& reducer,
+               const std::atomic<bool>& aborted) -> Expected<std::string> {
+      RecordingReducer recording(reducer);
+      auto answer = shard.run(start.kind(), start.query_id(), &recording);
+      std::lock_guard lock(seen_mutex);
+      saw_abort[start.query_id()] = saw_abort[start.query_id()] || aborted.load();
+      local_tallies[start.query_id()].push_back(recording.local_tally);
+      merged_tally[start.query_id()] = recording.merged_tally;
+      if (!answer) return answer.error();
+      return encode(*answer);
+    };
+  };
+  auto a = *transport::ControlLink::connect(link_options(server->port(), "gw-a"),
+                                            survivor_handler(first));
+  auto b = *transport::ControlLink::connect(link_options(server->port(), "gw-b"),
+                                            survivor_handler(second));
+  // The third gateway dies right after its first round: its decided counts went up with that
+  // round's sum, then its link goes away mid-query.
+  std::unique_ptr<transport::ControlLink> doomed;
+  std::atomic<bool> drop{false};
+  std::array<std::uint64_t, 2> doomed_noted{};
+  auto doomed_options = link_options(server->port(), "gw-c");
+  doomed_options.shards = {{7, 3}, {9, 3}};
+  doomed = *transport::ControlLink::connect(
+      doomed_options,
       [&](const v1::QueryStart& start, ShardReducer& reducer,
           const std::atomic<bool>& aborted) -> Expected<std::string> {
-        auto answer = first.run(start.kind(), start.query_id(), &reducer);
-        std::lock_guard lock(seen_mutex);
-        saw_abort[start.query_id()] = aborted.load();
-        if (!answer) return answer.error();
-        return encode(*answer);
+        RecordingReducer* self = nullptr;
+        RecordingReducer recording(reducer, [&] {
+          doomed_noted = self->noted;
+          drop = true;
+          while (!aborted) std::this_thread::sleep_for(5ms);
+        });
+        self = &recording;
+        (void)third.run(start.kind(), start.query_id(), &recording);
+        return std::string("never reported");
       });
-  // The second gateway dies after its first collective: its link goes away mid-query.
+  REQUIRE(server->wait_for_gateways(3, 10s));
+  std::jthread killer([&] {
+    while (!drop) std::this_thread::sleep_for(5ms);
+    doomed.reset();  // as a gateway process that died: its stream ends
+  });
+  auto outcomes = server->run_query("q-lost", "range", "", kUsers);
+  killer.join();
+  REQUIRE(outcomes);
+  REQUIRE(outcomes->size() == 3);
+  // In gateway-id order: the survivors' results agree; the lost one is named with its shards.
+  REQUIRE((*outcomes)[0].result);
+  REQUIRE((*outcomes)[1].result);
+  CHECK(*(*outcomes)[0].result == *(*outcomes)[1].result);
+  const auto& lost = (*outcomes)[2];
+  CHECK(lost.gateway_id == "gw-c");
+  CHECK(lost.lost);
+  REQUIRE_FALSE(lost.result);
+  CHECK(lost.result.error().parameter == "gateway");
+  CHECK(lost.result.error().code == ErrorCode::unavailable);
+  CHECK(lost.shards == doomed_options.shards);
+  {
+    // The final tally counted the lost gateway's decided users (its noted counts), and the
+    // survivors' own parts: nothing else.
+    std::lock_guard lock(seen_mutex);
+    CHECK_FALSE(saw_abort["q-lost"]);
+    const auto& parts = local_tallies["q-lost"];
+    REQUIRE(parts.size() == 2);
+    CHECK(doomed_noted[0] + doomed_noted[1] > 0);  // it had decided users: the test means it
+    CHECK(merged_tally["q-lost"][0] == parts[0][0] + parts[1][0] + doomed_noted[0]);
+    CHECK(merged_tally["q-lost"][1] == parts[0][1] + parts[1][1] + doomed_noted[1]);
+  }
+  // The next query runs on the gateways left.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (server->gateways().size() != 2 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(server->gateways().size() == 2);
+  auto next = server->run_query("q-next", "kde", "", kUsers);
+  REQUIRE(next);
+  CHECK(next->size() == 2);
+  std::lock_guard lock(seen_mutex);
+  CHECK_FALSE(saw_abort["q-next"]);
+}
+
+TEST_CASE("gateway control: when every gateway of a query is lost it fails by name",
+          "[transport][cluster]") {
+  auto server = *transport::ControlServer::start(server_options());
   std::unique_ptr<transport::ControlLink> doomed;
   std::atomic<bool> drop{false};
   doomed = *transport::ControlLink::connect(
-      link_options(server->port(), "gw-b"),
+      link_options(server->port(), "gw-only"),
       [&](const v1::QueryStart&, ShardReducer& reducer,
           const std::atomic<bool>& aborted) -> Expected<std::string> {
-        // Its part of the engine's first collective (the local checks' agreement: 0 failed).
         std::uint64_t none_failed = 0;
         reducer.sum(std::span(&none_failed, 1));
         drop = true;
         while (!aborted) std::this_thread::sleep_for(5ms);
         return std::string("never reported");
       });
-  REQUIRE(server->wait_for_gateways(2, 10s));
+  REQUIRE(server->wait_for_gateways(1, 10s));
   std::jthread killer([&] {
     while (!drop) std::this_thread::sleep_for(5ms);
-    doomed.reset();  // as a gateway process that died: its stream ends
+    doomed.reset();
   });
-  auto lost = server->run_query("q-lost", "range", "", kUsers);
-  REQUIRE_FALSE(lost);
-  CHECK(lost.error().parameter == "gateway");
-  CHECK(lost.error().code == ErrorCode::unavailable);
-  CHECK(lost.error().message.find("gw-b") != std::string::npos);
+  auto failed = server->run_query("q-alone", "range", "", kUsers);
   killer.join();
-  // The survivor's engine was told (and ran no further round on its devices' budget)...
-  const auto told_by = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < told_by) {
-    std::lock_guard lock(seen_mutex);
-    if (saw_abort.count("q-lost")) break;
-  }
-  {
-    std::lock_guard lock(seen_mutex);
-    CHECK(saw_abort["q-lost"] == true);
-  }
-  // ...and the next query runs on the gateways left.
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (server->gateways().size() != 1 && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(5ms);
-  REQUIRE(server->gateways().size() == 1);
-  auto next = server->run_query("q-next", "kde", "", kUsers);
-  REQUIRE(next);
-  CHECK(next->size() == 1);
-  std::lock_guard lock(seen_mutex);
-  CHECK(saw_abort["q-next"] == false);  // the next query ran unaborted
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().parameter == "gateway");
+  CHECK(failed.error().code == ErrorCode::unavailable);
 }
 
 TEST_CASE("gateway control: forged collectives and refused credentials are named",

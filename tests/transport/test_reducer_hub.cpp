@@ -101,3 +101,82 @@ TEST_CASE("reducer hub: a merged gather stays within what a gateway can receive"
   CHECK(hub.waiting_for("knn", gateways - 1));
   CHECK_FALSE(hub.waiting_for("knn", 0));
 }
+
+namespace {
+v1::Collective tally(const std::string& query, std::uint64_t sequence,
+                     std::vector<std::uint64_t> values, std::vector<std::uint64_t> decided = {}) {
+  v1::Collective c = sum(query, sequence, std::move(values));
+  c.set_tally(true);
+  for (auto v : decided) c.add_decided(v);
+  return c;
+}
+std::vector<std::uint64_t> sums_of(const v1::Collective& c) {
+  return {c.sums().begin(), c.sums().end()};
+}
+}  // namespace
+
+TEST_CASE("reducer hub: a lost gateway's later parts are zeros, nothing, or what it had decided",
+          "[transport][cluster]") {
+  ReducerHub hub;
+  REQUIRE(hub.begin("q", 3));
+  // Collective 0: gateway 2 sends its decided counts (counted 40, eliminated 2).
+  CHECK_FALSE(hub.contribute(0, sum("q", 0, {1}))->has_value());
+  CHECK_FALSE(hub.contribute(1, sum("q", 0, {1}))->has_value());
+  v1::Collective noted = sum("q", 0, {1});
+  noted.add_decided(40);
+  noted.add_decided(2);
+  auto first = hub.contribute(2, noted);
+  REQUIRE(first->has_value());
+  CHECK(sums_of(**first) == std::vector<std::uint64_t>{3});
+
+  // Gateway 2 is lost before its part of collective 1 arrives; the others' parts complete it,
+  // a sum counting zeros for it.
+  CHECK_FALSE(hub.contribute(0, sum("q", 1, {4, 4}))->has_value());
+  auto on_loss = hub.lose("q", 2);
+  REQUIRE(on_loss);
+  CHECK_FALSE(on_loss->has_value());  // gateway 1 has not contributed yet
+  auto second = hub.contribute(1, sum("q", 1, {6, 6}));
+  REQUIRE(second->has_value());
+  CHECK(sums_of(**second) == std::vector<std::uint64_t>{10, 10});
+  CHECK_FALSE(hub.waiting_for("q", 2));
+
+  // A gather leaves it out; a tally counts the decided counts it last sent.
+  CHECK_FALSE(hub.contribute(1, gather("q", 2, {2.5}))->has_value());
+  auto third = hub.contribute(0, gather("q", 2, {1.5}));
+  REQUIRE(third->has_value());
+  CHECK(std::vector<double>((*third)->values().begin(), (*third)->values().end()) ==
+        std::vector<double>{1.5, 2.5});
+  CHECK_FALSE(hub.contribute(0, tally("q", 3, {10, 20}))->has_value());
+  auto fourth = hub.contribute(1, tally("q", 3, {1, 2}));
+  REQUIRE(fourth->has_value());
+  CHECK(sums_of(**fourth) == std::vector<std::uint64_t>{51, 24});
+  // A lost gateway contributes nothing more.
+  CHECK(hub.contribute(2, sum("q", 4, {1})).error().parameter == "collective");
+
+  // A loss that completes the collective in progress returns its merge; losing the last
+  // gateway fails the query by name.
+  CHECK_FALSE(hub.contribute(0, tally("q", 4, {3, 3}, {9, 9}))->has_value());
+  auto completed = hub.lose("q", 1);
+  REQUIRE(completed);
+  REQUIRE(completed->has_value());
+  // Gateway 1 never noted decided counts: it counts zeros.
+  CHECK(sums_of(**completed) == std::vector<std::uint64_t>{3 + 40, 3 + 2});
+  auto none_left = hub.lose("q", 0);
+  REQUIRE_FALSE(none_left);
+  CHECK(none_left.error().parameter == "gateway");
+  CHECK(none_left.error().code == ErrorCode::unavailable);
+}
+
+TEST_CASE("reducer hub: a tally or decided counts of the wrong shape are refused",
+          "[transport][cluster]") {
+  ReducerHub hub;
+  REQUIRE(hub.begin("q", 2));
+  CHECK(hub.contribute(0, tally("q", 0, {1, 2, 3})).error().parameter == "collective");
+  CHECK(hub.contribute(0, tally("q", 0, {1}, {1, 2, 3})).error().parameter == "collective");
+  v1::Collective gathered_tally = gather("q", 0, {1.0});
+  gathered_tally.set_tally(true);
+  CHECK(hub.contribute(0, gathered_tally).error().parameter == "collective");
+  // A tally and a plain sum cannot be the same step of one engine.
+  CHECK_FALSE(hub.contribute(0, tally("q", 0, {1, 2}))->has_value());
+  CHECK(hub.contribute(1, sum("q", 0, {1, 2})).error().parameter == "collective");
+}

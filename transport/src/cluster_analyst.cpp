@@ -121,6 +121,8 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     }
     if (fleet.users == 0)
       return make_error(ErrorCode::invalid_argument, "users", "users: no device is enrolled");
+    // Checked now, before the intent is written, and again on the very gateways the query
+    // starts on (one may have come or gone in between).
     CGP_RETURN_IF_ERROR(gateways_cover_fleet(control->gateways(), fleet));
 
     query.set_query_id(id);
@@ -135,7 +137,12 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     const double worst = in.adaptive() ? fleet.rho_capacity : in.rho();
     CGP_RETURN_IF_ERROR(journal->begin(id, query.SerializeAsString(), in.adaptive(), worst));
     ++queries_run;
-    auto merged = run_cluster_query(*control, query, fleet.users, subject);
+    auto merged = run_cluster_query(
+        *control, query, fleet.users, subject,
+        [this](std::span<const std::uint32_t> shards) { return journal->users_of(shards); },
+        [&fleet](const std::vector<AttachedGateway>& attached) {
+          return gateways_cover_fleet(attached, fleet);
+        });
     if (!merged) {
       if (const cgp::Status kept = journal->abort(id, merged.error()); !kept)
         log("event=query-abort-not-kept query=" + log_value(id) +
@@ -164,7 +171,10 @@ struct ClusterEndpoint final : v1::Analyst::Service {
         " rounds=" + std::to_string(merged->rounds_used()) +
         " unanswered=" + std::to_string(merged->unanswered_size()) +
         " answered=" + std::to_string(merged->coverage().answered()) + "/" +
-        std::to_string(merged->coverage().users()));
+        std::to_string(merged->coverage().users()) +
+        (merged->degraded()
+             ? " degraded=1 lost_shards=" + std::to_string(merged->lost_shards_size())
+             : std::string()));
     detail::result_page(*merged, 0, options.result_page_entries, *out);
     return detail::judged_status(*merged, id);
   }

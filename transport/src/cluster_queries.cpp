@@ -148,23 +148,55 @@ Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
   return result.SerializeAsString();
 }
 
-Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::ClusterQuery& query,
-                                            std::uint64_t fleet_users,
-                                            std::span<const coordinator::UserId> subject) {
+namespace {
+
+// A degraded result: the lost gateways' shards named, their users (those in `subject`) listed
+// unanswered, no certificate.
+Status mark_degraded(std::vector<std::uint32_t> lost_shards, const UsersOfShards& users_of_lost,
+                     std::span<const coordinator::UserId> subject, std::uint64_t fleet_users,
+                     v1::QueryResult& merged) {
+  std::sort(lost_shards.begin(), lost_shards.end());
+  lost_shards.erase(std::unique(lost_shards.begin(), lost_shards.end()), lost_shards.end());
+  CGP_ASSIGN_OR_RETURN(const auto lost_users, users_of_lost(lost_shards));
+  merged.set_degraded(true);
+  for (std::uint32_t shard : lost_shards) merged.add_lost_shards(shard);
+  for (coordinator::UserId user : lost_users) {
+    const bool queried = subject.empty() ? user < fleet_users
+                                         : std::binary_search(subject.begin(), subject.end(), user);
+    if (queried) merged.add_unanswered(static_cast<std::uint32_t>(user));
+  }
+  merged.set_users(merged.users() + static_cast<std::uint32_t>(lost_users.size()));
+  if (merged.has_certified()) merged.set_certified(false);
+  return {};
+}
+
+}  // namespace
+
+Expected<v1::QueryResult> run_cluster_query(
+    ControlServer& server, const v1::ClusterQuery& query, std::uint64_t fleet_users,
+    std::span<const coordinator::UserId> subject, const UsersOfShards& users_of_lost,
+    const ControlServer::ParticipantCheck& participants_fit) {
   const auto start = std::chrono::steady_clock::now();
-  CGP_ASSIGN_OR_RETURN(
-      const auto outcomes,
-      server.run_query(query.query_id(), "analyst", query.SerializeAsString(), fleet_users));
+  CGP_ASSIGN_OR_RETURN(const auto outcomes,
+                       server.run_query(query.query_id(), "analyst", query.SerializeAsString(),
+                                        fleet_users, participants_fit));
   v1::QueryResult merged;
   std::uint64_t users = 0;
+  std::vector<std::uint32_t> lost_shards;
+  const std::string* first_gateway = nullptr;  // the one the others' results are checked against
   for (std::size_t g = 0; g < outcomes.size(); ++g) {
+    if (outcomes[g].lost && users_of_lost) {
+      for (const auto& [shard, epoch] : outcomes[g].shards) lost_shards.push_back(shard);
+      continue;
+    }
     if (!outcomes[g].result) return outcomes[g].result.error();
     v1::QueryResult part;
     if (!part.ParseFromString(*outcomes[g].result))
       return make_error(
           ErrorCode::malformed_message, "gateway",
           "gateway: " + outcomes[g].gateway_id + " sent a result that does not parse");
-    if (g == 0) {
+    if (!first_gateway) {
+      first_gateway = &outcomes[g].gateway_id;
       merged = part;
       merged.clear_charges();
       merged.clear_refused();
@@ -174,7 +206,7 @@ Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::Clu
     } else if (!agree(merged, part)) {
       return make_error(ErrorCode::internal_error, "gateway",
                         "gateway: " + outcomes[g].gateway_id + "'s result of query " +
-                            query.query_id() + " disagrees with " + outcomes[0].gateway_id + "'s");
+                            query.query_id() + " disagrees with " + *first_gateway + "'s");
     }
     // Each gateway names only its own devices among the neighbours: the names are merged.
     for (int i = 0; i < part.neighbours_size() && i < merged.neighbours_size(); ++i)
@@ -187,6 +219,9 @@ Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::Clu
     merged.mutable_not_reached()->MergeFrom(part.not_reached());
   }
   merged.set_users(static_cast<std::uint32_t>(users));
+  if (!lost_shards.empty())
+    CGP_RETURN_IF_ERROR(
+        mark_degraded(std::move(lost_shards), users_of_lost, subject, fleet_users, merged));
   detail::sort_user_lists(merged);
   merged.set_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

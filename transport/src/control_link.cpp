@@ -2,6 +2,7 @@
 // a thread for the query in progress, whose collectives go up and wait for their merge.
 #include <grpcpp/grpcpp.h>
 
+#include <array>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -86,8 +87,26 @@ struct ControlLink::Impl {
    public:
     NetworkReducer(Impl& link, std::string query_id)
         : link_(link), query_id_(std::move(query_id)) {}
-    void sum(std::span<std::uint64_t> values) override {
+    void sum(std::span<std::uint64_t> values) override { sum(values, false); }
+    void tally(std::span<std::uint64_t, 2> values) override { sum(values, true); }
+    // Sent with each later contribution: what the coordinator counts for this gateway's tallies
+    // if it is lost.
+    void note_decided(std::span<const std::uint64_t, 2> decided) override {
+      decided_ = {decided[0], decided[1]};
+      noted_ = true;
+    }
+    std::vector<double> gather(std::span<const double> local) override {
+      v1::Collective up = collective(v1::COLLECTIVE_GATHER);
+      up.mutable_values()->Add(local.begin(), local.end());
+      const auto down = exchange(up);
+      if (!down) return {local.begin(), local.end()};
+      return {down->values().begin(), down->values().end()};
+    }
+
+   private:
+    void sum(std::span<std::uint64_t> values, bool tally) {
       v1::Collective up = collective(v1::COLLECTIVE_SUM);
+      up.set_tally(tally);
       up.mutable_sums()->Add(values.begin(), values.end());
       const auto down = exchange(up);
       if (!down) return;
@@ -99,20 +118,12 @@ struct ControlLink::Impl {
       }
       std::copy(down->sums().begin(), down->sums().end(), values.begin());
     }
-    std::vector<double> gather(std::span<const double> local) override {
-      v1::Collective up = collective(v1::COLLECTIVE_GATHER);
-      up.mutable_values()->Add(local.begin(), local.end());
-      const auto down = exchange(up);
-      if (!down) return {local.begin(), local.end()};
-      return {down->values().begin(), down->values().end()};
-    }
-
-   private:
     v1::Collective collective(v1::CollectiveKind kind) {
       v1::Collective up;
       up.set_query_id(query_id_);
       up.set_sequence(sequence_);
       up.set_kind(kind);
+      if (noted_) up.mutable_decided()->Add(decided_.begin(), decided_.end());
       return up;
     }
     // Sends this gateway's part and waits for the merge; nothing once the query is aborted or
@@ -133,6 +144,8 @@ struct ControlLink::Impl {
     Impl& link_;
     std::string query_id_;
     std::uint64_t sequence_ = 0;
+    std::array<std::uint64_t, 2> decided_{};
+    bool noted_ = false;
   };
 
   void run_query(const v1::QueryStart& start) {

@@ -50,7 +50,13 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
     std::string query_id;
     std::vector<std::shared_ptr<Gateway>> participants;
     std::vector<std::optional<v1::QueryDone>> done;
+    std::vector<char> lost;  // by participant: lost mid-query, the others finish without it
     std::optional<Error> failed;
+    bool ended() const {
+      for (std::size_t i = 0; i < done.size(); ++i)
+        if (!done[i] && !lost[i]) return false;
+      return true;
+    }
   };
 
   mutable std::mutex mutex;
@@ -69,6 +75,7 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
       return {grpc::StatusCode::INVALID_ARGUMENT, "protocol_version must be 1"};
     if (!options.authenticate(hello.gateway_id(), hello.credential()))
       return {grpc::StatusCode::UNAUTHENTICATED, "gateway credential refused"};
+    Outbox send;
     auto gateway = std::make_shared<Gateway>();
     gateway->info.gateway_id = hello.gateway_id();
     gateway->info.users = hello.users();
@@ -83,12 +90,12 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
       // noticed): its credential was checked, so the new stream replaces the old one.
       if (const auto old = gateways.find(hello.gateway_id()); old != gateways.end()) {
         old->second->context->TryCancel();
-        if (running && participant_index(*old->second))
-          fail_running(gateway_error(ErrorCode::unavailable,
-                                     hello.gateway_id() + " attached again mid-query"));
+        // Its run of the query in progress ended with its old stream.
+        lose(*old->second, send);
       }
       gateways[hello.gateway_id()] = gateway;
     }
+    send.flush();
     v1::CoordinatorToGateway attached;
     attached.mutable_attached()->set_coordinator_epoch(options.coordinator_epoch);
     gateway->write(attached);
@@ -107,11 +114,9 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
       if (const auto found = gateways.find(gateway->info.gateway_id);
           found != gateways.end() && found->second == gateway)
         gateways.erase(found);
-      if (running && participant_index(*gateway)) {
-        fail_running(gateway_error(ErrorCode::unavailable,
-                                   gateway->info.gateway_id + " was lost mid-query"));
-      }
+      lose(*gateway, send);
     }
+    send.flush();
     {
       // The stream is gone with this handler: nothing may write to it after. Not under `mutex`:
       // a write blocked on this gateway must not hold up the others.
@@ -127,6 +132,38 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
     for (std::size_t i = 0; i < running->participants.size(); ++i)
       if (running->participants[i].get() == &gateway) return i;
     return std::nullopt;
+  }
+
+  // Merged collectives to send once `mutex` is released: a write blocked on one gateway must
+  // not hold up the others.
+  struct Outbox {
+    std::vector<std::pair<std::vector<std::shared_ptr<Gateway>>, v1::CoordinatorToGateway>> queue;
+    void flush() {
+      for (auto& [to, message] : queue)
+        for (const auto& participant : to) write_if_attached(*participant, message);
+      queue.clear();
+    }
+  };
+
+  // With `mutex` held: `gateway`'s part of the running query is lost (its stream ended, or it
+  // attached again). Unless it had finished, the others go on without it (ReducerHub::lose); the
+  // collective its loss completes goes to them through `send`.
+  void lose(const Gateway& gateway, Outbox& send) {
+    if (!running || running->failed) return;
+    const auto index = participant_index(gateway);
+    if (!index || running->done[*index] || running->lost[*index]) return;
+    running->lost[*index] = 1;
+    auto merged = hub.lose(running->query_id, *index);
+    if (!merged) {
+      fail_running(merged.error());
+      return;
+    }
+    if (*merged) {
+      v1::CoordinatorToGateway message;
+      *message.mutable_merged() = std::move(**merged);
+      send.queue.emplace_back(running->participants, std::move(message));
+    }
+    changed.notify_all();
   }
 
   // With `mutex` held.
@@ -239,10 +276,9 @@ bool ControlServer::wait_for_gateways(std::size_t count, std::chrono::millisecon
   return impl_->changed.wait_for(lock, timeout, [&] { return impl_->gateways.size() >= count; });
 }
 
-Expected<std::vector<GatewayOutcome>> ControlServer::run_query(const std::string& query_id,
-                                                               const std::string& kind,
-                                                               const std::string& spec,
-                                                               std::uint64_t fleet_users) {
+Expected<std::vector<GatewayOutcome>> ControlServer::run_query(
+    const std::string& query_id, const std::string& kind, const std::string& spec,
+    std::uint64_t fleet_users, const ParticipantCheck& participants_fit) {
   std::lock_guard query_lock(impl_->query_mutex);
   Impl& impl = *impl_;
   std::vector<std::shared_ptr<Impl::Gateway>> participants;
@@ -251,9 +287,15 @@ Expected<std::vector<GatewayOutcome>> ControlServer::run_query(const std::string
     if (impl.stopping) return gateway_error(ErrorCode::unavailable, "the coordinator is stopping");
     for (const auto& [id, gateway] : impl.gateways) participants.push_back(gateway);
     if (participants.empty()) return gateway_error(ErrorCode::unavailable, "none is attached");
+    if (participants_fit) {
+      std::vector<AttachedGateway> attached;
+      for (const auto& gateway : participants) attached.push_back(gateway->info);
+      CGP_RETURN_IF_ERROR(participants_fit(attached));
+    }
     CGP_RETURN_IF_ERROR(impl.hub.begin(query_id, participants.size()));
-    impl.running = Impl::Running{query_id, participants, {}, std::nullopt};
+    impl.running = Impl::Running{query_id, participants, {}, {}, std::nullopt};
     impl.running->done.resize(participants.size());
+    impl.running->lost.assign(participants.size(), 0);
   }
   v1::CoordinatorToGateway start;
   v1::QueryStart& query = *start.mutable_start();
@@ -267,8 +309,7 @@ Expected<std::vector<GatewayOutcome>> ControlServer::run_query(const std::string
 
   std::unique_lock lock(impl.mutex);
   const bool ended = impl.changed.wait_for(lock, impl.options.query_deadline, [&] {
-    return impl.running->failed || std::all_of(impl.running->done.begin(), impl.running->done.end(),
-                                               [](const auto& done) { return done.has_value(); });
+    return impl.running->failed || impl.running->ended();
   });
   if (!ended)
     impl.fail_running(
@@ -290,8 +331,16 @@ Expected<std::vector<GatewayOutcome>> ControlServer::run_query(const std::string
   }
   std::vector<GatewayOutcome> outcomes;
   for (std::size_t i = 0; i < running.participants.size(); ++i) {
+    const AttachedGateway& info = running.participants[i]->info;
+    if (running.lost[i]) {
+      outcomes.push_back(
+          {info.gateway_id,
+           gateway_error(ErrorCode::unavailable, info.gateway_id + " was lost mid-query"),
+           info.shards, true});
+      continue;
+    }
     const v1::QueryDone& done = *running.done[i];
-    GatewayOutcome outcome{running.participants[i]->info.gateway_id, done.result()};
+    GatewayOutcome outcome{info.gateway_id, done.result(), info.shards, false};
     if (done.error_code() != 0)
       outcome.result = make_error(static_cast<ErrorCode>(done.error_code()), done.error_parameter(),
                                   done.error_message());

@@ -7,9 +7,15 @@
 // out of turn, another kind than the others', sums of another length, an oversized gather, a
 // sum that overflows — is refused by name ("collective"): the query is then aborted, never
 // merged with it.
+//
+// A gateway lost mid-query (lose()) is left out of every collective from the one in progress
+// on, unless its part of it had arrived: a sum counts zeros for it, a gather nothing, a tally
+// the decided counts it last sent (coordinator/shard.hpp's Tally) — the others finish the query.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -37,6 +43,10 @@ class ReducerHub {
   // "collective" (see above) or "query_id" (no such query in progress).
   Expected<std::optional<v1::Collective>> contribute(std::size_t from,
                                                      const v1::Collective& contribution);
+  // Participant `lost` will not contribute again: the merge of the collective in progress when
+  // every other participant's part is in (sent to the others), else nothing. `unavailable`
+  // naming "gateway" when no participant is left; "query_id" when the query is not in progress.
+  Expected<std::optional<v1::Collective>> lose(const std::string& query_id, std::size_t lost);
   // Whether a collective of the query has contributions and still waits for `participant`'s.
   bool waiting_for(const std::string& query_id, std::size_t participant) const;
   // Forgets the query (finished or aborted); a later contribution to it is refused.
@@ -48,10 +58,18 @@ class ReducerHub {
     std::size_t participants = 0;
     std::uint64_t sequence = 0;  // the collective being gathered
     v1::CollectiveKind kind = v1::COLLECTIVE_UNSPECIFIED;
+    bool tally = false;
     std::vector<std::optional<v1::Collective>> parts;
     std::size_t arrived = 0;
+    std::vector<char> lost;
+    // Each participant's users decided so far {counted, eliminated}: a lost one's tally part.
+    std::vector<std::array<std::uint64_t, 2>> decided;
+    bool complete() const;
   };
-  static v1::Collective merge(const std::string& query_id, Open& open);
+  // The merge once every participant not lost has contributed (then the next collective opens);
+  // nothing before. Errors name "collective".
+  static Expected<std::optional<v1::Collective>> merge_if_complete(const std::string& query_id,
+                                                                   Open& open);
   mutable std::mutex mutex_;
   std::map<std::string, Open, std::less<>> queries_;
 };

@@ -33,6 +33,12 @@ class ShardReducer {
   virtual void sum(std::span<std::uint64_t> values) = 0;
   // Every shard's values, concatenated in shard order, on every shard (lengths may differ).
   virtual std::vector<double> gather(std::span<const double> local) = 0;
+
+  // A reducer that can finish a query without a shard lost mid-query (the live tier's) counts
+  // the lost shard's part of each later sum as zeros, of each gather as nothing, and of each
+  // tally as the last decided counts it noted. Others sum a tally like any sum and ignore notes.
+  virtual void tally(std::span<std::uint64_t, 2> values) { sum(values); }
+  virtual void note_decided(std::span<const std::uint64_t, 2> /*decided*/) {}
 };
 
 // Which global ids a fleet's users are. The shards' users together are global ids
@@ -74,6 +80,18 @@ inline std::uint64_t sum_over_shards(const Shard& shard, std::uint64_t value) {
   sum_over_shards(shard, std::span<std::uint64_t>(&value, 1));
   return value;
 }
+
+// Users the answer counts in full (range: decided inside and those counted at the end; KDE:
+// those whose kernels are summed) and users eliminated (decided out), over every shard.
+struct Tally {
+  std::uint64_t counted = 0, eliminated = 0;
+};
+// A shard's tally summed over every shard. A shard lost mid-query (the live tier) counts what
+// it last noted: its users decided before the loss keep counting, its undecided ones do not.
+Tally tally_over_shards(const Shard& shard, Tally local);
+// Notes this shard's users decided so far (PIE-NI's |S₁| as counted, |S₀| as eliminated): its
+// part of every later tally if it is lost. Not a collective.
+void note_decided(const Shard& shard, Tally decided);
 
 // Agrees on a status: every shard returns an error when any shard's `local` is one (its own,
 // or an error naming "shard" when another shard failed). One reduction.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,13 +65,24 @@ class StoppableFleet final : public coordinator::Fleet {
   const std::atomic<bool>& stop_;
 };
 
+// Every user enrolled on the given virtual shards (revoked or not).
+using UsersOfShards = std::function<Expected<std::vector<coordinator::UserId>>(
+    std::span<const std::uint32_t> shards)>;
+
 // The coordinator's side: `query` to every gateway attached to `server`, their results merged —
 // the estimate and rounds they agree on (a gateway that disagrees is an error naming "gateway"),
 // every gateway's users — with its coverage and missing-user interval judged against the
 // analyst's min_coverage and max_missing_share over `subject` (the users not revoked; empty:
 // every user below fleet_users). judged_status-style errors are the caller's to raise.
-Expected<v1::QueryResult> run_cluster_query(ControlServer& server, const v1::ClusterQuery& query,
-                                            std::uint64_t fleet_users,
-                                            std::span<const coordinator::UserId> subject = {});
+//
+// A gateway lost mid-query while others finish it makes the result `degraded`: its shards are
+// named in lost_shards and their users (users_of_lost) in unanswered, so the coverage and the
+// missing-user interval account for them; an accuracy-first result is then not certified.
+// Without users_of_lost, a lost gateway fails the query (its error).
+// `participants_fit` is ControlServer::run_query's: the check of the gateways it starts on.
+Expected<v1::QueryResult> run_cluster_query(
+    ControlServer& server, const v1::ClusterQuery& query, std::uint64_t fleet_users,
+    std::span<const coordinator::UserId> subject = {}, const UsersOfShards& users_of_lost = {},
+    const ControlServer::ParticipantCheck& participants_fit = {});
 
 }  // namespace cgp::transport

@@ -40,10 +40,14 @@ struct AttachedGateway {
   std::uint64_t users = 0;
 };
 
-// What one gateway said at a query's end: its serialized result, or its error.
+// What one gateway said at a query's end: its serialized result, or its error. A gateway lost
+// mid-query (`lost`) has an `unavailable` error naming "gateway": the others finished the query
+// without it, counting the users it had decided before (ReducerHub, docs/cluster.md).
 struct GatewayOutcome {
   std::string gateway_id;
   Expected<std::string> result;
+  std::vector<std::pair<std::uint32_t, std::int64_t>> shards;  // (shard, ownership epoch)
+  bool lost = false;
 };
 
 class ControlServer {
@@ -59,12 +63,20 @@ class ControlServer {
   bool wait_for_gateways(std::size_t count, std::chrono::milliseconds timeout) const;
 
   // Runs a query on every gateway attached now (one query at a time): QueryStart to each, their
-  // collectives merged, each gateway's outcome in gateway-id order. A gateway lost mid-query, a
-  // refused collective or the deadline aborts it on the others: an error naming "gateway"
-  // (lost, deadline: `unavailable`) or "collective". No gateway attached: `unavailable`.
+  // collectives merged, each gateway's outcome in gateway-id order. A gateway lost mid-query is
+  // left out from then on and the others finish (its outcome says `lost`); every gateway lost,
+  // a refused collective or the deadline aborts it on the others: an error naming "gateway"
+  // (lost: `unavailable`; deadline: `deadline_exceeded`) or "collective". No gateway attached:
+  // `unavailable`.
+  //
+  // `participants_fit`, when given, is asked about the gateways the query is about to start on,
+  // at the moment it starts (no gateway attaches or leaves in between): its error is returned
+  // and nothing is sent.
+  using ParticipantCheck = std::function<Status(const std::vector<AttachedGateway>& gateways)>;
   Expected<std::vector<GatewayOutcome>> run_query(const std::string& query_id,
                                                   const std::string& kind, const std::string& spec,
-                                                  std::uint64_t fleet_users);
+                                                  std::uint64_t fleet_users,
+                                                  const ParticipantCheck& participants_fit = {});
 
   struct Impl;
 
