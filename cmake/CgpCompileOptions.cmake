@@ -15,6 +15,11 @@ function(cgp_target_options target)
                                                BOOST_GEOMETRY_NO_ROBUSTNESS)
 endfunction()
 
+# After the build type's own -g on the command line, so it wins (CGP_FULL_DEBUG_INFO).
+if(NOT CGP_FULL_DEBUG_INFO)
+  add_compile_options($<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
+endif()
+
 if(CGP_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all
                       -fno-omit-frame-pointer)
