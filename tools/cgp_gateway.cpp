@@ -5,12 +5,13 @@
 //   cgp-gateway --cluster CONNINFO --id ID --credential FILE [--coordinator HOST:PORT]
 //               [--listen ADDR] [--device-frames-listen ADDR] [--tls-cert F --tls-key F]
 //               [--control-tls-root F] [--advertise HOST:PORT] [--lease-ttl-ms MS]
-//               [--round-deadline-ms MS]
+//               [--round-deadline-ms MS] [--enrolment-reload-ms MS]
 //
 // Without --coordinator it dials the control port the leading coordinator announced in the
 // cluster. Crash-only: its shards are fixed for its life; it exits 4 when its lease lapses or
-// cannot be renewed, its control stream ends or the cluster moved shards to or from it, for its
-// supervisor to start it again (it then loads what it owns now, and dials the leader of now).
+// cannot be renewed, its control stream ends, the cluster moved shards to or from it, or devices
+// were enrolled on its shards (at most once per --enrolment-reload-ms), for its supervisor to
+// start it again (it then loads what it owns now, and dials the leader of now).
 // SIGTERM/SIGINT stop it (exit 0) and give its lease up. Exit 2 on bad arguments, 3 on unreadable
 // files, 1 when it cannot start.
 #include <signal.h>
@@ -68,6 +69,12 @@ int run(int argc, char** argv) {
   app.add_option("--round-deadline-ms", deadline_ms, "how long a round waits for devices")
       ->check(CLI::Range(10LL, 3600000LL))
       ->capture_default_str();
+  long long enrolment_reload_ms = 30000;
+  app.add_option("--enrolment-reload-ms", enrolment_reload_ms,
+                 "devices enrolled on its shards since it loaded: restart to take them in, once "
+                 "it has served this long (until then queries list them unanswered)")
+      ->check(CLI::Range(0LL, 86400000LL))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -75,6 +82,7 @@ int run(int argc, char** argv) {
   }
   options.lease_ttl = std::chrono::milliseconds(lease_ms);
   options.round_deadline = std::chrono::milliseconds(deadline_ms);
+  options.enrolment_reload = std::chrono::milliseconds(enrolment_reload_ms);
   const auto read = [](const std::string& path, const char* parameter, std::string& into) -> int {
     if (path.empty()) return 0;
     auto text = cgp::read_file(path, parameter);

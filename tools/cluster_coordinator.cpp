@@ -99,7 +99,11 @@ class StoreJournal final : public transport::QueryJournal {
                double worst_charge) override {
     std::lock_guard lock(mutex_);
     CGP_RETURN_IF_ERROR(store_.begin_query(query_id, epoch_, spec, adaptive));
-    return store_.round_sent(query_id, epoch_, worst_charge);
+    const Status sent = store_.round_sent(query_id, epoch_, worst_charge);
+    // Not sent, then: kept as aborted rather than "running" (best effort; a later leader aborts
+    // what is left running).
+    if (!sent) (void)store_.abort_query(query_id, epoch_, encode_abort(sent.error()));
+    return sent;
   }
 
   Status finish(const std::string& query_id, const v1::QueryResult& result) override {
@@ -110,10 +114,10 @@ class StoreJournal final : public transport::QueryJournal {
          std::vector<std::uint32_t>(result.lost_shards().begin(), result.lost_shards().end())});
   }
 
-  Expected<std::vector<coordinator::UserId>> users_of(
-      std::span<const std::uint32_t> shards) override {
+  Expected<std::vector<coordinator::UserId>> users_of(std::span<const std::uint32_t> shards,
+                                                      std::uint64_t from_index) override {
     std::lock_guard lock(mutex_);
-    CGP_ASSIGN_OR_RETURN(const auto enrolled, store_.enrolled_in(shards));
+    CGP_ASSIGN_OR_RETURN(const auto enrolled, store_.enrolled_in(shards, from_index));
     std::vector<coordinator::UserId> out;
     out.reserve(enrolled.size());
     for (const auto& user : enrolled)

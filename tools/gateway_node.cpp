@@ -33,6 +33,8 @@ struct GatewayNode::Impl {
   std::int64_t lease_token = 0;
   std::map<std::uint32_t, std::int64_t> shards;  // owned shard -> ownership epoch
   std::vector<cluster::EnrolledUser> users;      // by user index
+  std::uint64_t fleet_users_loaded = 0;          // the fleet's size when `users` were read
+  std::chrono::steady_clock::time_point loaded_at;
   std::vector<UserId> ids;
   std::vector<char> revoked;
   std::vector<std::string> device_ids;
@@ -71,7 +73,10 @@ struct GatewayNode::Impl {
         shards[owner.shard] = owner.epoch;
         mine.push_back(owner.shard);
       }
+    // The size first: whoever enrolled in between is read too, and counted late (never missed).
+    CGP_ASSIGN_OR_RETURN(fleet_users_loaded, store->fleet_users());
     CGP_ASSIGN_OR_RETURN(users, store->enrolled_in(mine));
+    loaded_at = std::chrono::steady_clock::now();
     for (const auto& user : users) {
       ids.push_back(static_cast<UserId>(user.user_index));
       revoked.push_back(user.credential ? 0 : 1);
@@ -168,6 +173,14 @@ struct GatewayNode::Impl {
     return held == shards.size();
   }
 
+  // With store_mutex held: whether a device was enrolled on its shards since it loaded.
+  bool enrolled_since_load() const {
+    std::vector<std::uint32_t> mine;
+    for (const auto& [shard, epoch] : shards) mine.push_back(shard);
+    const auto late = store->enrolled_in(mine, fleet_users_loaded);
+    return late && !late->empty();
+  }
+
   // One lease renewal; ends the node when the lease lapsed or cannot be kept.
   void keep_lease(std::chrono::steady_clock::time_point& last_renewed) {
     std::lock_guard lock(store_mutex);
@@ -178,7 +191,9 @@ struct GatewayNode::Impl {
       last_renewed = now;
       // Shards given to this gateway or taken from it since it loaded: start again with them.
       if (const auto owners = store->shard_owners(); owners && !owns_exactly(*owners))
-        end("the cluster moved shards to or from this gateway");
+        return end("the cluster moved shards to or from this gateway");
+      if (now - loaded_at >= options.enrolment_reload && enrolled_since_load())
+        end("devices were enrolled on this gateway's shards");
       return;
     }
     // Stop asking devices before the lease can have expired on the server's clock.
@@ -269,6 +284,7 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
   link.gateway_id = options.gateway_id;
   link.credential = options.credential;
   link.users = impl->users.size();
+  link.fleet_users_loaded = impl->fleet_users_loaded;
   for (const auto& [shard, epoch] : impl->shards) link.shards.emplace_back(shard, epoch);
   Impl* raw = impl.get();
   CGP_ASSIGN_OR_RETURN(

@@ -36,6 +36,9 @@ struct GatewayNodeOptions {
   std::string component_id = "location";
   std::chrono::milliseconds lease_ttl{10000};
   std::chrono::milliseconds round_deadline{5000};
+  // Devices enrolled on its shards since it loaded: the node ends (to be started again with
+  // them) once it has served this long; until then queries list them unanswered.
+  std::chrono::milliseconds enrolment_reload{30000};
 };
 
 class GatewayNode {
@@ -46,7 +49,8 @@ class GatewayNode {
   int device_port() const noexcept;
   int frames_port() const noexcept;
   std::size_t users() const noexcept;
-  // Blocks until the node must end (lease lost, control stream ended, shards moved) or `stop`
+  // Blocks until the node must end (lease lost, control stream ended, shards moved, devices
+  // enrolled on its shards) or `stop`
   // turns true; the reason ("" for a stop).
   std::string run_until(const std::atomic<bool>& stop);
 

@@ -254,12 +254,14 @@ Status ClusterStore::revoke(const std::string& device_id) {
   return {};
 }
 
-Expected<std::vector<EnrolledUser>> ClusterStore::enrolled_in(
-    std::span<const std::uint32_t> shards) {
+Expected<std::vector<EnrolledUser>> ClusterStore::enrolled_in(std::span<const std::uint32_t> shards,
+                                                              std::uint64_t from_index) {
   CGP_ASSIGN_OR_RETURN(
-      auto rows, db_->run("SELECT user_index, device_id, shard, credential_sha256 FROM cgp_devices "
-                          "WHERE shard = ANY($1::integer[]) ORDER BY user_index",
-                          {PgParam::text(int_array(shards))}, /*binary_rows=*/true));
+      auto rows,
+      db_->run("SELECT user_index, device_id, shard, credential_sha256 FROM cgp_devices "
+               "WHERE shard = ANY($1::integer[]) AND user_index >= $2::bigint ORDER BY user_index",
+               {PgParam::text(int_array(shards)), PgParam::text(std::to_string(from_index))},
+               /*binary_rows=*/true));
   std::vector<EnrolledUser> users;
   users.reserve(static_cast<std::size_t>(rows.size()));
   for (int r = 0; r < rows.size(); ++r) {

@@ -129,13 +129,18 @@ bool same_bits(double a, double b) {
 struct Phones {
   std::vector<client::Device> devices;
   std::vector<std::jthread> threads;
+  static constexpr std::size_t kMostDevices = kDevices + 4;  // room for enrolments (no realloc)
   Phones(const std::vector<double>& points, std::uint64_t seed) {
-    const auto config = *DeviceConfig::cgp(kBudget);
-    for (std::size_t i = 0; i < kDevices; ++i) {
-      devices.push_back(client::Device::open_for_simulation(config, seed, i));
-      REQUIRE(devices.back().register_component("location", 2).ok());
-      REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
-    }
+    devices.reserve(kMostDevices);
+    for (std::size_t i = 0; i < kDevices; ++i) add(points, seed);
+  }
+  // The next device, at the next point of `points`.
+  void add(const std::vector<double>& points, std::uint64_t seed) {
+    REQUIRE(devices.size() < kMostDevices);
+    const std::size_t i = devices.size();
+    devices.push_back(client::Device::open_for_simulation(*DeviceConfig::cgp(kBudget), seed, i));
+    REQUIRE(devices.back().register_component("location", 2).ok());
+    REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
   }
   void serve(std::size_t i, link::DeviceConnection connection) {
     threads.emplace_back([this, i, connection](std::stop_token stop) mutable {
@@ -162,7 +167,12 @@ struct LiveTier {
   std::vector<std::unique_ptr<test::SupervisedProgram>> gateways;
   std::unique_ptr<Phones> phones;
 
-  LiveTier(const std::vector<double>& points, std::uint64_t seed) {
+  // How long a gateway serves before it restarts to take in devices enrolled on its shards.
+  std::string enrolment_reload_ms;
+
+  LiveTier(const std::vector<double>& points, std::uint64_t seed,
+           std::chrono::milliseconds enrolment_reload = 60s)
+      : enrolment_reload_ms(std::to_string(enrolment_reload.count())) {
     folder = std::filesystem::path(postgres.folder()) / "files";
     std::filesystem::create_directories(folder);
     std::ofstream(folder / "cert.pem") << tls.certificate;
@@ -205,16 +215,18 @@ struct LiveTier {
       gateways.push_back(std::make_unique<test::SupervisedProgram>(gateway_args(g)));
     // The devices dial their shard's name through HAProxy.
     phones = std::make_unique<Phones>(points, seed);
-    for (std::size_t i = 0; i < kDevices; ++i) {
-      link::DeviceConnection c;
-      c.coordinator_address = "s{shard}.devices.test:" + std::to_string(device_port);
-      c.virtual_shards = kShards;
-      c.connect_to = "127.0.0.1:" + std::to_string(device_port);
-      c.device_id = "device-" + std::to_string(i);
-      c.credential = "key-" + std::to_string(i);
-      c.tls_root_certificate = tls.certificate;
-      phones->serve(i, c);
-    }
+    for (std::size_t i = 0; i < kDevices; ++i) serve_phone(i);
+  }
+  // Device i dials its shard's name through HAProxy.
+  void serve_phone(std::size_t i) {
+    link::DeviceConnection c;
+    c.coordinator_address = "s{shard}.devices.test:" + std::to_string(device_port);
+    c.virtual_shards = kShards;
+    c.connect_to = "127.0.0.1:" + std::to_string(device_port);
+    c.device_id = "device-" + std::to_string(i);
+    c.credential = "key-" + std::to_string(i);
+    c.tls_root_certificate = tls.certificate;
+    phones->serve(i, c);
   }
   ~LiveTier() { phones.reset(); }  // the devices stop before the processes they dial
 
@@ -259,7 +271,9 @@ struct LiveTier {
             "--lease-ttl-ms",
             "2000",
             "--round-deadline-ms",
-            "30000"};  // a loaded machine's devices are slow, not gone
+            "30000",  // a loaded machine's devices are slow, not gone
+            "--enrolment-reload-ms",
+            enrolment_reload_ms};
   }
 
   std::string log_of(int c) const {
@@ -299,7 +313,7 @@ struct LiveTier {
   }
 
   // Until a query through the leader reaches every device (each try charges a small ρ).
-  bool everyone_answers(const std::string& prefix) const {
+  bool everyone_answers(const std::string& prefix, std::size_t devices = kDevices) const {
     std::string last;
     for (int attempt = 0; attempt < 240; ++attempt) {
       const std::string leader = leader_address();
@@ -308,7 +322,7 @@ struct LiveTier {
       v1::QueryResult result;
       const auto status =
           analyst.range(range_query(prefix + std::to_string(attempt), 1e-3, "BM0", 0), result);
-      if (status.ok() && result.coverage().answered() == kDevices) return true;
+      if (status.ok() && result.coverage().answered() == devices) return true;
       last = status.error_message();
       std::this_thread::sleep_for(250ms);
     }
@@ -539,6 +553,48 @@ TEST_CASE(
   for (const auto& owner : *owners) on_survivors += owner.gateway_id != "gw-1" ? 1 : 0;
   CHECK(on_survivors == kShards);
   CHECK(tier.check_mirror_below_ledgers() == kDevices);
+}
+
+TEST_CASE(
+    "cluster program: a device enrolled after its gateway loaded is listed unanswered until the "
+    "gateway takes it in and a revoked one is asked no more",
+    "[transport][cluster][exec]") {
+  CGP_SEEDED(34);
+  const auto points = test::uniform_square(kDevices + 1, 1000, seed);
+  // Gateways restart for late enrolments once they have served 15 s: the first query below
+  // comes before that.
+  LiveTier tier(points, seed, 15s);
+  REQUIRE(tier.everyone_answers("warm-"));
+  const auto late = tier.store->enrol("device-" + std::to_string(kDevices),
+                                      transport::sha256_of("key-" + std::to_string(kDevices)));
+  REQUIRE(late);
+  REQUIRE(tier.store->revoke("device-0"));
+  tier.phones->add(points, seed);
+  tier.serve_phone(kDevices);
+  const std::string leader = tier.leader_address();
+  REQUIRE_FALSE(leader.empty());
+  AnalystClient analyst(leader);
+  auto query = range_query("late-0", 1e-3, "BM0", 0);
+  query.mutable_options()->set_min_coverage(0.5);
+  query.mutable_options()->set_max_missing_share(1.0);
+  v1::QueryResult first;
+  const auto status = analyst.range(query, first);
+  INFO(status.error_message());
+  REQUIRE(status.ok());
+  // The late device: no gateway knows it yet, so it is listed unanswered (never counted as
+  // answered). The revoked device: not part of the query, not charged.
+  CHECK(first.users() == kDevices + 1);
+  CHECK(first.coverage().users() == kDevices);  // 13 enrolled, 1 revoked
+  const std::set<std::uint32_t> unanswered(first.unanswered().begin(), first.unanswered().end());
+  CHECK(unanswered.count(static_cast<std::uint32_t>(late->user_index)) == 1);
+  for (const auto& charge : first.charges()) CHECK(charge.user() != 0);
+  // Its gateway restarts to take it in; from then on it answers (and the revoked one still not).
+  REQUIRE(tier.everyone_answers("late-after-", kDevices));
+  v1::QueryResult after;
+  REQUIRE(analyst.range(range_query("late-last", 1e-3, "BM0", 0), after).ok());
+  for (const auto& charge : after.charges()) CHECK(charge.user() != 0);
+  CHECK(std::find(after.unanswered().begin(), after.unanswered().end(),
+                  static_cast<std::uint32_t>(late->user_index)) == after.unanswered().end());
 }
 
 TEST_CASE("cluster program: PostgreSQL restarted under load loses no result and no charge",

@@ -91,6 +91,18 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     });
   }
 
+  // A journal write, retried for 10 s while the store is away (`unavailable`).
+  template <class Write>
+  static cgp::Status keep(Write&& write) {
+    cgp::Status kept = write();
+    for (int attempt = 0; !kept && kept.error().code == ErrorCode::unavailable && attempt < 40;
+         ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      kept = write();
+    }
+    return kept;
+  }
+
   // The analyst's checks (as the single process makes them), the intent, the query over every
   // gateway, its result or its abort kept; the first page of the result in `out`.
   cgp::Status run(const v1::QueryOptions& in, bool scheduled, v1::ClusterQuery query,
@@ -132,6 +144,7 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     query.set_rho_capacity(fleet.rho_capacity);
     query.set_component_id(options.component_id);
     query.set_adaptive_horizon(options.adaptive_horizon);
+    for (coordinator::UserId user : fleet.revoked) query.add_revoked(user);
     // What every round of the query together may charge a user: its cap (Alg. 3's share is
     // decided per user on the gateways, never above the whole budget).
     const double worst = in.adaptive() ? fleet.rho_capacity : in.rho();
@@ -139,12 +152,16 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     ++queries_run;
     auto merged = run_cluster_query(
         *control, query, fleet.users, subject,
-        [this](std::span<const std::uint32_t> shards) { return journal->users_of(shards); },
+        [this](std::span<const std::uint32_t> shards, std::uint64_t from_index) {
+          return journal->users_of(shards, from_index);
+        },
         [&fleet](const std::vector<AttachedGateway>& attached) {
           return gateways_cover_fleet(attached, fleet);
         });
     if (!merged) {
-      if (const cgp::Status kept = journal->abort(id, merged.error()); !kept)
+      // Kept as aborted (a store that is away is waited for): else GetResult would say
+      // "running" until another leader aborts it.
+      if (const cgp::Status kept = keep([&] { return journal->abort(id, merged.error()); }); !kept)
         log("event=query-abort-not-kept query=" + log_value(id) +
             " error=" + log_value(kept.error().to_string()));
       log("event=query-aborted query=" + log_value(id) +
@@ -153,12 +170,7 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     }
     // The analyst gets a result only once it is kept: GetResult must always find what a query
     // returned. A store that is away (restarting) is waited for a while.
-    cgp::Status kept = journal->finish(id, *merged);
-    for (int attempt = 0; !kept && kept.error().code == ErrorCode::unavailable && attempt < 40;
-         ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      kept = journal->finish(id, *merged);
-    }
+    const cgp::Status kept = keep([&] { return journal->finish(id, *merged); });
     if (!kept) {
       log("event=query-result-not-kept query=" + log_value(id) +
           " error=" + log_value(kept.error().to_string()));

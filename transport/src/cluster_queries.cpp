@@ -102,7 +102,9 @@ Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
 
   std::vector<coordinator::UserId> subject;
   for (std::size_t u = 0; u < ids_.size(); ++u)
-    if (!revoked_[u]) subject.push_back(static_cast<coordinator::UserId>(u));
+    if (!revoked_[u] && !std::binary_search(query.revoked().begin(), query.revoked().end(),
+                                            static_cast<std::uint64_t>(ids_[u])))
+      subject.push_back(static_cast<coordinator::UserId>(u));
   if (!query.adaptive() && !(query.cap() > 0) && local)
     local = make_error(ErrorCode::not_positive, "rho", "a query's cap must be positive");
   coordinator::UserCharges charges = coordinator::UserCharges::uniform(
@@ -150,31 +152,35 @@ Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
 
 namespace {
 
-// A degraded result: the lost gateways' shards named, their users (those in `subject`) listed
-// unanswered, no certificate.
-Status mark_degraded(std::vector<std::uint32_t> lost_shards, const UsersOfShards& users_of_lost,
-                     std::span<const coordinator::UserId> subject, std::uint64_t fleet_users,
-                     v1::QueryResult& merged) {
-  std::sort(lost_shards.begin(), lost_shards.end());
-  lost_shards.erase(std::unique(lost_shards.begin(), lost_shards.end()), lost_shards.end());
-  CGP_ASSIGN_OR_RETURN(const auto lost_users, users_of_lost(lost_shards));
-  merged.set_degraded(true);
-  for (std::uint32_t shard : lost_shards) merged.add_lost_shards(shard);
-  for (coordinator::UserId user : lost_users) {
+// Users of the query that no gateway answered for, looked up in the enrolment (users_of):
+// every user of a lost gateway's shards, and those enrolled on a gateway's shards after it
+// loaded them. Those in the query (`subject`) are listed unanswered; all join `users`.
+Status list_unheld(const UsersOfShards& users_of, std::span<const std::uint32_t> shards,
+                   std::uint64_t from_index, std::span<const coordinator::UserId> subject,
+                   std::uint64_t fleet_users, v1::QueryResult& merged) {
+  if (shards.empty()) return {};
+  CGP_ASSIGN_OR_RETURN(const auto unheld, users_of(shards, from_index));
+  for (coordinator::UserId user : unheld) {
     const bool queried = subject.empty() ? user < fleet_users
                                          : std::binary_search(subject.begin(), subject.end(), user);
     if (queried) merged.add_unanswered(static_cast<std::uint32_t>(user));
   }
-  merged.set_users(merged.users() + static_cast<std::uint32_t>(lost_users.size()));
-  if (merged.has_certified()) merged.set_certified(false);
+  merged.set_users(merged.users() + static_cast<std::uint32_t>(unheld.size()));
   return {};
+}
+
+std::vector<std::uint32_t> shards_of(const GatewayOutcome& outcome) {
+  std::vector<std::uint32_t> shards;
+  for (const auto& [shard, epoch] : outcome.shards) shards.push_back(shard);
+  std::sort(shards.begin(), shards.end());
+  return shards;
 }
 
 }  // namespace
 
 Expected<v1::QueryResult> run_cluster_query(
     ControlServer& server, const v1::ClusterQuery& query, std::uint64_t fleet_users,
-    std::span<const coordinator::UserId> subject, const UsersOfShards& users_of_lost,
+    std::span<const coordinator::UserId> subject, const UsersOfShards& users_of,
     const ControlServer::ParticipantCheck& participants_fit) {
   const auto start = std::chrono::steady_clock::now();
   CGP_ASSIGN_OR_RETURN(const auto outcomes,
@@ -185,8 +191,8 @@ Expected<v1::QueryResult> run_cluster_query(
   std::vector<std::uint32_t> lost_shards;
   const std::string* first_gateway = nullptr;  // the one the others' results are checked against
   for (std::size_t g = 0; g < outcomes.size(); ++g) {
-    if (outcomes[g].lost && users_of_lost) {
-      for (const auto& [shard, epoch] : outcomes[g].shards) lost_shards.push_back(shard);
+    if (outcomes[g].lost && users_of) {
+      for (std::uint32_t shard : shards_of(outcomes[g])) lost_shards.push_back(shard);
       continue;
     }
     if (!outcomes[g].result) return outcomes[g].result.error();
@@ -219,9 +225,20 @@ Expected<v1::QueryResult> run_cluster_query(
     merged.mutable_not_reached()->MergeFrom(part.not_reached());
   }
   merged.set_users(static_cast<std::uint32_t>(users));
-  if (!lost_shards.empty())
-    CGP_RETURN_IF_ERROR(
-        mark_degraded(std::move(lost_shards), users_of_lost, subject, fleet_users, merged));
+  if (users_of) {
+    for (const auto& outcome : outcomes)
+      if (!outcome.lost && outcome.fleet_users_loaded < fleet_users)
+        CGP_RETURN_IF_ERROR(list_unheld(users_of, shards_of(outcome), outcome.fleet_users_loaded,
+                                        subject, fleet_users, merged));
+  }
+  if (!lost_shards.empty()) {
+    // A degraded result: the lost gateways' shards named, their users unanswered, no certificate.
+    std::sort(lost_shards.begin(), lost_shards.end());
+    merged.set_degraded(true);
+    for (std::uint32_t shard : lost_shards) merged.add_lost_shards(shard);
+    CGP_RETURN_IF_ERROR(list_unheld(users_of, lost_shards, 0, subject, fleet_users, merged));
+    if (merged.has_certified()) merged.set_certified(false);
+  }
   detail::sort_user_lists(merged);
   merged.set_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -205,6 +205,7 @@ Expected<std::unique_ptr<ControlLink>> ControlLink::connect(ControlLinkOptions o
   said.set_gateway_id(impl->options.gateway_id);
   said.set_credential(impl->options.credential);
   said.set_users(impl->options.users);
+  said.set_fleet_users_loaded(impl->options.fleet_users_loaded);
   for (const auto& [shard, epoch] : impl->options.shards) {
     auto* held = said.add_shards();
     held->set_shard(shard);

@@ -79,6 +79,7 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
     auto gateway = std::make_shared<Gateway>();
     gateway->info.gateway_id = hello.gateway_id();
     gateway->info.users = hello.users();
+    gateway->info.fleet_users_loaded = hello.fleet_users_loaded();
     for (const auto& held : hello.shards())
       gateway->info.shards.emplace_back(held.shard(), held.epoch());
     gateway->stream = stream;
@@ -336,11 +337,12 @@ Expected<std::vector<GatewayOutcome>> ControlServer::run_query(
       outcomes.push_back(
           {info.gateway_id,
            gateway_error(ErrorCode::unavailable, info.gateway_id + " was lost mid-query"),
-           info.shards, true});
+           info.shards, true, info.fleet_users_loaded});
       continue;
     }
     const v1::QueryDone& done = *running.done[i];
-    GatewayOutcome outcome{info.gateway_id, done.result(), info.shards, false};
+    GatewayOutcome outcome{info.gateway_id, done.result(), info.shards, false,
+                           info.fleet_users_loaded};
     if (done.error_code() != 0)
       outcome.result = make_error(static_cast<ErrorCode>(done.error_code()), done.error_parameter(),
                                   done.error_message());

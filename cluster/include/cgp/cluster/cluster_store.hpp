@@ -104,8 +104,10 @@ class ClusterStore {
       std::span<const std::pair<std::string, Sha256>> devices);
   // `invalid_argument` naming "device_id" for an id never enrolled.
   Status revoke(const std::string& device_id);
-  // Every device of these shards (revoked ones included: they keep their index), by index.
-  Expected<std::vector<EnrolledUser>> enrolled_in(std::span<const std::uint32_t> shards);
+  // Every device of these shards (revoked ones included: they keep their index), by index;
+  // from_index on: those enrolled since the fleet had that many users.
+  Expected<std::vector<EnrolledUser>> enrolled_in(std::span<const std::uint32_t> shards,
+                                                  std::uint64_t from_index = 0);
   // The user indices of revoked devices, ascending.
   Expected<std::vector<std::uint32_t>> revoked_users();
   // One past the largest user index (the engine's fleet size).

@@ -50,9 +50,10 @@ class QueryJournal {
   virtual Status begin(const std::string& query_id, const std::string& spec, bool adaptive,
                        double worst_charge) = 0;
   virtual Status finish(const std::string& query_id, const v1::QueryResult& result) = 0;
-  // Every user enrolled on `shards`, revoked or not: a lost gateway's, listed unanswered.
-  virtual Expected<std::vector<coordinator::UserId>> users_of(
-      std::span<const std::uint32_t> shards) = 0;
+  // Every user enrolled on `shards` with an index from `from_index` on, revoked or not: a lost
+  // gateway's, or those a gateway has not loaded yet; listed unanswered.
+  virtual Expected<std::vector<coordinator::UserId>> users_of(std::span<const std::uint32_t> shards,
+                                                              std::uint64_t from_index) = 0;
   virtual Status abort(const std::string& query_id, const Error& why) = 0;
   // A finished query's result; an aborted one's error (its code, named "query_id");
   // `invalid_argument` naming "query_id" for an id never begun; a running one `unavailable`.

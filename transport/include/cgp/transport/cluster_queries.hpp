@@ -65,9 +65,10 @@ class StoppableFleet final : public coordinator::Fleet {
   const std::atomic<bool>& stop_;
 };
 
-// Every user enrolled on the given virtual shards (revoked or not).
+// Every user enrolled on the given virtual shards with an index from from_index on (revoked or
+// not).
 using UsersOfShards = std::function<Expected<std::vector<coordinator::UserId>>(
-    std::span<const std::uint32_t> shards)>;
+    std::span<const std::uint32_t> shards, std::uint64_t from_index)>;
 
 // The coordinator's side: `query` to every gateway attached to `server`, their results merged —
 // the estimate and rounds they agree on (a gateway that disagrees is an error naming "gateway"),
@@ -76,13 +77,15 @@ using UsersOfShards = std::function<Expected<std::vector<coordinator::UserId>>(
 // every user below fleet_users). judged_status-style errors are the caller's to raise.
 //
 // A gateway lost mid-query while others finish it makes the result `degraded`: its shards are
-// named in lost_shards and their users (users_of_lost) in unanswered, so the coverage and the
+// named in lost_shards and their users (users_of) in unanswered, so the coverage and the
 // missing-user interval account for them; an accuracy-first result is then not certified.
-// Without users_of_lost, a lost gateway fails the query (its error).
+// Users enrolled after a gateway loaded its shards (AttachedGateway::fleet_users_loaded) are
+// listed unanswered too: no gateway asked them. Without users_of, a lost gateway fails the
+// query (its error) and late enrolments are not looked up.
 // `participants_fit` is ControlServer::run_query's: the check of the gateways it starts on.
 Expected<v1::QueryResult> run_cluster_query(
     ControlServer& server, const v1::ClusterQuery& query, std::uint64_t fleet_users,
-    std::span<const coordinator::UserId> subject = {}, const UsersOfShards& users_of_lost = {},
+    std::span<const coordinator::UserId> subject = {}, const UsersOfShards& users_of = {},
     const ControlServer::ParticipantCheck& participants_fit = {});
 
 }  // namespace cgp::transport

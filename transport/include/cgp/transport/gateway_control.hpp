@@ -38,6 +38,8 @@ struct AttachedGateway {
   std::string gateway_id;
   std::vector<std::pair<std::uint32_t, std::int64_t>> shards;  // (shard, ownership epoch)
   std::uint64_t users = 0;
+  // The fleet's size when it loaded its shards: later enrolments are not among its users.
+  std::uint64_t fleet_users_loaded = 0;
 };
 
 // What one gateway said at a query's end: its serialized result, or its error. A gateway lost
@@ -48,6 +50,7 @@ struct GatewayOutcome {
   Expected<std::string> result;
   std::vector<std::pair<std::uint32_t, std::int64_t>> shards;  // (shard, ownership epoch)
   bool lost = false;
+  std::uint64_t fleet_users_loaded = 0;  // AttachedGateway's
 };
 
 class ControlServer {
@@ -91,6 +94,7 @@ struct ControlLinkOptions {
   std::string gateway_id, credential;
   std::vector<std::pair<std::uint32_t, std::int64_t>> shards;
   std::uint64_t users = 0;
+  std::uint64_t fleet_users_loaded = 0;  // the fleet's size when it loaded its users
 };
 
 // A gateway's work for one query: run the shard-local engine with `reducer` (every collective
