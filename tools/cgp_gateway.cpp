@@ -5,7 +5,7 @@
 //   cgp-gateway --cluster CONNINFO --id ID --credential FILE [--coordinator HOST:PORT]
 //               [--listen ADDR] [--device-frames-listen ADDR] [--tls-cert F --tls-key F]
 //               [--control-tls-root F] [--advertise HOST:PORT] [--lease-ttl-ms MS]
-//               [--round-deadline-ms MS] [--enrolment-reload-ms MS]
+//               [--round-deadline-ms MS] [--enrolment-reload-ms MS] [--metrics-listen ADDR]
 //
 // Without --coordinator it dials the control port the leading coordinator announced in the
 // cluster. Crash-only: its shards are fixed for its life; it exits 4 when its lease lapses or
@@ -69,6 +69,8 @@ int run(int argc, char** argv) {
   app.add_option("--round-deadline-ms", deadline_ms, "how long a round waits for devices")
       ->check(CLI::Range(10LL, 3600000LL))
       ->capture_default_str();
+  app.add_option("--metrics-listen", options.metrics_listen,
+                 "HOST:PORT for Prometheus' GET /metrics (none by default)");
   long long enrolment_reload_ms = 30000;
   app.add_option("--enrolment-reload-ms", enrolment_reload_ms,
                  "devices enrolled on its shards since it loaded: restart to take them in, once "
@@ -105,8 +107,9 @@ int run(int argc, char** argv) {
   auto node = cgp::tools::GatewayNode::start(options, log);
   if (!node) return fail(1, node.error().to_string());
   log("event=gateway-serving id=" + options.gateway_id +
-      " device_port=" + std::to_string((*node)->device_port()) + " frames_port=" +
-      std::to_string((*node)->frames_port()) + " users=" + std::to_string((*node)->users()));
+      " device_port=" + std::to_string((*node)->device_port()) +
+      " frames_port=" + std::to_string((*node)->frames_port()) + " metrics_port=" +
+      std::to_string((*node)->metrics_port()) + " users=" + std::to_string((*node)->users()));
   const std::string reason = (*node)->run_until(stop_requested);
   node->reset();
   if (!reason.empty()) return fail(4, "stopping: " + reason);

@@ -46,6 +46,8 @@ void cluster_command_flags(CLI::App& command, ClusterCommandArguments& a) {
   command.add_option("--analyst-advertise", a.analyst_advertise,
                      "HOST:PORT analysts dial, announced in the cluster (default: the Analyst "
                      "port's own address)");
+  command.add_option("--metrics-listen", a.metrics_listen,
+                     "HOST:PORT for Prometheus' GET /metrics while leading (none by default)");
   command.add_option("--tls-cert", a.tls_cert, "PEM certificate chain of both ports");
   command.add_option("--tls-key", a.tls_key, "PEM private key of both ports");
   command.add_option("--horizon", a.horizon, "queries the adaptive allocation plans for")
@@ -82,6 +84,7 @@ int run_cluster_command(const ClusterCommandArguments& a) {
   options.haproxy_socket = a.haproxy_socket;
   options.haproxy_map = a.haproxy_map;
   options.address_template = a.address_template;
+  options.metrics_listen = a.metrics_listen;
   if (a.tls_cert.empty() != a.tls_key.empty())
     return fail(2, "--tls-cert and --tls-key go together");
   if (!a.tls_cert.empty()) {

@@ -10,7 +10,7 @@ namespace cgp::tools {
 struct ClusterCommandArguments {
   std::string cluster, control_listen = "127.0.0.1:7072", control_advertise,
                        analyst_listen = "127.0.0.1:7071", analyst_advertise, analyst_file, tls_cert,
-                       tls_key, haproxy_socket, haproxy_map, address_template;
+                       tls_key, haproxy_socket, haproxy_map, address_template, metrics_listen;
   std::size_t horizon = 20, min_gateways = 1;
   long poll_ms = 500;
   bool quiet = false;

@@ -16,6 +16,7 @@
 #include "cgp/protocol/status_codec.hpp"
 #include "cgp/transport/cluster_analyst.hpp"
 #include "cgp/transport/gateway_control.hpp"
+#include "cgp/transport/metrics_endpoint.hpp"
 #include "cgp/v1/analyst.pb.h"
 
 namespace cgp::tools {
@@ -167,6 +168,7 @@ struct ClusterCoordinator::Impl {
   std::uint32_t shard_count = 0;
   std::unique_ptr<StoreJournal> journal;
   std::unique_ptr<transport::ControlServer> control;
+  std::unique_ptr<transport::MetricsEndpoint> metrics;  // the analyst's queries: before it
   std::unique_ptr<transport::ClusterAnalyst> analyst;
   bool shards_given = false;    // the first assignment waits for min_gateways
   std::string live_seen;        // the live gateways (and lease tokens) the owners were read for
@@ -345,6 +347,11 @@ Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::lead(
   analyst.analyst_credential_sha256 = options.analyst_credential_sha256;
   analyst.adaptive_horizon = options.horizon;
   analyst.log = impl->log;
+  if (!options.metrics_listen.empty()) {
+    CGP_ASSIGN_OR_RETURN(impl->metrics,
+                         transport::MetricsEndpoint::start(options.metrics_listen, {}));
+    analyst.metrics = impl->metrics.get();
+  }
   CGP_ASSIGN_OR_RETURN(impl->analyst,
                        transport::ClusterAnalyst::start(analyst, *impl->control, *impl->journal));
   const std::string advertised =
@@ -353,7 +360,8 @@ Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::lead(
       advertised_address(options.analyst_listen, options.analyst_advertise, impl->analyst->port());
   CGP_RETURN_IF_ERROR(impl->store->announce_leader(impl->epoch, advertised, analyst_advertised));
   impl->log("event=cluster-coordinator-serving epoch=" + std::to_string(impl->epoch) +
-            " control=" + advertised + " analyst=" + analyst_advertised);
+            " control=" + advertised + " analyst=" + analyst_advertised +
+            " metrics_port=" + std::to_string(impl->metrics ? impl->metrics->port() : 0));
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 

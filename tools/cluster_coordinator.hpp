@@ -37,6 +37,7 @@ struct ClusterCoordinatorOptions {
   // HAProxy (all three, or none): its admin socket, the map file its configuration names, and
   // the devices' address template (docs/protocol.md §2c).
   std::string haproxy_socket, haproxy_map, address_template;
+  std::string metrics_listen;  // "HOST:PORT" of GET /metrics while leading; "" for none
 };
 
 class ClusterCoordinator {

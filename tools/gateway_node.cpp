@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "cgp/cluster/cluster_store.hpp"
@@ -13,6 +14,7 @@
 #include "cgp/transport/cluster_queries.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "cgp/transport/gateway_control.hpp"
+#include "cgp/transport/metrics_endpoint.hpp"
 #include "cgp/v1/gateway_control.pb.h"
 
 namespace cgp::tools {
@@ -36,9 +38,13 @@ struct GatewayNode::Impl {
   std::uint64_t fleet_users_loaded = 0;          // the fleet's size when `users` were read
   std::chrono::steady_clock::time_point loaded_at;
   std::vector<UserId> ids;
-  std::vector<char> revoked;
+  std::vector<char> revoked;            // as loaded (ShardQueries' copy)
+  std::vector<char> revoked_here;       // as loaded, and revoked on the devices' port since
+  std::set<std::string> admitted_late;  // enrolled since it loaded, admitted to wait
+  std::atomic<bool> query_running{false};
   std::vector<std::string> device_ids;
   std::unique_ptr<transport::DeviceGateway> devices;
+  std::unique_ptr<transport::MetricsEndpoint> metrics;  // reads `devices`: declared after it
   std::unique_ptr<transport::NetworkFleet> network;
   std::atomic<bool> fenced{false};
   // Asks nobody once fenced: a gateway that may have lost its shards must not make their
@@ -82,6 +88,7 @@ struct GatewayNode::Impl {
       revoked.push_back(user.credential ? 0 : 1);
       device_ids.push_back(user.device_id);
     }
+    revoked_here = revoked;
     mirror = std::make_unique<coordinator::BudgetMirror>(users.size(), budget);
     // The mirror as saved, lowered by every round of every query begun since: never above
     // what a device may have left (never optimistic).
@@ -143,8 +150,14 @@ struct GatewayNode::Impl {
     // still up must not make them spend budget. Checked against the cluster, not the stream.
     // The engine's collectives are still made (with this refusal agreed over every gateway).
     Status leader;
+    // Under store_mutex, as keep_lease reads it: no reload for enrolments starts mid-query.
+    struct Running {
+      std::atomic<bool>& flag;
+      ~Running() { flag = false; }
+    } running{query_running};
     {
       std::lock_guard lock(store_mutex);
+      query_running = true;
       const auto epoch = store->coordinator_epoch();
       if (!epoch)
         leader = epoch.error();
@@ -157,6 +170,7 @@ struct GatewayNode::Impl {
       log("event=query-refused query=" + start.query_id() + " error=" + leader.error().to_string());
       return leader.error();
     }
+    revoke_since_load(start);
     auto result = queries->run(start, reducer, aborted);
     save_mirror(start.query_id());
     return result;
@@ -173,12 +187,34 @@ struct GatewayNode::Impl {
     return held == shards.size();
   }
 
-  // With store_mutex held: whether a device was enrolled on its shards since it loaded.
-  bool enrolled_since_load() const {
+  // With store_mutex held: whether a device was enrolled on its shards since it loaded. Each
+  // such device is admitted at once (it connects and waits, rather than being refused as a
+  // stranger), and asked from the reload on.
+  bool enrolled_since_load() {
     std::vector<std::uint32_t> mine;
     for (const auto& [shard, epoch] : shards) mine.push_back(shard);
     const auto late = store->enrolled_in(mine, fleet_users_loaded);
-    return late && !late->empty();
+    if (!late) return false;
+    for (const auto& user : *late)
+      if (user.credential && admitted_late.insert(user.device_id).second)
+        devices->enrol(user.device_id, *user.credential);
+    return !late->empty();
+  }
+
+  // Revoked since this gateway loaded (the query's list): its stream ends and its Hello is
+  // refused from now on; no query asks it (ShardQueries).
+  void revoke_since_load(const v1::QueryStart& start) {
+    v1::ClusterQuery query;
+    if (!query.ParseFromString(start.spec())) return;
+    for (const std::uint64_t user : query.revoked()) {
+      const auto at = std::lower_bound(ids.begin(), ids.end(), static_cast<UserId>(user));
+      if (at == ids.end() || *at != user) continue;
+      const auto u = static_cast<std::size_t>(at - ids.begin());
+      if (revoked_here[u]) continue;
+      revoked_here[u] = 1;
+      if (devices->revoke(device_ids[u]))
+        log("event=device-revoked device=" + device_ids[u] + " query=" + start.query_id());
+    }
   }
 
   // One lease renewal; ends the node when the lease lapsed or cannot be kept.
@@ -192,7 +228,8 @@ struct GatewayNode::Impl {
       // Shards given to this gateway or taken from it since it loaded: start again with them.
       if (const auto owners = store->shard_owners(); owners && !owns_exactly(*owners))
         return end("the cluster moved shards to or from this gateway");
-      if (now - loaded_at >= options.enrolment_reload && enrolled_since_load())
+      // Not in mid-query: ending now would lose it (a degraded result).
+      if (enrolled_since_load() && now - loaded_at >= options.enrolment_reload && !query_running)
         end("devices were enrolled on this gateway's shards");
       return;
     }
@@ -260,6 +297,16 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
   devices.virtual_shards = impl->shard_count;
   for (const auto& [shard, epoch] : impl->shards) devices.served_shards.push_back(shard);
   CGP_ASSIGN_OR_RETURN(impl->devices, transport::DeviceGateway::start(devices));
+  if (!options.metrics_listen.empty()) {
+    std::size_t enrolled = 0;
+    for (const auto& user : impl->users) enrolled += user.credential ? 1 : 0;
+    transport::DeviceGateway* served = impl->devices.get();
+    CGP_ASSIGN_OR_RETURN(
+        impl->metrics, transport::MetricsEndpoint::start(options.metrics_listen,
+                                                         {[served] { return served->counters(); },
+                                                          [served] { return served->connected(); },
+                                                          [enrolled] { return enrolled; }}));
+  }
   impl->network = std::make_unique<transport::NetworkFleet>(
       *impl->devices, impl->device_ids, options.dimension, impl->budget, options.round_deadline);
   impl->fleet = std::make_unique<transport::StoppableFleet>(*impl->network, impl->fenced);
@@ -301,6 +348,9 @@ Expected<std::unique_ptr<GatewayNode>> GatewayNode::start(
 
 int GatewayNode::device_port() const noexcept {
   return impl_->devices->port();
+}
+int GatewayNode::metrics_port() const noexcept {
+  return impl_->metrics ? impl_->metrics->port() : 0;
 }
 int GatewayNode::frames_port() const noexcept {
   return impl_->devices->frames_port();

@@ -39,6 +39,7 @@ struct GatewayNodeOptions {
   // Devices enrolled on its shards since it loaded: the node ends (to be started again with
   // them) once it has served this long; until then queries list them unanswered.
   std::chrono::milliseconds enrolment_reload{30000};
+  std::string metrics_listen;  // "HOST:PORT" of GET /metrics; "" for none
 };
 
 class GatewayNode {
@@ -48,6 +49,7 @@ class GatewayNode {
   ~GatewayNode();  // gives the lease up after a stop; keeps it when the node ended to restart
   int device_port() const noexcept;
   int frames_port() const noexcept;
+  int metrics_port() const noexcept;  // 0 without --metrics-listen
   std::size_t users() const noexcept;
   // Blocks until the node must end (lease lost, control stream ended, shards moved, devices
   // enrolled on its shards) or `stop`

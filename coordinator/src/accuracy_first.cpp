@@ -60,6 +60,7 @@ Expected<EliminationSetup> setup_for(const AccuracyFirstOptions& options, Useful
 
 // Users the query is over, on every shard (collective when sharded).
 std::uint64_t query_users(const Fleet& fleet, const UserCharges& charges, const Shard& shard) {
+  if (shard.query_users > 0) return shard.query_users;
   return sum_over_shards(shard, charges.is_everyone() ? fleet.size() : charges.listed().size());
 }
 

@@ -462,9 +462,16 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
       }
       ranked.clear();
       for (double value : scratch) ranked.push_back({value, 0});
-      const double kth_upper = smallest_over_shards(shard, std::move(ranked), k).back().key;
-      for (std::size_t a = 0; a < answered.size(); ++a)
-        if (lower[a] <= kth_upper) next.push_back(answered[a]);
+      const auto smallest = smallest_over_shards(shard, std::move(ranked), k);
+      // Empty only when a shard lost mid-query (the live tier) had counted answers the others
+      // never saw: nobody is eliminated on nothing.
+      if (smallest.empty()) {
+        next = answered;
+      } else {
+        const double kth_upper = smallest.back().key;
+        for (std::size_t a = 0; a < answered.size(); ++a)
+          if (lower[a] <= kth_upper) next.push_back(answered[a]);
+      }
     }
     engine.end_round(next.size());
     group.swap(next);

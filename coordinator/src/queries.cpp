@@ -43,6 +43,7 @@ Status validate_common(const Fleet& fleet, const UserCharges& charges,
 // The users a query is over, on every shard (collective when sharded).
 std::uint64_t query_users(const Fleet& fleet, const UserCharges& charges,
                           const QueryOptions& options) {
+  if (options.shard.query_users > 0) return options.shard.query_users;
   if (charges.is_everyone())
     return options.shard.sharded() ? options.shard.fleet_users : fleet.size();
   return sum_over_shards(options.shard, charges.listed().size());

@@ -169,6 +169,9 @@ struct LiveTier {
 
   // How long a gateway serves before it restarts to take in devices enrolled on its shards.
   std::string enrolment_reload_ms;
+  // GET /metrics of the leader (whichever coordinator leads) and of each gateway.
+  int coordinator_metrics_port = test::free_port();
+  std::vector<int> gateway_metrics_ports;
 
   LiveTier(const std::vector<double>& points, std::uint64_t seed,
            std::chrono::milliseconds enrolment_reload = 60s)
@@ -191,6 +194,7 @@ struct LiveTier {
       REQUIRE(store->register_gateway(id, transport::sha256_of("secret-" + id)));
       std::ofstream(folder / (id + ".key")) << "secret-" << id << "\n";
       gateway_ports.push_back(test::free_port());
+      gateway_metrics_ports.push_back(test::free_port());
       backends.push_back({id, "127.0.0.1:" + std::to_string(gateway_ports.back()), ""});
     }
     // HAProxy, with no shard routed yet: the leader routes them as it gives them out.
@@ -251,7 +255,9 @@ struct LiveTier {
             "--haproxy-map",
             haproxy.map_path,
             "--address-template",
-            kTemplate};
+            kTemplate,
+            "--metrics-listen",
+            "127.0.0.1:" + std::to_string(coordinator_metrics_port)};
   }
   std::vector<std::string> gateway_args(std::size_t g) const {
     const std::string id = "gw-" + std::to_string(g);
@@ -273,7 +279,9 @@ struct LiveTier {
             "--round-deadline-ms",
             "30000",  // a loaded machine's devices are slow, not gone
             "--enrolment-reload-ms",
-            enrolment_reload_ms};
+            enrolment_reload_ms,
+            "--metrics-listen",
+            "127.0.0.1:" + std::to_string(gateway_metrics_ports[g])};
   }
 
   std::string log_of(int c) const {
@@ -452,6 +460,23 @@ TEST_CASE(
           std::vector<std::string>(expected_knn.neighbours().begin(),
                                    expected_knn.neighbours().end()));
   }
+  // Prometheus: the leader counts its queries, every gateway its devices and their replies.
+  const std::string driver = test::http_get(tier.coordinator_metrics_port, "/metrics");
+  INFO(driver);
+  CHECK(driver.find("cgp_queries_total{kind=\"range\",outcome=\"valid\"} " +
+                    std::to_string(ranges.size())) != std::string::npos);
+  CHECK(driver.find("cgp_devices_connected") == std::string::npos);  // it holds no device
+  std::size_t connected = 0;
+  for (int port : tier.gateway_metrics_ports) {
+    const std::string gateway = test::http_get(port, "/metrics");
+    INFO(gateway);
+    CHECK(gateway.find("cgp_replies_total ") != std::string::npos);
+    const std::string key = "\ncgp_devices_connected ";
+    const auto at = gateway.find(key);
+    REQUIRE(at != std::string::npos);
+    connected += std::stoul(gateway.substr(at + key.size()));
+  }
+  CHECK(connected == kDevices);
 
   // The leader dies in mid-query: the standby takes the lead.
   const grpc::Status cut_status = query_struck_midway(
@@ -569,6 +594,9 @@ TEST_CASE(
                                       transport::sha256_of("key-" + std::to_string(kDevices)));
   REQUIRE(late);
   REQUIRE(tier.store->revoke("device-0"));
+  // Its gateway admits it at its next lease renewal (every 500 ms here); a Hello before that is
+  // refused by its credential, as an unknown id's is, and the device link takes that as final.
+  std::this_thread::sleep_for(3s);
   tier.phones->add(points, seed);
   tier.serve_phone(kDevices);
   const std::string leader = tier.leader_address();

@@ -33,6 +33,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1/reflection.pb.h"
 #include "grpc/reflection/v1alpha/reflection.pb.h"
+#include "network_fixtures.hpp"
 #include "support/idle_flood.hpp"
 
 extern char** environ;
@@ -43,33 +44,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// GET path over HTTP/1.0 on 127.0.0.1:port; the body, or "" on any failure.
-std::string http_get(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  timeval wait{30, 0};  // a stalled server fails the test instead of hanging it
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<std::uint16_t>(port));
-  to.sin_addr.s_addr = inet_addr("127.0.0.1");
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buffer[4096];
-  for (ssize_t got; (got = recv(fd, buffer, sizeof buffer, 0)) > 0;)
-    response.append(buffer, static_cast<std::size_t>(got));
-  close(fd);
-  const auto body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
+using test::http_get;
 
 // One request over server reflection as grpcurl makes it: the bidirectional call at `method`
 // (/grpc.reflection.v1.ServerReflection/ServerReflectionInfo, or v1alpha's), made with gRPC's

@@ -145,6 +145,7 @@ struct ClusterEndpoint final : v1::Analyst::Service {
     query.set_component_id(options.component_id);
     query.set_adaptive_horizon(options.adaptive_horizon);
     for (coordinator::UserId user : fleet.revoked) query.add_revoked(user);
+    query.set_query_users(subject.empty() ? fleet.users : subject.size());
     // What every round of the query together may charge a user: its cap (Alg. 3's share is
     // decided per user on the gateways, never above the whole budget).
     const double worst = in.adaptive() ? fleet.rho_capacity : in.rho();
@@ -187,6 +188,10 @@ struct ClusterEndpoint final : v1::Analyst::Service {
         (merged->degraded()
              ? " degraded=1 lost_shards=" + std::to_string(merged->lost_shards_size())
              : std::string()));
+    if (options.metrics)
+      options.metrics->observe_query(kind_of(query),
+                                     merged->coverage().valid() && merged->missing().valid(),
+                                     merged->seconds(), merged->degraded());
     detail::result_page(*merged, 0, options.result_page_entries, *out);
     return detail::judged_status(*merged, id);
   }

@@ -101,10 +101,15 @@ Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
   options.shard = {0, start.fleet_users(), &reducer, ids_};
 
   std::vector<coordinator::UserId> subject;
-  for (std::size_t u = 0; u < ids_.size(); ++u)
-    if (!revoked_[u] && !std::binary_search(query.revoked().begin(), query.revoked().end(),
-                                            static_cast<std::uint64_t>(ids_[u])))
-      subject.push_back(static_cast<coordinator::UserId>(u));
+  // Revoked when this gateway loaded but admitted again since: in the query, not askable here
+  // (its new credential is not loaded), so listed unanswered rather than counted as answered.
+  std::vector<std::uint32_t> readmitted;
+  for (std::size_t u = 0; u < ids_.size(); ++u) {
+    const bool revoked_now = std::binary_search(query.revoked().begin(), query.revoked().end(),
+                                                static_cast<std::uint64_t>(ids_[u]));
+    if (revoked_[u] && !revoked_now) readmitted.push_back(static_cast<std::uint32_t>(ids_[u]));
+    if (!revoked_[u] && !revoked_now) subject.push_back(static_cast<coordinator::UserId>(u));
+  }
   if (!query.adaptive() && !(query.cap() > 0) && local)
     local = make_error(ErrorCode::not_positive, "rho", "a query's cap must be positive");
   coordinator::UserCharges charges = coordinator::UserCharges::uniform(
@@ -125,6 +130,10 @@ Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
   // each of them, as the single process's does.
   const std::uint64_t not_asked = coordinator::sum_over_shards(options.shard, exhausted.size());
   CGP_RETURN_IF_ERROR(coordinator::agree_over_shards(options.shard, std::move(local)));
+  // The engines divide by (and leave interval room for) every user of the query as the round
+  // driver counts them, less those left out as spent: also users of a gateway lost mid-query and
+  // users no gateway holds yet (enrolled since it loaded).
+  if (query.query_users() > not_asked) options.shard.query_users = query.query_users() - not_asked;
 
   v1::QueryResult result;
   result.set_query_id(query.query_id());
@@ -146,6 +155,7 @@ Expected<std::string> ShardQueries::run(const v1::QueryStart& start,
   if (query.adaptive()) ++adaptive_queries_;
   if (!ran) return ran.error();
   for (auto u : exhausted) result.add_refused(static_cast<std::uint32_t>(ids_[u]));
+  for (auto user : readmitted) result.add_unanswered(user);
   result.set_users(static_cast<std::uint32_t>(ids_.size()));
   return result.SerializeAsString();
 }
@@ -226,6 +236,8 @@ Expected<v1::QueryResult> run_cluster_query(
   }
   merged.set_users(static_cast<std::uint32_t>(users));
   if (users_of) {
+    // Enrolled since a gateway loaded its shards: no gateway asked them. The engines counted
+    // them in their divisor and interval room (ClusterQuery.query_users).
     for (const auto& outcome : outcomes)
       if (!outcome.lost && outcome.fleet_users_loaded < fleet_users)
         CGP_RETURN_IF_ERROR(list_unheld(users_of, shards_of(outcome), outcome.fleet_users_loaded,

@@ -180,7 +180,8 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
       std::lock_guard lock(mutex);
       if (!running || running->query_id != contribution.query_id() || running->failed) return;
       const auto index = participant_index(gateway);
-      if (!index) return;
+      // A lost participant's stream may still deliver what it had buffered: dropped.
+      if (!index || running->lost[*index]) return;
       auto result = hub.contribute(*index, contribution);
       if (!result) {
         fail_running(result.error());
@@ -199,7 +200,7 @@ struct ControlServer::Impl final : v1::GatewayControl::Service {
     std::lock_guard lock(mutex);
     if (!running || running->query_id != done.query_id()) return;
     const auto index = participant_index(gateway);
-    if (!index) return;
+    if (!index || running->lost[*index]) return;  // lost: its word no longer counts
     running->done[*index] = done;
     // A gateway that failed on its own, or ended while the others wait in a collective it never
     // joined, will not contribute again: the others must not wait for the deadline.

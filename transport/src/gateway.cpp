@@ -116,16 +116,6 @@ grpc::Status GatewayCore::admit(const v1::Hello& hello,
   }
   admitted_with = expected.digest;
   if (!expected.checked) return grpc::Status::OK;
-  if (virtual_shards > 0 && !expected.digest) {
-    // Public: whether this gateway holds the id. A device enrolled since the gateway loaded its
-    // shards comes in at the next reload; meanwhile it waits rather than giving up.
-    retry_after_ms = GatewayOptions::kNotLoadedRetryAfterMs;
-    return refuse({grpc::StatusCode::UNAVAILABLE,
-                   "device: not enrolled on this gateway yet (it takes devices enrolled since "
-                   "it loaded at its next reload); come back after " +
-                       std::to_string(retry_after_ms) + " ms"},
-                  "not-loaded");
-  }
   // Binding the stream to the id whose credential it presented: a device cannot answer for
   // another id, since replies are taken as that id's only.
   if (!expected.digest || !credential_matches(hello.credential(), *expected.digest))

@@ -1,4 +1,4 @@
-#include "metrics_endpoint.hpp"
+#include "cgp/transport/metrics_endpoint.hpp"
 
 #include <chrono>
 
@@ -15,7 +15,7 @@
 #include "connection_admission.hpp"
 #include "metrics_http_server.hpp"
 
-namespace cgp::transport::detail {
+namespace cgp::transport {
 namespace {
 
 prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type,
@@ -37,6 +37,20 @@ class GatewayCollectable final : public prometheus::Collectable {
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count()) {}
   std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out;
+    // Counters below count from this start, as Prometheus expects (a restart is a reset);
+    // cgp-analyst status shows totals over the coordinator's life.
+    out.push_back(family("cgp_start_time_seconds", "When this process started (unix seconds)",
+                         prometheus::MetricType::Gauge, start_unix_seconds_));
+    if (sources_.connected_devices)
+      out.push_back(family("cgp_devices_connected", "Devices with a stream past Hello",
+                           prometheus::MetricType::Gauge,
+                           static_cast<double>(sources_.connected_devices())));
+    if (sources_.enrolled_devices)
+      out.push_back(family("cgp_devices_enrolled", "Devices in the enrolment, not revoked",
+                           prometheus::MetricType::Gauge,
+                           static_cast<double>(sources_.enrolled_devices())));
+    if (!sources_.counters) return out;
     const GatewayCounters c = sources_.counters();
     using prometheus::MetricType;
     auto counter = [](std::string name, std::string help, std::uint64_t value) {
@@ -47,15 +61,7 @@ class GatewayCollectable final : public prometheus::Collectable {
       return family(std::move(name), std::move(help), MetricType::Gauge,
                     static_cast<double>(value));
     };
-    std::vector<prometheus::MetricFamily> out = {
-        gauge("cgp_devices_connected", "Devices with a stream past Hello",
-              sources_.connected_devices()),
-        gauge("cgp_devices_enrolled", "Devices in the enrolment, not revoked",
-              sources_.enrolled_devices()),
-        // Counters below count from this start, as Prometheus expects (a restart is a reset);
-        // cgp-analyst status shows totals over the coordinator's life.
-        family("cgp_start_time_seconds", "When this coordinator process started (unix seconds)",
-               MetricType::Gauge, start_unix_seconds_),
+    const std::vector<prometheus::MetricFamily> devices = {
         gauge("cgp_connections_open", "TCP connections open on the device/analyst port",
               c.open_connections),
         counter("cgp_device_connects_total", "Streams that said Hello and were admitted",
@@ -73,6 +79,7 @@ class GatewayCollectable final : public prometheus::Collectable {
                 c.unanswered),
         counter("cgp_late_replies_total", "Replies to rounds already closed", c.late_replies),
     };
+    out.insert(out.end(), devices.begin(), devices.end());
     prometheus::MetricFamily refused{
         "cgp_refused_total", "Connections and streams refused, by reason", MetricType::Counter, {}};
     const std::uint64_t by_cap = c.refused_total_cap + c.refused_address_cap +
@@ -104,7 +111,7 @@ class GatewayCollectable final : public prometheus::Collectable {
 struct MetricsEndpoint::State {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::shared_ptr<GatewayCollectable> gateway;
-  std::unique_ptr<MetricsHttpServer> server;  // last: stopped before what it reads goes
+  std::unique_ptr<detail::MetricsHttpServer> server;  // last: stopped before what it reads goes
   prometheus::Family<prometheus::Histogram>* durations = nullptr;
   prometheus::Family<prometheus::Counter>* queries = nullptr;
   std::mutex mutex;  // the per-kind metrics are made on first use
@@ -116,7 +123,7 @@ MetricsEndpoint::~MetricsEndpoint() = default;
 
 Expected<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::string& address,
                                                                   Sources sources) {
-  auto parsed = parse_listen_address(address);
+  auto parsed = detail::parse_listen_address(address);
   if (!parsed) {
     return make_error(parsed.error().code, "metrics_listen",
                       "metrics_listen: " + parsed.error().message);
@@ -129,7 +136,9 @@ Expected<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::str
                           .Register(*state->registry);
   state->queries = &prometheus::BuildCounter()
                         .Name("cgp_queries_total")
-                        .Help("Analyst queries that ran, by kind and outcome (valid/incomplete)")
+                        .Help(
+                            "Analyst queries that ran, by kind and outcome "
+                            "(valid/incomplete/degraded)")
                         .Register(*state->registry);
   auto exposition = [gateway = state->gateway, registry = state->registry] {
     auto families = gateway->Collect();
@@ -138,7 +147,8 @@ Expected<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::str
                     std::make_move_iterator(more.end()));
     return prometheus::TextSerializer().Serialize(families);
   };
-  auto server = MetricsHttpServer::start(parsed->host, parsed->port, {}, std::move(exposition));
+  auto server =
+      detail::MetricsHttpServer::start(parsed->host, parsed->port, {}, std::move(exposition));
   if (!server) return server.error();
   state->server = std::move(*server);
   state->port = state->server->port();
@@ -149,14 +159,16 @@ int MetricsEndpoint::port() const noexcept {
   return state_->port;
 }
 
-void MetricsEndpoint::observe_query(std::string_view kind, bool valid, double seconds) {
+void MetricsEndpoint::observe_query(std::string_view kind, bool valid, double seconds,
+                                    bool degraded) {
   // Buckets from 1 ms to ~16 min: a query is a few rounds of a round deadline each.
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
       0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000};
   std::lock_guard lock(state_->mutex);
   const std::string name(kind);
   state_->durations->Add({{"kind", name}}, kBuckets).Observe(seconds);
-  state_->queries->Add({{"kind", name}, {"outcome", valid ? "valid" : "incomplete"}}).Increment();
+  const char* outcome = degraded ? "degraded" : valid ? "valid" : "incomplete";
+  state_->queries->Add({{"kind", name}, {"outcome", outcome}}).Increment();
 }
 
-}  // namespace cgp::transport::detail
+}  // namespace cgp::transport

@@ -1,40 +1,9 @@
-// The coordinator's Prometheus endpoint (text format, GET /metrics) on a port of its own, so that
-// scraping needs no credential and never shares the devices' port. Metrics are
-// prometheus-cpp's, served by our own Beast server (metrics_http_server.hpp: idle sockets cannot
-// stall a scrape); the gateway's counters are read at scrape time, so nothing is counted twice.
+// The Prometheus endpoint is public (cgp/transport/metrics_endpoint.hpp); the coordinator's own
+// code names it here as before.
 #pragma once
 
-#include <functional>
-#include <memory>
-#include <string>
-#include <string_view>
-
-#include "cgp/common/expected.hpp"
-#include "cgp/transport/gateway.hpp"
+#include "cgp/transport/metrics_endpoint.hpp"
 
 namespace cgp::transport::detail {
-
-class MetricsEndpoint {
- public:
-  struct Sources {
-    std::function<GatewayCounters()> counters;
-    std::function<std::size_t()> connected_devices;
-    std::function<std::size_t()> enrolled_devices;
-  };
-  // "HOST:PORT" (port 0: any free port). Errors name "metrics_listen".
-  static Expected<std::unique_ptr<MetricsEndpoint>> start(const std::string& address,
-                                                          Sources sources);
-  ~MetricsEndpoint();
-  int port() const noexcept;
-  // One finished analyst query: its kind (range, kde, knn, threshold), whether it gave a valid
-  // result, and its wall time.
-  void observe_query(std::string_view kind, bool valid, double seconds);
-
-  struct State;
-
- private:
-  explicit MetricsEndpoint(std::unique_ptr<State> state);
-  std::unique_ptr<State> state_;
-};
-
+using MetricsEndpoint = transport::MetricsEndpoint;
 }  // namespace cgp::transport::detail

@@ -31,9 +31,9 @@
 #include "roster.hpp"
 
 namespace cgp::transport {
+class MetricsEndpoint;
 namespace detail {
 class CoordinatorState;
-class MetricsEndpoint;
 // "q-" and 16 hex digits from the OS random source: query ids unique across restarts.
 std::string random_query_prefix();
 }  // namespace detail
@@ -46,7 +46,7 @@ struct QueryDesk {
   // the roster (take_new_users); the roster may be ahead of it by devices enrolled since.
   CoordinatorOptions options;
   std::unique_ptr<DeviceGateway> gateway;
-  std::unique_ptr<detail::MetricsEndpoint> metrics;
+  std::unique_ptr<MetricsEndpoint> metrics;
   std::unique_ptr<NetworkFleet> fleet;
   // Every device id ever enrolled in this run, by user index, and who is revoked.
   detail::Roster roster;

@@ -51,6 +51,11 @@ struct Shard {
   // The global id of each of the fleet's users (local id u → ids[u]), any order; empty: the
   // contiguous range from first. Viewed: the caller keeps it alive for the query.
   std::span<const UserId> ids{};
+  // The users a query is over, on every shard, when the caller knows them (the live tier's
+  // round driver counts them in the enrolment, so that a shard lost mid-query or users no shard
+  // holds yet still count in a density's divisor and an interval's room); 0: summed over the
+  // shards. The same on every shard.
+  std::uint64_t query_users = 0;
   bool sharded() const noexcept { return reducer != nullptr; }
 };
 

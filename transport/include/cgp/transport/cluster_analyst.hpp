@@ -22,6 +22,7 @@
 #include "cgp/transport/credentials.hpp"
 #include "cgp/transport/gateway.hpp"
 #include "cgp/transport/gateway_control.hpp"
+#include "cgp/transport/metrics_endpoint.hpp"
 
 namespace cgp::v1 {
 class QueryResult;
@@ -70,6 +71,7 @@ struct ClusterAnalystOptions {
   std::string component_id = "location";    // what queries are about
   std::size_t result_page_entries = 65536;  // per-user entries in one reply (GetResult pages)
   std::function<void(const std::string&)> log;
+  MetricsEndpoint* metrics = nullptr;  // each query observed there; outlives the analyst
 };
 
 class ClusterAnalyst {

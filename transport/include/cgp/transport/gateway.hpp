@@ -141,10 +141,6 @@ struct GatewayOptions {
   std::uint32_t virtual_shards = 0;
   std::vector<std::uint32_t> served_shards;
   static constexpr std::uint32_t kShardRetryAfterMs = 1000;
-  // With virtual_shards, a device id this gateway has no credential for (enrolled since it
-  // loaded, or never) is told to come back after this long, not refused for good: the gateway
-  // takes late enrolments in when it reloads (docs/cluster.md).
-  static constexpr std::uint32_t kNotLoadedRetryAfterMs = 5000;
   // Device streams are spread over this many completion queues, a thread each (not a thread
   // per device). More queues make each completion cheaper when many devices are connected.
   std::size_t completion_queues = 8;
