@@ -226,4 +226,18 @@ inline std::string http_get(int port, const std::string& path) {
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
+// Device i of a sharded fleet ("device-i", credential "key-i") dialling its virtual shard's
+// name s{shard}.devices.test (of `shards`) at 127.0.0.1:port, trusting `root`.
+inline link::DeviceConnection shard_device_connection(int port, std::size_t i, std::uint32_t shards,
+                                                      const std::string& root) {
+  link::DeviceConnection connection;
+  connection.coordinator_address = "s{shard}.devices.test:" + std::to_string(port);
+  connection.virtual_shards = shards;
+  connection.connect_to = "127.0.0.1:" + std::to_string(port);
+  connection.device_id = "device-" + std::to_string(i);
+  connection.credential = "key-" + std::to_string(i);
+  connection.tls_root_certificate = root;
+  return connection;
+}
+
 }  // namespace cgp::test

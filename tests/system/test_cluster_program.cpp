@@ -223,14 +223,7 @@ struct LiveTier {
   }
   // Device i dials its shard's name through HAProxy.
   void serve_phone(std::size_t i) {
-    link::DeviceConnection c;
-    c.coordinator_address = "s{shard}.devices.test:" + std::to_string(device_port);
-    c.virtual_shards = kShards;
-    c.connect_to = "127.0.0.1:" + std::to_string(device_port);
-    c.device_id = "device-" + std::to_string(i);
-    c.credential = "key-" + std::to_string(i);
-    c.tls_root_certificate = tls.certificate;
-    phones->serve(i, c);
+    phones->serve(i, test::shard_device_connection(device_port, i, kShards, tls.certificate));
   }
   ~LiveTier() { phones.reset(); }  // the devices stop before the processes they dial
 

@@ -24,13 +24,7 @@ namespace {
 constexpr std::uint32_t kShards = 4096;
 
 link::DeviceConnection shard_device(std::uint16_t port, std::size_t i, const std::string& root) {
-  link::DeviceConnection connection;
-  connection.coordinator_address = "s{shard}.devices.test:" + std::to_string(port);
-  connection.virtual_shards = kShards;
-  connection.connect_to = "127.0.0.1:" + std::to_string(port);
-  connection.device_id = "device-" + std::to_string(i);
-  connection.credential = "key-" + std::to_string(i);
-  connection.tls_root_certificate = root;
+  link::DeviceConnection connection = test::shard_device_connection(port, i, kShards, root);
   connection.transport = link::DeviceTransport::frames;
   return connection;
 }
