@@ -173,7 +173,7 @@ TEST_CASE("gateway control: three gateways answer as the whole fleet does, bit f
     REQUIRE(outcomes);
     REQUIRE(outcomes->size() == 3);
     for (const auto& outcome : *outcomes) {
-      INFO(outcome.gateway_id);
+      INFO(outcome.gateway.gateway_id);
       REQUIRE(outcome.result);
       CHECK(*outcome.result == encode(*expected));
     }
@@ -281,12 +281,12 @@ TEST_CASE(
   REQUIRE((*outcomes)[1].result);
   CHECK(*(*outcomes)[0].result == *(*outcomes)[1].result);
   const auto& lost = (*outcomes)[2];
-  CHECK(lost.gateway_id == "gw-c");
+  CHECK(lost.gateway.gateway_id == "gw-c");
   CHECK(lost.lost);
   REQUIRE_FALSE(lost.result);
   CHECK(lost.result.error().parameter == "gateway");
   CHECK(lost.result.error().code == ErrorCode::unavailable);
-  CHECK(lost.shards == doomed_options.shards);
+  CHECK(lost.gateway.shards == doomed_options.shards);
   {
     // The final tally counted the lost gateway's decided users (its noted counts), and the
     // survivors' own parts: nothing else.

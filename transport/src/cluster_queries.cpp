@@ -181,7 +181,7 @@ Status list_unheld(const UsersOfShards& users_of, std::span<const std::uint32_t>
 
 std::vector<std::uint32_t> shards_of(const GatewayOutcome& outcome) {
   std::vector<std::uint32_t> shards;
-  for (const auto& [shard, epoch] : outcome.shards) shards.push_back(shard);
+  for (const auto& [shard, epoch] : outcome.gateway.shards) shards.push_back(shard);
   std::sort(shards.begin(), shards.end());
   return shards;
 }
@@ -210,9 +210,9 @@ Expected<v1::QueryResult> run_cluster_query(
     if (!part.ParseFromString(*outcomes[g].result))
       return make_error(
           ErrorCode::malformed_message, "gateway",
-          "gateway: " + outcomes[g].gateway_id + " sent a result that does not parse");
+          "gateway: " + outcomes[g].gateway.gateway_id + " sent a result that does not parse");
     if (!first_gateway) {
-      first_gateway = &outcomes[g].gateway_id;
+      first_gateway = &outcomes[g].gateway.gateway_id;
       merged = part;
       merged.clear_charges();
       merged.clear_refused();
@@ -221,7 +221,7 @@ Expected<v1::QueryResult> run_cluster_query(
       merged.clear_not_reached();
     } else if (!agree(merged, part)) {
       return make_error(ErrorCode::internal_error, "gateway",
-                        "gateway: " + outcomes[g].gateway_id + "'s result of query " +
+                        "gateway: " + outcomes[g].gateway.gateway_id + "'s result of query " +
                             query.query_id() + " disagrees with " + *first_gateway + "'s");
     }
     // Each gateway names only its own devices among the neighbours: the names are merged.
@@ -239,9 +239,10 @@ Expected<v1::QueryResult> run_cluster_query(
     // Enrolled since a gateway loaded its shards: no gateway asked them. The engines counted
     // them in their divisor and interval room (ClusterQuery.query_users).
     for (const auto& outcome : outcomes)
-      if (!outcome.lost && outcome.fleet_users_loaded < fleet_users)
-        CGP_RETURN_IF_ERROR(list_unheld(users_of, shards_of(outcome), outcome.fleet_users_loaded,
-                                        subject, fleet_users, merged));
+      if (!outcome.lost && outcome.gateway.fleet_users_loaded < fleet_users)
+        CGP_RETURN_IF_ERROR(list_unheld(users_of, shards_of(outcome),
+                                        outcome.gateway.fleet_users_loaded, subject, fleet_users,
+                                        merged));
   }
   if (!lost_shards.empty()) {
     // A degraded result: the lost gateways' shards named, their users unanswered, no certificate.

@@ -336,14 +336,12 @@ Expected<std::vector<GatewayOutcome>> ControlServer::run_query(
     const AttachedGateway& info = running.participants[i]->info;
     if (running.lost[i]) {
       outcomes.push_back(
-          {info.gateway_id,
-           gateway_error(ErrorCode::unavailable, info.gateway_id + " was lost mid-query"),
-           info.shards, true, info.fleet_users_loaded});
+          {info, gateway_error(ErrorCode::unavailable, info.gateway_id + " was lost mid-query"),
+           true});
       continue;
     }
     const v1::QueryDone& done = *running.done[i];
-    GatewayOutcome outcome{info.gateway_id, done.result(), info.shards, false,
-                           info.fleet_users_loaded};
+    GatewayOutcome outcome{info, done.result(), false};
     if (done.error_code() != 0)
       outcome.result = make_error(static_cast<ErrorCode>(done.error_code()), done.error_parameter(),
                                   done.error_message());

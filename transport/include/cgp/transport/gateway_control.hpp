@@ -46,11 +46,9 @@ struct AttachedGateway {
 // mid-query (`lost`) has an `unavailable` error naming "gateway": the others finished the query
 // without it, counting the users it had decided before (ReducerHub, docs/cluster.md).
 struct GatewayOutcome {
-  std::string gateway_id;
+  AttachedGateway gateway;  // the gateway as it attached (id, shards, fleet size loaded)
   Expected<std::string> result;
-  std::vector<std::pair<std::uint32_t, std::int64_t>> shards;  // (shard, ownership epoch)
   bool lost = false;
-  std::uint64_t fleet_users_loaded = 0;  // AttachedGateway's
 };
 
 class ControlServer {
