@@ -6,9 +6,19 @@
 #                                    (CGP_DEVICE_LINK: gRPC); installs and consumes it too
 #   scripts/client_build.sh arm64    cross-built for 64-bit ARM, tests under qemu-aarch64
 #   scripts/client_build.sh armhf    cross-built for 32-bit ARMv7 (no __int128), under qemu-arm
+#   ... --build-only                 installs and builds, runs no test (.ci/run builds the cross
+#                                    targets at low priority beside the suites, then tests them)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-target=${1:-native}
+target=native
+build_only=0
+for arg in "$@"; do
+  case "$arg" in
+    native|arm64|armhf) target=$arg ;;
+    --build-only) build_only=1 ;;
+    *) echo "usage: scripts/client_build.sh [arm64|armhf] [--build-only]" >&2; exit 2 ;;
+  esac
+done
 flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCGP_WERROR=ON -DCGP_CLIENT_ONLY=ON)
 strip=strip
 case "$target" in
@@ -23,10 +33,10 @@ case "$target" in
     CGP_SYSROOT="$("$root/scripts/setup_cross.sh" "$target")"
     flags+=(-DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/$triple.cmake")
     strip=$triple-strip ;;
-  *) echo "usage: scripts/client_build.sh [arm64|armhf]" >&2; exit 2 ;;
 esac
 cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" >/dev/null
 "$root/scripts/build_logged.sh" "client_build ($target)" "$build"
+[ "$build_only" -eq 1 ] && exit 0
 (cd "$build" && ctest --output-on-failure --parallel "$(nproc)" --timeout 900)
 
 stripped_size() {

@@ -2,11 +2,13 @@
 # Fuzzes the device's request path (tests/fuzz/fuzz_device.cpp: the C ABI with fuzzed reply
 # buffer sizes and the C++ wire path) with libFuzzer under ASan/UBSan, for a bounded time.
 #
-#   scripts/fuzz.sh [seconds] [--merge] [--regen-corpus]
-#     seconds         how long to fuzz (default 120)
+#   scripts/fuzz.sh [seconds] [--workers N] [--merge] [--regen-corpus] [--build-only]
+#     seconds         how long to fuzz, in wall time (default 120)
+#     --workers N     fuzz in N processes at once (libFuzzer -fork=N; default 1)
 #     --merge         afterwards, add the inputs that found new coverage to tests/fuzz/corpus
 #                     (libFuzzer -merge=1; only then is the repository's corpus touched)
 #     --regen-corpus  rewrite the seed files of tests/fuzz/corpus from make_corpus.cpp, and stop
+#     --build-only    build the fuzzer, and stop
 #
 # Builds in build-fuzz/ (CGP_FUZZ_BUILD_DIR overrides) with clang: CGP_FUZZ=ON, CGP_SANITIZE=ON.
 # Fuzzes a copy of the corpus in <build>/fuzz-run/. Exits non-zero on a crash, a failed
@@ -16,14 +18,25 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CGP_FUZZ_BUILD_DIR:-$root/build-fuzz}
-seconds=120 merge=0 regen=0
-for arg in "$@"; do
-  case $arg in
+usage() {
+  echo "usage: $0 [seconds] [--workers N] [--merge] [--regen-corpus] [--build-only]" >&2
+  exit 2
+}
+seconds=120 workers=1 merge=0 regen=0 build_only=0
+while [ $# -gt 0 ]; do
+  case $1 in
     --merge) merge=1 ;;
     --regen-corpus) regen=1 ;;
-    ''|*[!0-9]*) echo "usage: $0 [seconds] [--merge] [--regen-corpus]" >&2; exit 2 ;;
-    *) seconds=$arg ;;
+    --build-only) build_only=1 ;;
+    --workers)
+      [ $# -ge 2 ] || usage
+      case $2 in ''|*[!0-9]*|0) usage ;; esac
+      workers=$2
+      shift ;;
+    ''|*[!0-9]*) usage ;;
+    *) seconds=$1 ;;
   esac
+  shift
 done
 
 "$root/scripts/setup.sh"  # the fuzz packages (clang, libclang-rt-14-dev, llvm) belong in its list
@@ -43,6 +56,7 @@ if [ ! -x "$fuzzer" ]; then
   echo "fuzz: $fuzzer was not built (is add_subdirectory(tests/fuzz) wired in for CGP_FUZZ?)" >&2
   exit 1
 fi
+[ $build_only -eq 1 ] && exit 0
 if [ $regen -eq 1 ]; then
   "$build/tests/fuzz/cgp_fuzz_make_corpus" "$corpus"
   exit 0
@@ -61,9 +75,14 @@ rm -rf "$run"
 mkdir -p "$run/corpus" "$run/artifacts"
 cp "$corpus"/* "$run/corpus/"
 
-echo "fuzz: $fuzzer for ${seconds}s over a copy of $corpus ($(ls "$corpus" | wc -l) seeds)" >&2
+echo "fuzz: $fuzzer for ${seconds}s in $workers process(es) over a copy of $corpus" \
+  "($(ls "$corpus" | wc -l) seeds)" >&2
+parallel=()
+# Fork mode: the parent runs N children on the shared corpus and stops at the first crash, leak
+# or timeout of any of them (-ignore_crashes stays 0), leaving its input in artifacts/.
+[ "$workers" -gt 1 ] && parallel=(-fork="$workers")
 set +e
-"$fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+"$fuzzer" "${parallel[@]}" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
   -print_final_stats=1 -artifact_prefix="$run/artifacts/" "$run/corpus" 2>&1 |
   grep -v '^#[0-9]* *\(NEW\|REDUCE\|pulse\) '
 status=${PIPESTATUS[0]}
