@@ -29,6 +29,7 @@ constexpr std::size_t kChunk = 1024;
 struct alignas(64) Worker {  // its own cache lines: workers write their lists per user
   std::vector<UserId> asked;
   std::vector<double> asked_rho;
+  std::vector<Charge> asked_charge;  // device_charge(asked_rho[k]): what the mirror settles
   RoundRequest request;
   RoundReplies replies;
   std::vector<double> mean;
@@ -231,6 +232,7 @@ class Engine {
                  OnAnswer& on_answer) {
     w.asked.clear();
     w.asked_rho.clear();
+    w.asked_charge.clear();
     double last_r = 0;  // a round asks most users the same ρ: its charge is computed once
     Charge last_charge;
     for (UserId u : users) {
@@ -245,6 +247,7 @@ class Engine {
       }
       w.asked.push_back(u);
       w.asked_rho.push_back(r);
+      w.asked_charge.push_back(last_charge);
     }
     w.asked_count += w.asked.size();
     if (w.asked.empty()) return;
@@ -256,15 +259,10 @@ class Engine {
     Estimates& e = result_.estimates;
     const std::size_t d = e.dimension;
     const RoundReplies& replies = w.replies;
-    last_r = 0;
     for (std::size_t k = 0; k < w.asked.size(); ++k) {
       const UserId u = w.asked[k];
       const double r = w.asked_rho[k];
-      if (k == 0 || r != last_r) {
-        last_r = r;
-        last_charge = Charge{privacy::device_charge(r)};
-      }
-      mirror_.update_with_charge(u, replies.kind[k], last_charge, replies.charged[k],
+      mirror_.update_with_charge(u, replies.kind[k], w.asked_charge[k], replies.charged[k],
                                  replies.remaining[k]);
       switch (replies.kind[k]) {
         case ReplyKind::answered:

@@ -95,8 +95,13 @@ constexpr std::size_t kBatch = 256;
 
 // One thread's buffers for the fast round, reused across batches (no allocation per user).
 struct FastBatch {
-  std::vector<std::uint32_t> slot;             // the admitted users' positions in the round
-  std::vector<client::NoisePlan> plan;         // and their plans (copies: the cache may move on)
+  std::vector<std::uint32_t> slot;  // the admitted users' positions in the round
+  // Runs of admitted users under one plan: users [run_begin[r], run_begin[r+1]) (the last run
+  // to the end) release under run_plan[r] (copies: the cache may move on). Most batches are one
+  // run: a round asks most users the same ρ.
+  std::vector<std::uint32_t> run_begin;
+  std::vector<client::NoisePlan> run_plan;
+  double run_rho = 0;                          // the ρ of the last admitted user
   std::vector<std::uint64_t> keys, item_keys;  // noise keys: per user, per pair of normals
   std::vector<std::uint32_t> item_blocks;      // the pair's block in the user's stream
   std::vector<double> inputs, phi, pairs, normals, released;
@@ -241,7 +246,8 @@ class RoundRunner {
     extent = spec.public_extent();
   }
 
-  void run(std::size_t begin, std::size_t end, PlanCache& plans) {
+  void run(std::size_t begin, std::size_t end, PlanCache& cache) {
+    RecentPlan plans{cache};
     if (s.noise == SimulationNoise::exact) {
       client::ReleaseScratch scratch;
       std::vector<double> out;
@@ -263,16 +269,23 @@ class RoundRunner {
     for (std::size_t first = begin; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
       b.slot.clear();
-      b.plan.clear();
       b.keys.clear();
+      b.run_begin.clear();
+      b.run_plan.clear();
       for (std::size_t k = first; k < last; ++k) {
         const client::NoisePlan* plan = admit(k, plans);
         if (!plan) continue;
+        // A new run where the plan changes (equal ρ: the same plan, without comparing it).
+        if (b.run_plan.empty() ||
+            (request.rho[k] != b.run_rho && !same_plan(*plan, b.run_plan.back()))) {
+          b.run_begin.push_back(static_cast<std::uint32_t>(b.slot.size()));
+          b.run_plan.push_back(*plan);
+        }
+        b.run_rho = request.rho[k];
         b.slot.push_back(static_cast<std::uint32_t>(k));
-        b.plan.push_back(*plan);
         b.keys.push_back(user_key(s.seed, s.global_id(request.users[k])));
       }
-      release_fast(b);
+      release_fast(b, first, last);
     }
   }
 
@@ -281,10 +294,20 @@ class RoundRunner {
     return {s.points.data() + static_cast<std::size_t>(user) * s.dimension, s.dimension};
   }
 
+  // The plan of the last ρ looked up, in front of the thread's cache: most rounds ask every user
+  // the same ρ, so the lookup (a hash and a compare of the slot) is done once per run of equal ρ.
+  // `plan` stays valid until the next cache.find, which only `find` calls.
+  struct RecentPlan {
+    PlanCache& cache;
+    double rho = 0;  // no plan yet: callers never look up ρ ≤ 0
+    const client::NoisePlan* plan = nullptr;
+    bool covered = false;  // plan && plan_covers(*plan, extent)
+  };
+
   // Admission and charge for slot k, the device's own rules (plan_release, PrivacyFilter): returns
   // the plan when the release goes ahead (the charge is committed first), nullptr otherwise with
   // the reply filled in.
-  [[gnu::always_inline]] const client::NoisePlan* admit(std::size_t k, PlanCache& plans) {
+  [[gnu::always_inline]] const client::NoisePlan* admit(std::size_t k, RecentPlan& plans) {
     const UserId user = request.users[k];
     if (!fits || user >= s.spent.size()) {
       replies.kind[k] = ReplyKind::rejected;
@@ -297,8 +320,13 @@ class RoundRunner {
       return nullptr;
     }
     // plan_release, in two steps so that plan_noise's work is kept across rounds.
-    const client::NoisePlan* plan = plans.find(lipschitz, rho, s.config.rho_capacity());
-    if (!plan || !client::plan_covers(*plan, extent)) {  // a ρ plan_release refuses
+    if (rho != plans.rho) {
+      plans.rho = rho;
+      plans.plan = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
+      plans.covered = plans.plan && client::plan_covers(*plans.plan, extent);
+    }
+    const client::NoisePlan* plan = plans.plan;
+    if (!plans.covered) {  // a ρ plan_release refuses
       replies.kind[k] = ReplyKind::rejected;
       replies.remaining[k] = filter.remaining();
       return nullptr;
@@ -317,19 +345,22 @@ class RoundRunner {
     return plan;
   }
 
-  void release_fast(FastBatch& b) {
+  // Releases the batch of slots [first, last): the admitted ones, b.slot.
+  void release_fast(FastBatch& b, std::size_t first, std::size_t last) {
     const std::size_t m = b.slot.size(), d = s.dimension;
     if (m == 0) return;
     s.released.fetch_add(m * out_dim, std::memory_order_relaxed);
+    const std::size_t runs = b.run_plan.size();
+    const auto run_end = [&](std::size_t r) { return r + 1 < runs ? b.run_begin[r + 1] : m; };
     // The device's input: its component clamped to the plan's box, then φ (release_input).
     b.inputs.resize(m * d);
-    double limit = 0;
-    for (std::size_t j = 0; j < m; ++j) {
-      if (j == 0 || !same_plan(b.plan[j], b.plan[j - 1]))
-        limit = client::input_limit(spec, b.plan[j]);
-      const double* x = s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d;
-      double* in = b.inputs.data() + j * d;
-      for (std::size_t t = 0; t < d; ++t) in[t] = std::clamp(x[t], -limit, limit);
+    for (std::size_t r = 0; r < runs; ++r) {
+      const double limit = client::input_limit(spec, b.run_plan[r]);
+      for (std::size_t j = b.run_begin[r]; j < run_end(r); ++j) {
+        const double* x = s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d;
+        double* in = b.inputs.data() + j * d;
+        for (std::size_t t = 0; t < d; ++t) in[t] = std::clamp(x[t], -limit, limit);
+      }
     }
     const double* phi = b.inputs.data();
     if (spec.kind != StatisticKind::location) {
@@ -358,20 +389,21 @@ class RoundRunner {
         for (std::size_t j = 0; j < m; ++j)
           std::copy_n(pairs + j * 2 * blocks, out_dim, b.normals.data() + j * out_dim);
     }
-    // The device's grid, per run of users sharing a plan, then each release to its slot.
-    b.released.resize(m * out_dim);
-    for (std::size_t j = 0; j < m;) {
-      std::size_t stop = j + 1;
-      while (stop < m && same_plan(b.plan[stop], b.plan[j])) ++stop;
-      const std::size_t from = j * out_dim, count = (stop - j) * out_dim;
-      client::privatize_with_normals({phi + from, count}, b.plan[j],
-                                     {b.normals.data() + from, count},
-                                     {b.released.data() + from, count});
-      j = stop;
+    // The device's grid, run by run. When every slot of the batch was admitted, the releases
+    // go straight to the replies (slot first + j); otherwise through a buffer to their slots.
+    const bool whole = m == last - first;
+    double* released = whole ? replies.values.data() + first * out_dim
+                             : (b.released.resize(m * out_dim), b.released.data());
+    for (std::size_t r = 0; r < runs; ++r) {
+      const std::size_t from = b.run_begin[r] * out_dim,
+                        count = (run_end(r) - b.run_begin[r]) * out_dim;
+      client::privatize_with_normals({phi + from, count}, b.run_plan[r],
+                                     {b.normals.data() + from, count}, {released + from, count});
     }
-    for (std::size_t j = 0; j < m; ++j)
-      std::copy_n(b.released.data() + j * out_dim, out_dim,
-                  replies.values.data() + static_cast<std::size_t>(b.slot[j]) * out_dim);
+    if (!whole)
+      for (std::size_t j = 0; j < m; ++j)
+        std::copy_n(released + j * out_dim, out_dim,
+                    replies.values.data() + static_cast<std::size_t>(b.slot[j]) * out_dim);
   }
 
   SimulatedFleet::State& s;
