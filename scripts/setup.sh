@@ -23,6 +23,7 @@ packages=(
   libbenchmark-dev zlib1g-dev            # benchmarks (Google Benchmark; gzip IDX files)
   clang libclang-rt-14-dev llvm          # scripts/fuzz.sh: libFuzzer, sanitizers, symbolizer
   clang-format                           # scripts/format_check.sh (CI)
+  ccache                                 # .ci/run: the client-only leg reuses the release leg's objects
   pybind11-dev python3-dev python3-numpy python3-pandas   # the cgpkit Python package
   python3-grpcio python3-protobuf        # tests/conformance: the reference device of docs/protocol.md
   openjdk-17-jdk-headless libprotobuf-java   # the Java (JNI) binding of the device C ABI and its test
