@@ -1,10 +1,12 @@
 #include "cgp/experiments/data_source.hpp"
 
-#include <sodium.h>
+#include <openssl/evp.h>
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
+#include <vector>
 
 #include "cgp/common/validate.hpp"
 
@@ -85,21 +87,30 @@ std::string data_sha256(const std::string& path) {
   if (!std::filesystem::is_regular_file(path, error)) return {};
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};
-  crypto_hash_sha256_state state;
-  crypto_hash_sha256_init(&state);
+  // OpenSSL's SHA-256 uses the CPU's SHA extensions: ~1.5 GB/s here against libsodium's
+  // portable ~0.25 GB/s, which took 15% of a small run's process time.
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                        &EVP_MD_CTX_free);
+  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) return {};
   std::vector<char> buffer(std::size_t{1} << 16);
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     const auto got = in.gcount();
-    if (got > 0)
-      crypto_hash_sha256_update(&state, reinterpret_cast<const unsigned char*>(buffer.data()),
-                                static_cast<unsigned long long>(got));
+    if (got > 0 &&
+        EVP_DigestUpdate(context.get(), buffer.data(), static_cast<std::size_t>(got)) != 1)
+      return {};
   }
   if (in.bad()) return {};
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256_final(&state, digest);
-  char hex[2 * crypto_hash_sha256_BYTES + 1];
-  return sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(context.get(), digest, &length) != 1) return {};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
 }
 
 }  // namespace cgp::experiments
