@@ -9,45 +9,28 @@
 #include "cgp/common/privacy/confidence.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/validate.hpp"
+#include "cgp/coordinator/round_fold.hpp"
 #include "cgp/coordinator/shard.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
 
 namespace cgp::coordinator {
 namespace {
 
-// Each part of a user's split is shaved so that Σ_j ρ_i·f_j never exceeds ρ_i by rounding.
-constexpr double kShave = 1 - 0x1p-40;
-
 // Users per chunk when a fleet takes concurrent rounds: a chunk's request and replies stay in
 // cache while the engine reads them. Fixed, so a round's chunks (and the order in which its
 // lists are filled) do not depend on the thread count.
 constexpr std::size_t kChunk = 1024;
 
-// One thread's share of a round: its scratch and, in the order it read them, the users each
-// list of the round gets. Lists are merged in chunk order, so a result never depends on how
-// many threads read it.
+// One thread's share of a round: the rules that ask and read it (with their lists, in the order
+// it read them) and the scratch of a round asked through Fleet::ask. Lists are merged in chunk
+// order, so a result never depends on how many threads read it.
 struct alignas(64) Worker {  // its own cache lines: workers write their lists per user
+  RoundFold fold;
   std::vector<UserId> asked;
   std::vector<double> asked_rho;
   std::vector<Charge> asked_charge;  // device_charge(asked_rho[k]): what the mirror settles
   RoundRequest request;
   RoundReplies replies;
-  std::vector<double> mean;
-  double radius_rho_bar = -1, radius_lambda = -1, radius = 0;
-  std::size_t asked_count = 0;
-  // Refused by the mirror (not asked) and by the device: merged in that order, all of the round's
-  // mirror refusals first, as a round asked in one call lists them.
-  std::vector<UserId> not_asked, refused, rejected, unanswered, not_reached;
-  // The caller's lists: PIE-NI's S₁, S₀ and G_j; PIE-k's answers and their interval ends.
-  std::vector<UserId> s1, s0, next;
-  std::vector<double> lower, upper;
-  void clear_round() {
-    asked_count = 0;
-    not_asked.clear(), refused.clear(), rejected.clear(), unanswered.clear();
-    not_reached.clear();
-    s1.clear(), s0.clear(), next.clear();
-    lower.clear(), upper.clear();
-  }
 };
 
 // A caller's own split: 1 to kMaxRounds parts, each > 0 and finite, the sum ≤ 1.
@@ -154,45 +137,59 @@ class Engine {
       request.region = setup_.phi.region;
     }
     workers_.resize(std::max(1u, fleet_.concurrency()));
+    RoundFold::Query query;
+    query.mirror = &mirror_;
+    query.estimates = &e;
+    query.charged = result_.report.charged.data();
+    query.setup = &setup_;
+    query.uniform_rho = uniform_rho_;
+    query.rho_by_user = rho_by_user_.empty() ? nullptr : rho_by_user_.data();
     for (Worker& w : workers_) {
       w.request = request;
-      w.mean.resize(e.dimension);
+      w.fold.start_query(query);
     }
     return {};
   }
 
  public:
-  // Round j (0-based) for `group`, each user asked ρ_u·fraction. Each user that answered is
-  // handed to on_answer(worker, u), its estimate including this round; the workers' lists are
-  // then merged in order. A fleet with concurrency() > 0 is asked in chunks, in parallel.
+  // Round j (0-based) for `group`, each user asked ρ_u·round.fraction; each answer is decided
+  // by round.decision as it is read (its estimate including this round), or, under
+  // Decision::custom, handed to on_answer(worker, u). The workers' lists are then merged in
+  // order. A fleet with concurrency() > 0 is asked in chunks, in parallel, each chunk folded by
+  // the fleet itself when it can (Fleet::ask_folded).
   template <class OnAnswer>
-  void ask_round(std::span<const UserId> group, std::size_t j, double fraction,
+  void ask_round(std::span<const UserId> group, std::size_t j, const RoundFold::Round& round,
                  OnAnswer&& on_answer) {
     const bool chunked = fleet_.concurrency() > 0;
     const std::size_t chunk = chunked ? kChunk : std::max<std::size_t>(1, group.size());
     const std::size_t chunks = (group.size() + chunk - 1) / chunk;
-    for (Worker& w : workers_) w.clear_round();
+    for (Worker& w : workers_) w.fold.start_round(round);
     parallel_chunks(
         chunks, static_cast<unsigned>(workers_.size()),
         [&](std::size_t first, std::size_t last, unsigned part) {
           Worker& w = workers_[part];
+          w.request.round = static_cast<std::uint32_t>(j + 1);
           for (std::size_t c = first; c < last; ++c) {
             const std::size_t begin = c * chunk, end = std::min(group.size(), begin + chunk);
-            ask_chunk(w, group.subspan(begin, end - begin), j, fraction, on_answer);
+            ask_chunk(w, group.subspan(begin, end - begin), on_answer);
           }
         },
         2);
     QueryReport& report = result_.report;
     asked_ = 0;
-    for (const Worker& w : workers_) append(report.refused, w.not_asked);
+    for (const Worker& w : workers_) append(report.refused, w.fold.lists.not_asked);
     for (const Worker& w : workers_) {
-      asked_ += w.asked_count;
-      append(report.refused, w.refused);
-      append(report.rejected, w.rejected);
-      append(report.unanswered, w.unanswered);
-      append(report.not_reached, w.not_reached);
+      const FoldLists& lists = w.fold.lists;
+      asked_ += lists.asked;
+      append(report.refused, lists.refused);
+      append(report.rejected, lists.rejected);
+      append(report.unanswered, lists.unanswered);
+      append(report.not_reached, lists.not_reached);
     }
     report.rounds_used = j + 1;
+  }
+  void ask_round(std::span<const UserId> group, std::size_t j, const RoundFold::Round& round) {
+    ask_round(group, j, round, [](Worker&, UserId) {});
   }
 
   // λ(d′, β₀/(c·|G_{j−1}|)) for this round's radii, |G_{j−1}| over every shard.
@@ -202,90 +199,41 @@ class Engine {
     return privacy::gaussian_norm_bound(result_.estimates.dimension, beta);
   }
 
-  // φ̄_u and its radius h_u.
-  double estimate(Worker& w, UserId u) const {
-    const Estimates& e = result_.estimates;
-    if (setup_.triple == Triple::distance)
-      return e.sum[u] / e.rho_bar[u];  // Estimates::mean, d = 1
-    e.mean(u, w.mean.data());
-    return setup_.phi.evaluate(w.mean);
-  }
-  // Users asked the same ρ every round share ρ̄: the square root is taken once per value.
-  double radius(Worker& w, UserId u, double lambda) const {
-    const double rho_bar = result_.estimates.rho_bar[u];
-    if (rho_bar != w.radius_rho_bar || lambda != w.radius_lambda) {
-      w.radius_rho_bar = rho_bar;
-      w.radius_lambda = lambda;
-      w.radius = radius_from_lambda(lambda, rho_bar);
-    }
-    return w.radius;
-  }
-
   const std::vector<double>& fractions() const { return fractions_; }
   std::vector<Worker>& workers() { return workers_; }
   EliminationResult& result() { return result_; }
 
  private:
-  // One chunk of a round: ask, then read every reply once (mirror, estimates, charges).
+  // One chunk of a round: folded by the fleet, or asked, then every reply read once.
   template <class OnAnswer>
-  void ask_chunk(Worker& w, std::span<const UserId> users, std::size_t j, double fraction,
-                 OnAnswer& on_answer) {
+  void ask_chunk(Worker& w, std::span<const UserId> users, OnAnswer& on_answer) {
+    RoundFold& fold = w.fold;
+    w.request.users = users;
+    w.request.rho = {};
+    if (fold.round().decision != Decision::custom && fleet_.ask_folded(w.request, fold)) return;
     w.asked.clear();
     w.asked_rho.clear();
     w.asked_charge.clear();
-    double last_r = 0;  // a round asks most users the same ρ: its charge is computed once
-    Charge last_charge;
     for (UserId u : users) {
-      const double r = (rho_by_user_.empty() ? uniform_rho_ : rho_by_user_[u]) * fraction * kShave;
-      if (r > 0 && r != last_r) {
-        last_r = r;
-        last_charge = Charge{privacy::device_charge(r)};
-      }
-      if (!(r > 0) || !mirror_.can_pay(u, last_charge)) {
-        w.not_asked.push_back(u);  // the mirror says the user cannot pay: not asked
-        continue;
-      }
+      double r;
+      Charge charge;
+      if (!fold.ask(u, r, charge)) continue;
       w.asked.push_back(u);
       w.asked_rho.push_back(r);
-      w.asked_charge.push_back(last_charge);
+      w.asked_charge.push_back(charge);
     }
-    w.asked_count += w.asked.size();
     if (w.asked.empty()) return;
-    w.request.round = static_cast<std::uint32_t>(j + 1);
     w.request.users = w.asked;
     w.request.rho = w.asked_rho;
     fleet_.ask(w.request, w.replies);
 
-    Estimates& e = result_.estimates;
-    const std::size_t d = e.dimension;
+    const std::size_t d = result_.estimates.dimension;
     const RoundReplies& replies = w.replies;
     for (std::size_t k = 0; k < w.asked.size(); ++k) {
       const UserId u = w.asked[k];
-      const double r = w.asked_rho[k];
-      mirror_.update_with_charge(u, replies.kind[k], w.asked_charge[k], replies.charged[k],
-                                 replies.remaining[k]);
-      switch (replies.kind[k]) {
-        case ReplyKind::answered:
-          if (setup_.latest_release_only) e.forget(u);
-          e.add(u, replies.values.data() + k * d, r);
-          result_.report.charged[u] += replies.charged[k];
-          on_answer(w, u);
-          break;
-        case ReplyKind::refused:
-          w.refused.push_back(u);
-          break;
-        case ReplyKind::rejected:
-          w.rejected.push_back(u);
-          break;
-        case ReplyKind::no_answer:
-          w.unanswered.push_back(u);
-          result_.report.charged[u] += replies.charged[k];
-          break;
-        case ReplyKind::not_delivered:
-          w.unanswered.push_back(u);
-          w.not_reached.push_back(u);
-          break;
-      }
+      if (fold.fold(u, w.asked_rho[k], replies.kind[k], w.asked_charge[k], replies.charged[k],
+                    replies.remaining[k], replies.values.data() + k * d))
+        on_answer(w, u);
     }
   }
 
@@ -349,21 +297,17 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
   for (std::size_t j = 0; j < engine.fractions().size() && engine.group_users() > 0; ++j) {
     // λ depends on |G_{j−1}| only, so every answer is decided as it is read.
     CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda());
-    engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
-      const double phi = engine.estimate(w, u);
-      const double h = engine.radius(w, u, lambda);
-      if (phi < nu_low - h)
-        w.s1.push_back(u);
-      else if (phi > nu_high + h)
-        w.s0.push_back(u);
-      else
-        w.next.push_back(u);
-    });
+    engine.ask_round(group, j,
+                     {.fraction = engine.fractions()[j],
+                      .decision = Decision::thresholds,
+                      .nu_low = nu_low,
+                      .nu_high = nu_high,
+                      .lambda = lambda});
     next.clear();
     for (const Worker& w : engine.workers()) {
-      append(result.s1, w.s1);
-      append(result.s0, w.s0);
-      append(next, w.next);
+      append(result.s1, w.fold.lists.s1);
+      append(result.s0, w.fold.lists.s0);
+      append(next, w.fold.lists.next);
     }
     engine.end_round(next.size());
     group.swap(next);
@@ -395,19 +339,21 @@ Expected<EliminationResult> eliminate_regions(Fleet& fleet, BudgetMirror& mirror
   result.radius.assign(fleet.size(), 0.0);
   for (std::size_t j = 0; j < engine.fractions().size() && engine.group_users() > 0; ++j) {
     CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda());
-    engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
-      result.estimates.mean(u, w.mean.data());
-      const double h = engine.radius(w, u, lambda);
+    const RoundFold::Round round{
+        .fraction = engine.fractions()[j], .decision = Decision::custom, .lambda = lambda};
+    engine.ask_round(group, j, round, [&](Worker& w, UserId u) {
+      const std::span<const double> mean = w.fold.mean(u);
+      const double h = w.fold.radius(u);
       result.radius[u] = h;
       bool undecided = false;
       for (std::size_t r = 0; r < regions.size() && !undecided; ++r)
-        undecided = competing[r] && std::fabs(geometry::signed_distance(regions[r], w.mean)) <= h;
-      (undecided ? w.next : w.s0).push_back(u);
+        undecided = competing[r] && std::fabs(geometry::signed_distance(regions[r], mean)) <= h;
+      (undecided ? w.fold.lists.next : w.fold.lists.s0).push_back(u);
     });
     next.clear();
     for (const Worker& w : engine.workers()) {
-      append(result.s0, w.s0);
-      append(next, w.next);
+      append(result.s0, w.fold.lists.s0);
+      append(next, w.fold.lists.next);
     }
     engine.end_round(next.size());
     group.swap(next);
@@ -430,20 +376,17 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
   const Shard& shard = setup.shard;
   for (std::size_t j = 0; j < engine.fractions().size() && engine.group_users() > k; ++j) {
     CGP_ASSIGN_OR_RETURN(auto lambda, engine.round_lambda());
-    engine.ask_round(group, j, engine.fractions()[j], [&](Worker& w, UserId u) {
-      const double phi = engine.estimate(w, u);
-      const double h = engine.radius(w, u, lambda);
-      w.next.push_back(u);
-      w.lower.push_back(phi - h);
-      w.upper.push_back(phi + h);
-    });
+    engine.ask_round(
+        group, j,
+        {.fraction = engine.fractions()[j], .decision = Decision::interval, .lambda = lambda});
     answered.clear();
     lower.clear();
     upper.clear();
     for (const Worker& w : engine.workers()) {
-      append(answered, w.next);
-      lower.insert(lower.end(), w.lower.begin(), w.lower.end());
-      upper.insert(upper.end(), w.upper.begin(), w.upper.end());
+      const FoldLists& lists = w.fold.lists;
+      append(answered, lists.next);
+      lower.insert(lower.end(), lists.lower.begin(), lists.lower.end());
+      upper.insert(upper.end(), lists.upper.begin(), lists.upper.end());
     }
     next.clear();
     if (sum_over_shards(shard, answered.size()) <= k) {
@@ -485,8 +428,8 @@ Expected<EliminationResult> release_once(Fleet& fleet, BudgetMirror& mirror,
   std::vector<UserId> users, answered;
   CGP_RETURN_IF_ERROR(engine.init(charges, 1, users));
   EliminationResult& result = engine.result();
-  engine.ask_round(users, 0, 1.0, [](Worker& w, UserId u) { w.next.push_back(u); });
-  for (const Worker& w : engine.workers()) append(answered, w.next);
+  engine.ask_round(users, 0, {.fraction = 1.0, .decision = Decision::keep});
+  for (const Worker& w : engine.workers()) append(answered, w.fold.lists.next);
   engine.end_round(users.size());  // nobody is eliminated
   result.remaining = std::move(answered);
   return std::move(result);

@@ -12,6 +12,7 @@
 #include "cgp/client/statistic.hpp"
 #include "cgp/common/parallel.hpp"
 #include "cgp/common/validate.hpp"
+#include "cgp/coordinator/round_fold.hpp"
 #include "fast_normals.hpp"
 
 namespace cgp::simulation {
@@ -93,19 +94,55 @@ bool same_plan(const client::NoisePlan& a, const client::NoisePlan& b) noexcept 
 // noise kernel runs over full vectors.
 constexpr std::size_t kBatch = 256;
 
-// One thread's buffers for the fast round, reused across batches (no allocation per user).
+// Per thread, whoever calls (the engine asks chunks of a round concurrently).
+PlanCache& thread_plans() {
+  thread_local PlanCache plans;
+  return plans;
+}
+
+// One thread's buffers for the fast round, reused across batches (no allocation per user; the
+// per-user arrays are written by index, kBatch long).
 struct FastBatch {
-  std::vector<std::uint32_t> slot;  // the admitted users' positions in the round
+  std::size_t count = 0;  // users admitted in the batch so far
+  std::vector<std::uint32_t> slot = std::vector<std::uint32_t>(kBatch);  // their positions
+  std::vector<std::uint64_t> keys = std::vector<std::uint64_t>(kBatch);  // their noise keys
+  // A folded round's admitted users: their ρ, known charge, charge and budget left.
+  std::vector<double> rho = std::vector<double>(kBatch), known = std::vector<double>(kBatch),
+                      charged = std::vector<double>(kBatch),
+                      remaining = std::vector<double>(kBatch);
   // Runs of admitted users under one plan: users [run_begin[r], run_begin[r+1]) (the last run
   // to the end) release under run_plan[r] (copies: the cache may move on). Most batches are one
   // run: a round asks most users the same ρ.
   std::vector<std::uint32_t> run_begin;
   std::vector<client::NoisePlan> run_plan;
-  double run_rho = 0;                          // the ρ of the last admitted user
-  std::vector<std::uint64_t> keys, item_keys;  // noise keys: per user, per pair of normals
-  std::vector<std::uint32_t> item_blocks;      // the pair's block in the user's stream
+  double run_rho = 0;                      // the ρ of the last admitted user
+  std::vector<std::uint64_t> item_keys;    // noise keys per pair of normals
+  std::vector<std::uint32_t> item_blocks;  // the pair's block in the user's stream
   std::vector<double> inputs, phi, pairs, normals, released;
+
+  void clear() {
+    count = 0;
+    run_begin.clear(), run_plan.clear();
+  }
+  // Slot k, admitted at ρ under `plan`, releases with noise keyed by `key`: a new run where
+  // the plan changes (equal ρ: the same plan, without comparing it). Returns its index.
+  std::size_t add(std::size_t k, double asked_rho, const client::NoisePlan& plan,
+                  std::uint64_t key) {
+    if (run_plan.empty() || (asked_rho != run_rho && !same_plan(plan, run_plan.back()))) {
+      run_begin.push_back(static_cast<std::uint32_t>(count));
+      run_plan.push_back(plan);
+    }
+    run_rho = asked_rho;
+    slot[count] = static_cast<std::uint32_t>(k);
+    keys[count] = key;
+    return count++;
+  }
 };
+
+FastBatch& thread_batch() {
+  thread_local FastBatch batch;  // warm buffers across the chunks a thread is asked
+  return batch;
+}
 
 }  // namespace
 
@@ -134,6 +171,14 @@ struct SimulatedFleet::State {
   std::vector<UserId> user_ids;  // or each user's global id (empty: first_user + u)
   UserId global_id(UserId user) const noexcept {
     return user_ids.empty() ? first_user + user : user_ids[user];
+  }
+  // Each user's noise key, user_key(seed, global id), kept for the run (8 bytes a user): a
+  // round reads it instead of hashing twice per user.
+  std::vector<std::uint64_t> keys;
+  void rekey() {
+    keys.resize(spent.size());
+    for (std::size_t u = 0; u < keys.size(); ++u)
+      keys[u] = user_key(seed, global_id(static_cast<UserId>(u)));
   }
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
@@ -181,6 +226,7 @@ Expected<SimulatedFleet> SimulatedFleet::create(const DeviceConfig& config,
   state->seed = seed;
   state->first_user = options.first_user;
   state->user_ids.assign(options.user_ids.begin(), options.user_ids.end());
+  state->rekey();
   state->threads = options.threads ? options.threads : default_threads();
   state->noise = options.noise;
   return SimulatedFleet(std::move(state));
@@ -224,23 +270,26 @@ void SimulatedFleet::reset(std::uint64_t seed) {
   std::fill(state_->spent.begin(), state_->spent.end(), 0.0);
   std::fill(state_->halted.begin(), state_->halted.end(), std::uint8_t{0});
   state_->seed = seed;
+  state_->rekey();
 }
 
-// One round of SimulatedFleet::ask over slots [begin, end) of the request.
+// One round of SimulatedFleet::ask over slots [begin, end) of the request, or one chunk of a
+// folded round (SimulatedFleet::ask_folded).
 class RoundRunner {
  public:
-  RoundRunner(SimulatedFleet::State& state, const RoundRequest& round, RoundReplies& out)
+  // out: the round's replies, or null for a folded round (no reply arrays).
+  RoundRunner(SimulatedFleet::State& state, const RoundRequest& round, RoundReplies* out)
       : s(state), request(round), replies(out) {
     spec.kind = request.statistic;
     spec.point = request.point;
     spec.region = request.region;
     out_dim = spec.output_dimension(s.dimension);
-    replies.resize(request.users.size(), out_dim);
+    if (replies) replies->resize(request.users.size(), out_dim);
     // Requests that no device of this fleet could evaluate are rejected as a whole.
     const std::size_t required = spec.required_dimension();
     fits = (required == 0 || required == s.dimension) &&
            (spec.kind != StatisticKind::signed_distance_to_region || spec.region) &&
-           request.rho.size() == request.users.size();
+           (!replies || request.rho.size() == request.users.size());
     stream = round_stream(request.query_id, request.round);
     lipschitz = lipschitz_constant(spec.kind);
     extent = spec.public_extent();
@@ -252,51 +301,146 @@ class RoundRunner {
       client::ReleaseScratch scratch;
       std::vector<double> out;
       for (std::size_t k = begin; k < end; ++k) {
-        const client::NoisePlan* plan = admit(k, plans);
+        const client::NoisePlan* plan = admit_slot(k, plans);
         if (!plan) continue;
         const UserId user = request.users[k];
-        client::SimulationRandom random(user_key(s.seed, s.global_id(user)), stream);
+        client::SimulationRandom random(s.keys[user], stream);
         client::RandomBits bits(random);
         // Cannot fail: plan_release made the plan and the request fits the fleet's dimension.
         (void)client::release_statistic(spec, location(user), *plan, bits, scratch, out);
         s.released.fetch_add(out.size(), std::memory_order_relaxed);
         std::copy(out.begin(), out.end(),
-                  replies.values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
+                  replies->values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
       }
       return;
     }
-    thread_local FastBatch b;  // warm buffers across the chunks a thread is asked
+    FastBatch& b = thread_batch();
     for (std::size_t first = begin; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
-      b.slot.clear();
-      b.keys.clear();
-      b.run_begin.clear();
-      b.run_plan.clear();
+      b.clear();
       for (std::size_t k = first; k < last; ++k) {
-        const client::NoisePlan* plan = admit(k, plans);
-        if (!plan) continue;
-        // A new run where the plan changes (equal ρ: the same plan, without comparing it).
-        if (b.run_plan.empty() ||
-            (request.rho[k] != b.run_rho && !same_plan(*plan, b.run_plan.back()))) {
-          b.run_begin.push_back(static_cast<std::uint32_t>(b.slot.size()));
-          b.run_plan.push_back(*plan);
-        }
-        b.run_rho = request.rho[k];
-        b.slot.push_back(static_cast<std::uint32_t>(k));
-        b.keys.push_back(user_key(s.seed, s.global_id(request.users[k])));
+        const client::NoisePlan* plan = admit_slot(k, plans);
+        if (plan) b.add(k, request.rho[k], *plan, s.keys[request.users[k]]);
       }
-      release_fast(b, first, last);
+      // When every slot of the batch was admitted, the releases go straight to the replies
+      // (slot first + j); otherwise through a buffer to their slots.
+      const std::size_t m = b.count;
+      if (m == last - first) {
+        release_fast(b, replies->values.data() + first * out_dim);
+      } else if (m > 0) {
+        const double* released = release_fast(b, nullptr);
+        for (std::size_t j = 0; j < m; ++j)
+          std::copy_n(released + j * out_dim, out_dim,
+                      replies->values.data() + static_cast<std::size_t>(b.slot[j]) * out_dim);
+      }
+    }
+  }
+
+  // The folded chunk (every slot of the request): per batch, the mirror's check and the
+  // device's admission user by user, the releases of the admitted ones over the batch, then the
+  // engine's reading of each (RoundFold), in the order of the users.
+  void run_folded(RoundFold& fold, PlanCache& cache) {
+    RecentPlan plans{cache};
+    double uniform_rho;
+    Charge uniform_known;
+    if (fits && fold.uniform_request(uniform_rho, uniform_known)) {
+      const client::NoisePlan* plan = cache.find(lipschitz, uniform_rho, s.config.rho_capacity());
+      if (plan && client::plan_covers(*plan, extent))
+        return run_uniform(fold, uniform_rho, uniform_known, *plan);
+    }
+    FastBatch& b = thread_batch();
+    const std::size_t end = request.users.size();
+    for (std::size_t first = 0; first < end; first += kBatch) {
+      const std::size_t last = std::min(end, first + kBatch);
+      b.clear();
+      for (std::size_t k = first; k < last; ++k) {
+        const UserId user = request.users[k];
+        double rho;
+        Charge known;
+        if (!fold.ask(user, rho, known)) continue;
+        const Admission a = admit(user, rho, plans);
+        if (a.kind != ReplyKind::answered) {
+          fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
+          continue;
+        }
+        const std::size_t j = b.add(k, rho, *a.plan, s.keys[user]);
+        b.rho[j] = rho;
+        b.known[j] = known.value();
+        b.charged[j] = a.plan->charged_rho;
+        b.remaining[j] = a.remaining;
+      }
+      const std::size_t m = b.count;
+      if (m == 0) continue;
+      const double* released = release_fast(b, nullptr);
+      for (std::size_t j = 0; j < m; ++j)
+        fold.fold(request.users[b.slot[j]], b.rho[j], ReplyKind::answered, Charge{b.known[j]},
+                  Charge{b.charged[j]}, b.remaining[j], released + j * out_dim);
     }
   }
 
  private:
+  // run_folded when every user is asked the same ρ under one plan: per batch, the mirror's
+  // check and the device's filter user by user (PrivacyFilter, as admit()), the releases over
+  // the batch, then the engine's reading of the answers in one loop (RoundFold::fold_answers).
+  void run_uniform(RoundFold& fold, double rho, Charge known, const client::NoisePlan& plan) {
+    FastBatch& b = thread_batch();
+    const double charge = plan.charged_rho, limit = client::input_limit(spec, plan);
+    const std::size_t end = request.users.size(), users = s.spent.size();
+    b.inputs.resize(kBatch * s.dimension);
+    for (std::size_t first = 0; first < end; first += kBatch) {
+      const std::size_t last = std::min(end, first + kBatch);
+      b.clear();
+      b.run_begin.push_back(0);
+      b.run_plan.push_back(plan);
+      std::size_t asked = 0;
+      for (std::size_t k = first; k < last; ++k) {
+        const UserId user = request.users[k];
+        if (!fold.mirror_admits(user, known)) continue;
+        ++asked;
+        if (user >= users) {  // no such device here: rejected, as admit() does
+          fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, 0, nullptr);
+          continue;
+        }
+        client::PrivacyFilter filter(s.config, s.spent[user], s.halted[user] != 0);
+        if (!client::admit_or_halt(filter, charge, [&] { s.halted[user] = 1; })) {
+          fold.fold(user, rho, ReplyKind::refused, known, Charge{}, filter.remaining(), nullptr);
+          continue;
+        }
+        filter.commit(charge);  // charged before anything is released, as on the device
+        s.spent[user] = filter.spent();
+        const std::size_t j = b.count++;
+        b.slot[j] = static_cast<std::uint32_t>(k);
+        b.keys[j] = s.keys[user];
+        b.remaining[j] = filter.remaining();
+        clamp_component(user, limit, b.inputs.data() + j * s.dimension);
+      }
+      fold.count_asked(asked);
+      if (b.count == 0) continue;
+      const double* released = release_fast(b, nullptr, /*inputs_ready=*/true);
+      fold.fold_answers(b.count, request.users.data(), b.slot.data(), rho, known, Charge{charge},
+                        b.remaining.data(), released);
+    }
+  }
+
+  // release_input's clamp of a user's component to the plan's box, into `in` (2-D unrolled).
+  [[gnu::always_inline]] void clamp_component(UserId user, double limit, double* in) const {
+    const std::size_t d = s.dimension;
+    const double* x = s.points.data() + static_cast<std::size_t>(user) * d;
+    if (d == 2) {
+      in[0] = std::clamp(x[0], -limit, limit);
+      in[1] = std::clamp(x[1], -limit, limit);
+      return;
+    }
+    for (std::size_t t = 0; t < d; ++t) in[t] = std::clamp(x[t], -limit, limit);
+  }
+
   std::span<const double> location(UserId user) const {
     return {s.points.data() + static_cast<std::size_t>(user) * s.dimension, s.dimension};
   }
 
   // The plan of the last ρ looked up, in front of the thread's cache: most rounds ask every user
   // the same ρ, so the lookup (a hash and a compare of the slot) is done once per run of equal ρ.
-  // `plan` stays valid until the next cache.find, which only `find` calls.
+  // `plan` stays valid until the next cache.find, which only `admit` calls.
   struct RecentPlan {
     PlanCache& cache;
     double rho = 0;  // no plan yet: callers never look up ρ ≤ 0
@@ -304,62 +448,70 @@ class RoundRunner {
     bool covered = false;  // plan && plan_covers(*plan, extent)
   };
 
-  // Admission and charge for slot k, the device's own rules (plan_release, PrivacyFilter): returns
-  // the plan when the release goes ahead (the charge is committed first), nullptr otherwise with
-  // the reply filled in.
-  [[gnu::always_inline]] const client::NoisePlan* admit(std::size_t k, RecentPlan& plans) {
-    const UserId user = request.users[k];
-    if (!fits || user >= s.spent.size()) {
-      replies.kind[k] = ReplyKind::rejected;
-      return nullptr;
-    }
+  // A device's decision on one request.
+  struct Admission {
+    ReplyKind kind = ReplyKind::rejected;
+    double remaining = 0;  // its budget left (0 for a request it does not look at)
+    const client::NoisePlan* plan = nullptr;  // answered: charged plan->charged_rho
+  };
+
+  // Admission and charge of a request at ρ to `user`, the device's own rules (plan_release,
+  // PrivacyFilter); an admitted charge is committed before anything is released.
+  [[gnu::always_inline]] Admission admit(UserId user, double rho, RecentPlan& plans) {
+    Admission a;
+    // A request this fleet cannot evaluate, and ρ ≤ 0 or NaN: a device rejects the request
+    // itself and says nothing about its budget.
+    if (!fits || user >= s.spent.size() || !(rho > 0)) return a;
     client::PrivacyFilter filter(s.config, s.spent[user], s.halted[user] != 0);
-    const double rho = request.rho[k];
-    if (!(rho > 0)) {  // ρ ≤ 0 or NaN: a device rejects the request itself and says nothing
-      replies.kind[k] = ReplyKind::rejected;  // about its budget (remaining stays 0)
-      return nullptr;
-    }
     // plan_release, in two steps so that plan_noise's work is kept across rounds.
     if (rho != plans.rho) {
       plans.rho = rho;
       plans.plan = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
       plans.covered = plans.plan && client::plan_covers(*plans.plan, extent);
     }
-    const client::NoisePlan* plan = plans.plan;
     if (!plans.covered) {  // a ρ plan_release refuses
-      replies.kind[k] = ReplyKind::rejected;
-      replies.remaining[k] = filter.remaining();
-      return nullptr;
+      a.remaining = filter.remaining();
+      return a;
     }
-    const double charge = plan->charged_rho;
+    const double charge = plans.plan->charged_rho;
     if (!client::admit_or_halt(filter, charge, [&] { s.halted[user] = 1; })) {
-      replies.kind[k] = ReplyKind::refused;
-      replies.remaining[k] = filter.remaining();
-      return nullptr;
+      a.kind = ReplyKind::refused;
+      a.remaining = filter.remaining();
+      return a;
     }
     filter.commit(charge);  // charged before anything is released, as on the device
     s.spent[user] = filter.spent();
-    replies.kind[k] = ReplyKind::answered;
-    replies.charged[k] = Charge{charge};
-    replies.remaining[k] = filter.remaining();
-    return plan;
+    a.kind = ReplyKind::answered;
+    a.remaining = filter.remaining();
+    a.plan = plans.plan;
+    return a;
   }
 
-  // Releases the batch of slots [first, last): the admitted ones, b.slot.
-  void release_fast(FastBatch& b, std::size_t first, std::size_t last) {
-    const std::size_t m = b.slot.size(), d = s.dimension;
-    if (m == 0) return;
+  // admit() for slot k of the round's replies: the plan when the release goes ahead, nullptr
+  // otherwise, the reply filled in either way (but for the values).
+  [[gnu::always_inline]] const client::NoisePlan* admit_slot(std::size_t k, RecentPlan& plans) {
+    const Admission a = admit(request.users[k], fits ? request.rho[k] : 0, plans);
+    replies->kind[k] = a.kind;
+    replies->remaining[k] = a.remaining;
+    if (a.plan) replies->charged[k] = Charge{a.plan->charged_rho};
+    return a.plan;
+  }
+
+  // Releases the admitted slots of a batch (b.slot) into `out` (m × out_dim values), or into
+  // the batch's own buffer when out is null; returns where they went.
+  // inputs_ready: b.inputs already holds the admitted users' clamped components.
+  double* release_fast(FastBatch& b, double* out, bool inputs_ready = false) {
+    const std::size_t m = b.count, d = s.dimension;
     s.released.fetch_add(m * out_dim, std::memory_order_relaxed);
     const std::size_t runs = b.run_plan.size();
     const auto run_end = [&](std::size_t r) { return r + 1 < runs ? b.run_begin[r + 1] : m; };
     // The device's input: its component clamped to the plan's box, then φ (release_input).
-    b.inputs.resize(m * d);
-    for (std::size_t r = 0; r < runs; ++r) {
-      const double limit = client::input_limit(spec, b.run_plan[r]);
-      for (std::size_t j = b.run_begin[r]; j < run_end(r); ++j) {
-        const double* x = s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d;
-        double* in = b.inputs.data() + j * d;
-        for (std::size_t t = 0; t < d; ++t) in[t] = std::clamp(x[t], -limit, limit);
+    if (!inputs_ready) {
+      b.inputs.resize(m * d);
+      for (std::size_t r = 0; r < runs; ++r) {
+        const double limit = client::input_limit(spec, b.run_plan[r]);
+        for (std::size_t j = b.run_begin[r]; j < run_end(r); ++j)
+          clamp_component(request.users[b.slot[j]], limit, b.inputs.data() + j * d);
       }
     }
     const double* phi = b.inputs.data();
@@ -389,26 +541,20 @@ class RoundRunner {
         for (std::size_t j = 0; j < m; ++j)
           std::copy_n(pairs + j * 2 * blocks, out_dim, b.normals.data() + j * out_dim);
     }
-    // The device's grid, run by run. When every slot of the batch was admitted, the releases
-    // go straight to the replies (slot first + j); otherwise through a buffer to their slots.
-    const bool whole = m == last - first;
-    double* released = whole ? replies.values.data() + first * out_dim
-                             : (b.released.resize(m * out_dim), b.released.data());
+    // The device's grid, run by run.
+    double* released = out ? out : (b.released.resize(m * out_dim), b.released.data());
     for (std::size_t r = 0; r < runs; ++r) {
       const std::size_t from = b.run_begin[r] * out_dim,
                         count = (run_end(r) - b.run_begin[r]) * out_dim;
       client::privatize_with_normals({phi + from, count}, b.run_plan[r],
                                      {b.normals.data() + from, count}, {released + from, count});
     }
-    if (!whole)
-      for (std::size_t j = 0; j < m; ++j)
-        std::copy_n(released + j * out_dim, out_dim,
-                    replies.values.data() + static_cast<std::size_t>(b.slot[j]) * out_dim);
+    return released;
   }
 
   SimulatedFleet::State& s;
   const RoundRequest& request;
-  RoundReplies& replies;
+  RoundReplies* replies;
   client::StatisticSpec spec;
   std::size_t out_dim = 0;
   bool fits = false;
@@ -417,13 +563,17 @@ class RoundRunner {
 };
 
 void SimulatedFleet::ask(const RoundRequest& request, RoundReplies& replies) {
-  RoundRunner round(*state_, request, replies);
-  parallel_chunks(request.users.size(), state_->threads,
-                  [&](std::size_t begin, std::size_t end, unsigned) {
-                    // Per thread, whoever calls: the engine asks chunks of a round concurrently.
-                    thread_local PlanCache plans;
-                    round.run(begin, end, plans);
-                  });
+  RoundRunner round(*state_, request, &replies);
+  parallel_chunks(
+      request.users.size(), state_->threads,
+      [&](std::size_t begin, std::size_t end, unsigned) { round.run(begin, end, thread_plans()); });
+}
+
+bool SimulatedFleet::ask_folded(const RoundRequest& request, RoundFold& fold) {
+  if (state_->noise != SimulationNoise::fast || fold.round().decision == Decision::custom)
+    return false;
+  RoundRunner(*state_, request, nullptr).run_folded(fold, thread_plans());
+  return true;
 }
 
 }  // namespace cgp::simulation

@@ -84,6 +84,11 @@ struct Estimates {
     for (std::size_t t = 0; t < dimension; ++t) s[t] += r * v[t];
     rho_bar[user] += r;
   }
+  // add() of a 1-D release (dimension 1), for loops that know it.
+  void add_1d(UserId user, double v, double r) noexcept {
+    sum[user] += r * v;
+    rho_bar[user] += r;
+  }
   // Drops the user's releases so far (latest_release_only).
   void forget(UserId user) noexcept {
     double* s = sum.data() + static_cast<std::size_t>(user) * dimension;

@@ -16,6 +16,7 @@
 namespace cgp::coordinator {
 
 using UserId = std::uint32_t;
+class RoundFold;  // round_fold.hpp
 
 enum class ReplyKind : std::uint8_t {
   answered,   // values hold φ(x) + noise; charged was charged
@@ -84,6 +85,16 @@ class Fleet {
   // (each call with different users); the engine then asks fixed chunks, in parallel, and
   // reads each chunk's replies while they are in cache.
   virtual unsigned concurrency() const noexcept { return 0; }
+  // A fleet in this process may run a chunk of a round together with the engine's reading of
+  // its replies, in one pass (round_fold.hpp): request.users are the chunk's users and
+  // request.rho is empty (fold.ask gives each user's ρ, or puts the user on its not-asked
+  // list); every user asked is then read with fold.fold, in the order of request.users within
+  // each of fold's lists. False (the default): not done for this round, nothing was touched,
+  // and the engine asks and reads it itself through ask().
+  virtual bool ask_folded(const RoundRequest& request, RoundFold& fold) {
+    (void)request, (void)fold;
+    return false;
+  }
 };
 
 }  // namespace cgp::coordinator

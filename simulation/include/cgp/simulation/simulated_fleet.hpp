@@ -71,6 +71,10 @@ class SimulatedFleet final : public coordinator::Fleet {
   // Thread-safe for calls with different users (each user's state is its own).
   void ask(const coordinator::RoundRequest& request, coordinator::RoundReplies& replies) override;
   unsigned concurrency() const noexcept override;  // threads()
+  // Fast noise: the chunk in one pass of the device's rules and the engine's (round_fold.hpp),
+  // the same releases and results as ask() then the engine's reading of the replies. Exact
+  // noise: false (the engine asks through ask()). Thread-safe as ask() is.
+  bool ask_folded(const coordinator::RoundRequest& request, coordinator::RoundFold& fold) override;
 
   // What device i has spent so far (its ledger, for tests and evaluation).
   double spent(UserId user) const noexcept;

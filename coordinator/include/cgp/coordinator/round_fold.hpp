@@ -1,0 +1,284 @@
+// How the query engine asks and reads one round, user by user (elimination.cpp), as inline rules
+// a fleet in this process may run inside its own pass over a chunk of users
+// (Fleet::ask_folded): one pass decides whether the mirror lets a user be asked, runs the
+// device's admission and release, and reads the reply — mirror, running estimate, charge, the
+// user's list — with no request or reply arrays in between. The engine's own path, for every
+// fleet, calls the very same functions over a round's replies, so the two cannot drift.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cgp/common/privacy/device_charge.hpp"
+#include "cgp/coordinator/budget_mirror.hpp"
+#include "cgp/coordinator/elimination.hpp"
+#include "cgp/coordinator/valid_triple.hpp"
+
+namespace cgp::coordinator {
+
+// Each part of a user's split is shaved so that Σ_j ρ_i·f_j never exceeds ρ_i by rounding.
+inline constexpr double kSplitShave = 1 - 0x1p-40;
+
+// What becomes of an answer once its estimate includes it.
+enum class Decision : std::uint8_t {
+  keep,        // it stays in the group (release_once)
+  thresholds,  // PIE-NI: S₁ if φ̄ < ν_low − h, S₀ if φ̄ > ν_high + h, else G_j
+  interval,    // PIE-k: it goes on with its interval [φ̄ − h, φ̄ + h]
+  custom,      // the caller decides (eliminate_regions); a fleet does not fold such a round
+};
+
+// One thread's lists of a round, in the order its users were read; the engine merges the
+// threads' lists in chunk order, so a result never depends on how many threads read it.
+struct FoldLists {
+  std::size_t asked = 0;
+  // Refused by the mirror (not asked), by the device; rejected; no answer; never reached.
+  std::vector<UserId> not_asked, refused, rejected, unanswered, not_reached;
+  // PIE-NI's S₁, S₀ and G_j; PIE-k's answers (next) with their interval ends.
+  std::vector<UserId> s1, s0, next;
+  std::vector<double> lower, upper;
+  void clear() {
+    asked = 0;
+    not_asked.clear(), refused.clear(), rejected.clear(), unanswered.clear();
+    not_reached.clear();
+    s1.clear(), s0.clear(), next.clear();
+    lower.clear(), upper.clear();
+  }
+};
+
+class RoundFold {
+ public:
+  // The query's state the rules read and write (the engine's, not owned).
+  struct Query {
+    BudgetMirror* mirror = nullptr;
+    Estimates* estimates = nullptr;
+    Charge* charged = nullptr;  // the report's charge per user id
+    const EliminationSetup* setup = nullptr;
+    double uniform_rho = 0;               // the ρ every user is asked over the query, or
+    const double* rho_by_user = nullptr;  // each user's (when not null)
+  };
+  // The round's part of the rules.
+  struct Round {
+    double fraction = 1;  // of each user's ρ asked this round (shaved by kSplitShave)
+    Decision decision = Decision::keep;
+    double nu_low = 0, nu_high = 0;  // thresholds
+    double lambda = 0;               // λ of the round's radii (thresholds, interval)
+  };
+
+  void start_query(const Query& query) {
+    query_ = query;
+    mean_.resize(query.estimates->dimension);
+  }
+  void start_round(const Round& round) {
+    round_ = round;
+    lists.clear();
+    last_rho_ = 0;
+  }
+  const Round& round() const noexcept { return round_; }
+
+  // Whether user u is asked this round: its ρ and the charge the device will make for it
+  // (privacy::device_charge, once per distinct ρ). When the mirror says u cannot pay (or its ρ
+  // is 0: not in the query), u goes on the not-asked list and false is returned.
+  bool ask(UserId u, double& rho, Charge& known_charge) {
+    const double cap = query_.rho_by_user ? query_.rho_by_user[u] : query_.uniform_rho;
+    rho = cap * round_.fraction * kSplitShave;
+    if (rho > 0 && rho != last_rho_) {
+      last_rho_ = rho;
+      last_charge_ = Charge{privacy::device_charge(rho)};
+    }
+    known_charge = last_charge_;
+    if (!(rho > 0) || !query_.mirror->can_pay(u, known_charge)) {
+      lists.not_asked.push_back(u);
+      return false;
+    }
+    ++lists.asked;
+    return true;
+  }
+
+  // When every user of the query is asked the same ρ: this round's ρ and known charge (what
+  // ask() gives every user), and true; else false. A fleet then checks the mirror itself with
+  // mirror_admits, and counts the users it asks with count_asked.
+  bool uniform_request(double& rho, Charge& known_charge) {
+    if (query_.rho_by_user) return false;
+    rho = query_.uniform_rho * round_.fraction * kSplitShave;
+    known_charge = rho > 0 ? Charge{privacy::device_charge(rho)} : Charge{};
+    return rho > 0;
+  }
+  // ask() for a user of a uniform round (uniform_request): whether the mirror lets u be asked
+  // the round's known charge; if not, u goes on the not-asked list.
+  bool mirror_admits(UserId u, Charge known_charge) {
+    if (query_.mirror->can_pay(u, known_charge)) return true;
+    lists.not_asked.push_back(u);
+    return false;
+  }
+  void count_asked(std::size_t users) noexcept { lists.asked += users; }
+
+  // User u's reply to the request ask() made (ρ, known charge): the mirror, and for an answer
+  // (values: the release) the estimate, the charge and the decision. Returns true for an
+  // answer under Decision::custom, which the caller decides.
+  bool fold(UserId u, double rho, ReplyKind kind, Charge known_charge, Charge charged,
+            double remaining, const double* values) {
+    if (kind == ReplyKind::answered) {
+      fold_answer(u, rho, known_charge, charged, remaining, values);
+      return decide(u);
+    }
+    query_.mirror->update_with_charge(u, kind, known_charge, charged, remaining);
+    switch (kind) {
+      case ReplyKind::answered:
+        break;
+      case ReplyKind::refused:
+        lists.refused.push_back(u);
+        break;
+      case ReplyKind::rejected:
+        lists.rejected.push_back(u);
+        break;
+      case ReplyKind::no_answer:
+        lists.unanswered.push_back(u);
+        query_.charged[u] += charged;
+        break;
+      case ReplyKind::not_delivered:
+        lists.unanswered.push_back(u);
+        lists.not_reached.push_back(u);
+        break;
+    }
+    return false;
+  }
+
+  // φ̄_u: the running mean itself (distance triple) or φ of the mean release (point triple).
+  double estimate(UserId u) {
+    const Estimates& e = *query_.estimates;
+    if (query_.setup->triple == Triple::distance) return e.sum[u] / e.rho_bar[u];
+    e.mean(u, mean_.data());
+    return query_.setup->phi.evaluate(mean_);
+  }
+  // The mean release of u (point triple), valid until the next call.
+  std::span<const double> mean(UserId u) {
+    query_.estimates->mean(u, mean_.data());
+    return mean_;
+  }
+  // h_u for the round's λ. Users asked the same ρ every round share ρ̄: the square root is
+  // taken once per value.
+  double radius(UserId u) {
+    const double rho_bar = query_.estimates->rho_bar[u];
+    if (rho_bar != radius_rho_bar_ || round_.lambda != radius_lambda_) {
+      radius_rho_bar_ = rho_bar;
+      radius_lambda_ = round_.lambda;
+      radius_ = radius_from_lambda(round_.lambda, rho_bar);
+    }
+    return radius_;
+  }
+
+  // Answers j < count of one batch, each asked the same ρ for the same known charge and
+  // charged the same: user users[slots[j]] released values[j·dimension ..] and has remaining[j]
+  // left. fold() for each, in order, with the round's decision chosen once (not custom).
+  void fold_answers(std::size_t count, const UserId* users, const std::uint32_t* slots, double rho,
+                    Charge known_charge, Charge charged, const double* remaining,
+                    const double* values) {
+    const bool distance = query_.setup->triple == Triple::distance;
+    switch (round_.decision) {
+      case Decision::keep:
+        return fold_answers<Decision::keep, false>(count, users, slots, rho, known_charge, charged,
+                                                   remaining, values);
+      case Decision::thresholds:
+        return distance ? fold_answers<Decision::thresholds, true>(
+                              count, users, slots, rho, known_charge, charged, remaining, values)
+                        : fold_answers<Decision::thresholds, false>(
+                              count, users, slots, rho, known_charge, charged, remaining, values);
+      case Decision::interval:
+        return distance ? fold_answers<Decision::interval, true>(
+                              count, users, slots, rho, known_charge, charged, remaining, values)
+                        : fold_answers<Decision::interval, false>(
+                              count, users, slots, rho, known_charge, charged, remaining, values);
+      case Decision::custom:
+        break;
+    }
+  }
+
+  FoldLists lists;
+
+ private:
+  // An answer's part of fold() before the decision: the mirror, the estimate, the charge.
+  void fold_answer(UserId u, double rho, Charge known_charge, Charge charged, double remaining,
+                   const double* values) {
+    query_.mirror->update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining);
+    if (query_.setup->latest_release_only) query_.estimates->forget(u);
+    query_.estimates->add(u, values, rho);
+    query_.charged[u] += charged;
+  }
+
+  template <Decision kDecision, bool kDistance>
+  void fold_answers(std::size_t count, const UserId* users, const std::uint32_t* slots, double rho,
+                    Charge known_charge, Charge charged, const double* remaining,
+                    const double* values) {
+    const std::size_t d = query_.estimates->dimension;
+    if (kDistance && d == 1 && !query_.setup->latest_release_only) {
+      // fold_answer and decide for a 1-D release, the loop's invariants taken out of it.
+      BudgetMirror& mirror = *query_.mirror;
+      Estimates& estimates = *query_.estimates;
+      Charge* charged_by_user = query_.charged;
+      for (std::size_t j = 0; j < count; ++j) {
+        const UserId u = users[slots[j]];
+        mirror.update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining[j]);
+        estimates.add_1d(u, values[j], rho);
+        charged_by_user[u] += charged;
+        decide_as<kDecision, true>(u);
+      }
+      return;
+    }
+    for (std::size_t j = 0; j < count; ++j) {
+      const UserId u = users[slots[j]];
+      fold_answer(u, rho, known_charge, charged, remaining[j], values + j * d);
+      decide_as<kDecision, kDistance>(u);
+    }
+  }
+
+  template <Decision kDecision, bool kDistance>
+  void decide_as(UserId u) {
+    if constexpr (kDecision == Decision::keep) {
+      lists.next.push_back(u);
+    } else {
+      const Estimates& e = *query_.estimates;
+      const double phi = kDistance ? e.sum[u] / e.rho_bar[u] : estimate(u);
+      const double h = radius(u);
+      if constexpr (kDecision == Decision::thresholds) {
+        if (phi < round_.nu_low - h)
+          lists.s1.push_back(u);
+        else if (phi > round_.nu_high + h)
+          lists.s0.push_back(u);
+        else
+          lists.next.push_back(u);
+      } else {
+        lists.next.push_back(u);
+        lists.lower.push_back(phi - h);
+        lists.upper.push_back(phi + h);
+      }
+    }
+  }
+
+  // The round's decision on an answer; true under Decision::custom (the caller's).
+  bool decide(UserId u) {
+    switch (round_.decision) {
+      case Decision::keep:
+        decide_as<Decision::keep, false>(u);
+        return false;
+      case Decision::thresholds:
+        decide_as<Decision::thresholds, false>(u);
+        return false;
+      case Decision::interval:
+        decide_as<Decision::interval, false>(u);
+        return false;
+      case Decision::custom:
+        return true;
+    }
+    return false;
+  }
+
+  Query query_;
+  Round round_;
+  double last_rho_ = 0;
+  Charge last_charge_;
+  double radius_rho_bar_ = -1, radius_lambda_ = -1, radius_ = 0;
+  std::vector<double> mean_;
+};
+
+}  // namespace cgp::coordinator
