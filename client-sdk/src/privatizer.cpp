@@ -105,6 +105,9 @@ int capacity_grid_exponent(double lipschitz, double capacity) {
 double NoisePlan::grid() const noexcept {
   return power_of_two(grid_exponent);
 }
+double NoisePlan::grid_scale() const noexcept {
+  return power_of_two(-grid_exponent);
+}
 double NoisePlan::sigma() const noexcept {
   return std::sqrt(static_cast<double>(sigma2_grid)) * grid();
 }
@@ -198,16 +201,12 @@ long long grid_units(double phi, double scale) noexcept {
   return round_half_away(v);
 }
 
-double grid_scale(const NoisePlan& plan) noexcept {
-  return power_of_two(-plan.grid_exponent);
-}
-
 }  // namespace
 
 void privatize_with_normals(std::span<const double> phi, const NoisePlan& plan,
                             std::span<const double> z, std::span<double> out) noexcept {
   const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid));
-  const double scale = grid_scale(plan);
+  const double scale = plan.grid_scale();
   const double u = plan.grid();  // a power of two: multiplying by it is exact, as ldexp is
   const std::size_t n = std::min({phi.size(), z.size(), out.size()});  // equal by contract
   for (std::size_t i = 0; i < n; ++i) {
@@ -221,7 +220,7 @@ Status privatize(std::span<const double> phi, const NoisePlan& plan, RandomBits&
                  std::vector<double>& out) {
   CGP_ASSIGN_OR_RETURN(auto gaussian, DiscreteGaussian::create(plan.sigma2_grid));
   out.resize(phi.size());
-  const double scale = grid_scale(plan);
+  const double scale = plan.grid_scale();
   for (std::size_t i = 0; i < phi.size(); ++i) {
     const auto rounded = static_cast<int128>(grid_units(phi[i], scale));
     const int128 noisy = rounded + gaussian.sample(bits);

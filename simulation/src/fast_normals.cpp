@@ -27,67 +27,98 @@ HWY_INLINE V product(D64 d64, V a, V b) {
 #endif
 }
 
+// The generator's constants, set once per call.
+template <class DU, class DD>
+struct NormalConstants {
+  explicit NormalConstants(DU du, DD dd, std::uint64_t stream)
+      : low32(hn::Set(du, 0xffffffffULL)),
+        m0(hn::Set(du, 0xD2511F53ULL)),
+        m1(hn::Set(du, 0xCD9E8D57ULL)),
+        w0(hn::Set(du, 0x9E3779B9ULL)),
+        w1(hn::Set(du, 0xBB67AE85ULL)),
+        stream_lo(hn::Set(du, stream & 0xffffffffULL)),
+        stream_hi(hn::Set(du, stream >> 32)),
+        two_pi(hn::Set(dd, 6.283185307179586476925286766559)),
+        pi(hn::Set(dd, 3.141592653589793238462643383280)),
+        ulp53(hn::Set(dd, 0x1p-53)),
+        one(hn::Set(dd, 1.0)),
+        minus_two(hn::Set(dd, -2.0)) {}
+  hn::Vec<DU> low32, m0, m1, w0, w1, stream_lo, stream_hi;
+  hn::Vec<DD> two_pi, pi, ulp53, one, minus_two;
+};
+
+// The Box–Muller radius and angle of (key, block) lanes: z0 = radius·cos(angle), z1 =
+// radius·sin(angle).
+template <class DU, class DD, class C>
+HWY_INLINE void RadiusAngle(DU du, DD dd, const C& c, hn::Vec<DU> key, hn::Vec<DU> block,
+                            hn::Vec<DD>& radius, hn::Vec<DD>& angle) {
+  const hn::RebindToSigned<DU> di;
+  // Only the low 32 bits of each lane are Philox's word; the high bits may carry garbage
+  // (key carries, the high half of a product), which MulEven ignores and the end masks off.
+  auto k0 = key, k1 = hn::ShiftRight<32>(key);
+  auto c0 = c.stream_lo, c1 = c.stream_hi, c2 = block, c3 = hn::Zero(du);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 = hn::Add(k0, c.w0);
+      k1 = hn::Add(k1, c.w1);
+    }
+    const auto p0 = product(du, c.m0, c0), p1 = product(du, c.m1, c2);
+    c0 = hn::Xor3(hn::ShiftRight<32>(p1), c1, k0);
+    c1 = p1;  // its low word
+    c2 = hn::Xor3(hn::ShiftRight<32>(p0), c3, k1);
+    c3 = p0;
+  }
+  c1 = hn::And(c1, c.low32);
+  c3 = hn::And(c3, c.low32);
+  // 53 bits each: exact in a double, so the conversion is the same on every target.
+  const auto bits1 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(c0), c1));
+  const auto bits2 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(c2), c3));
+  const auto u1 = hn::Mul(hn::Add(hn::ConvertTo(dd, hn::BitCast(di, bits1)), c.one), c.ulp53);
+  const auto u2 = hn::Mul(hn::ConvertTo(dd, hn::BitCast(di, bits2)), c.ulp53);
+  radius = hn::Sqrt(hn::Mul(c.minus_two, hn::Log(dd, u1)));
+  angle = hn::Sub(hn::Mul(c.two_pi, u2), c.pi);
+}
+
+// Loads lanes i .. i + lanes of keys and blocks (blocks == nullptr: 0), zero-padded past count.
+template <class DU>
+HWY_INLINE void LoadItems(DU du, const std::uint64_t* HWY_RESTRICT keys,
+                          const std::uint32_t* HWY_RESTRICT blocks, std::size_t i, std::size_t here,
+                          hn::Vec<DU>& key, hn::Vec<DU>& block) {
+  const hn::Rebind<std::uint32_t, DU> d32;  // one u32 per u64 lane, for blocks
+  constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(std::uint64_t);
+  const std::size_t lanes = hn::Lanes(du);
+  if (here == lanes) {
+    key = hn::LoadU(du, keys + i);
+    block = blocks ? hn::PromoteTo(du, hn::LoadU(d32, blocks + i)) : hn::Zero(du);
+    return;
+  }
+  HWY_ALIGN std::uint64_t key_buffer[kMaxLanes] = {};
+  HWY_ALIGN std::uint64_t block_buffer[kMaxLanes] = {};
+  for (std::size_t l = 0; l < here; ++l) {
+    key_buffer[l] = keys[i + l];
+    block_buffer[l] = blocks ? blocks[i + l] : 0;
+  }
+  key = hn::Load(du, key_buffer);
+  block = hn::Load(du, block_buffer);
+}
+
 HWY_ATTR void NormalPairs(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
                           const std::uint32_t* HWY_RESTRICT blocks, std::size_t count,
                           double* HWY_RESTRICT out, bool pairs) {
   const hn::ScalableTag<std::uint64_t> du;
   const hn::ScalableTag<double> dd;
-  const hn::RebindToSigned<decltype(du)> di;
-  const hn::Rebind<std::uint32_t, decltype(du)> d32;  // one u32 per u64 lane, for blocks
   constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
   const std::size_t lanes = hn::Lanes(du);
-  const auto low32 = hn::Set(du, 0xffffffffULL);
-  const auto m0 = hn::Set(du, 0xD2511F53ULL), m1 = hn::Set(du, 0xCD9E8D57ULL);
-  const auto w0 = hn::Set(du, 0x9E3779B9ULL), w1 = hn::Set(du, 0xBB67AE85ULL);
-  const auto stream_lo = hn::Set(du, stream & 0xffffffffULL), stream_hi = hn::Set(du, stream >> 32);
-  const auto two_pi = hn::Set(dd, 6.283185307179586476925286766559);
-  const auto pi = hn::Set(dd, 3.141592653589793238462643383280);
-  const auto ulp53 = hn::Set(dd, 0x1p-53);
-  const auto one = hn::Set(dd, 1.0), minus_two = hn::Set(dd, -2.0);
-
-  HWY_ALIGN std::uint64_t key_buffer[kMaxLanes] = {};
-  HWY_ALIGN std::uint64_t block_buffer[kMaxLanes] = {};
+  const NormalConstants c(du, dd, stream);
   HWY_ALIGN double first[kMaxLanes], second[kMaxLanes];
   for (std::size_t i = 0; i < count; i += lanes) {
     // Each lane is computed from its own inputs only: a short last batch is padded, never
     // computed differently.
     const std::size_t here = count - i < lanes ? count - i : lanes;
-    auto key = hn::Zero(du), block = hn::Zero(du);
-    if (here == lanes) {
-      key = hn::LoadU(du, keys + i);
-      if (blocks) block = hn::PromoteTo(du, hn::LoadU(d32, blocks + i));
-    } else {
-      for (std::size_t l = 0; l < lanes; ++l) {
-        key_buffer[l] = l < here ? keys[i + l] : 0;
-        block_buffer[l] = l < here && blocks ? blocks[i + l] : 0;
-      }
-      key = hn::Load(du, key_buffer);
-      block = hn::Load(du, block_buffer);
-    }
-    // Only the low 32 bits of each lane are Philox's word; the high bits may carry garbage
-    // (key carries, the high half of a product), which MulEven ignores and the end masks off.
-    auto k0 = key, k1 = hn::ShiftRight<32>(key);
-    auto c0 = stream_lo, c1 = stream_hi, c2 = block, c3 = hn::Zero(du);
-    for (int round = 0; round < 10; ++round) {
-      if (round > 0) {
-        k0 = hn::Add(k0, w0);
-        k1 = hn::Add(k1, w1);
-      }
-      const auto p0 = product(du, m0, c0), p1 = product(du, m1, c2);
-      c0 = hn::Xor3(hn::ShiftRight<32>(p1), c1, k0);
-      c1 = p1;  // its low word
-      c2 = hn::Xor3(hn::ShiftRight<32>(p0), c3, k1);
-      c3 = p0;
-    }
-    c1 = hn::And(c1, low32);
-    c3 = hn::And(c3, low32);
-    // 53 bits each: exact in a double, so the conversion is the same on every target.
-    const auto bits1 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(c0), c1));
-    const auto bits2 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(c2), c3));
-    const auto u1 = hn::Mul(hn::Add(hn::ConvertTo(dd, hn::BitCast(di, bits1)), one), ulp53);
-    const auto u2 = hn::Mul(hn::ConvertTo(dd, hn::BitCast(di, bits2)), ulp53);
-    const auto radius = hn::Sqrt(hn::Mul(minus_two, hn::Log(dd, u1)));
-    const auto angle = hn::Sub(hn::Mul(two_pi, u2), pi);
+    hn::Vec<decltype(du)> key, block;
+    LoadItems(du, keys, blocks, i, here, key, block);
+    hn::Vec<decltype(dd)> radius, angle;
+    RadiusAngle(du, dd, c, key, block, radius, angle);
     const auto z0 = hn::Mul(radius, hn::Cos(dd, angle));
     if (pairs) {
       const auto z1 = hn::Mul(radius, hn::Sin(dd, angle));
@@ -110,6 +141,70 @@ HWY_ATTR void NormalPairs(std::uint64_t stream, const std::uint64_t* HWY_RESTRIC
   }
 }
 
+// client::round_half_away of integers-or-fractions v (|v| ≤ 2^56), in doubles: exact, since the
+// result is an integer of at most 56 bits that v's own exponent range holds.
+template <class DD>
+HWY_INLINE hn::Vec<DD> RoundHalfAway(DD dd, hn::Vec<DD> v) {
+  const auto whole = hn::Trunc(v);
+  const auto fraction = hn::Sub(v, whole);  // exact
+  const auto one = hn::Set(dd, 1.0);
+  const auto up = hn::IfThenElseZero(hn::Ge(fraction, hn::Set(dd, 0.5)), one);
+  const auto down = hn::IfThenElseZero(hn::Le(fraction, hn::Set(dd, -0.5)), one);
+  return hn::Sub(hn::Add(whole, up), down);
+}
+
+// privatize_with_normals(φ, plan, z) with z = normal_pairs(stream, keys, blocks, count, ·,
+// pairs), without z in memory: the same values bit for bit (fast_normals.hpp).
+HWY_ATTR void PrivatizeNormals(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
+                               const std::uint32_t* HWY_RESTRICT blocks, std::size_t count,
+                               bool pairs, const double* HWY_RESTRICT phi, double sigma_grid,
+                               double scale, double grid, double* HWY_RESTRICT out) {
+  const hn::ScalableTag<std::uint64_t> du;
+  const hn::ScalableTag<double> dd;
+  constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
+  const std::size_t lanes = hn::Lanes(du);
+  const NormalConstants c(du, dd, stream);
+  const auto sigma = hn::Set(dd, sigma_grid), to_grid = hn::Set(dd, scale),
+             from_grid = hn::Set(dd, grid), limit = hn::Set(dd, 0x1p56),
+             minus_limit = hn::Set(dd, -0x1p56);
+  // One value: grid_units(φ) + round_half_away(σ·z), as a double (the integer sum rounded once,
+  // as its conversion rounds it), times u.
+  const auto release = [&](hn::Vec<decltype(dd)> value, hn::Vec<decltype(dd)> z) {
+    auto v = hn::Mul(value, to_grid);
+    v = hn::IfThenElse(hn::Gt(v, minus_limit), v, minus_limit);  // NaN → −2^56, as grid_units
+    v = hn::IfThenElse(hn::Lt(v, limit), v, limit);
+    const auto noise = RoundHalfAway(dd, hn::Mul(sigma, z));
+    return hn::Mul(hn::Add(RoundHalfAway(dd, v), noise), from_grid);
+  };
+  HWY_ALIGN double buffer[2 * kMaxLanes] = {};
+  HWY_ALIGN double result[2 * kMaxLanes];
+  const std::size_t per_item = pairs ? 2 : 1;
+  for (std::size_t i = 0; i < count; i += lanes) {
+    const std::size_t here = count - i < lanes ? count - i : lanes;
+    hn::Vec<decltype(du)> key, block;
+    LoadItems(du, keys, blocks, i, here, key, block);
+    hn::Vec<decltype(dd)> radius, angle;
+    RadiusAngle(du, dd, c, key, block, radius, angle);
+    const auto z0 = hn::Mul(radius, hn::Cos(dd, angle));
+    const double* in = phi + per_item * i;
+    if (here < lanes) {  // a short last batch: padded copies in and out
+      for (std::size_t l = 0; l < per_item * here; ++l) buffer[l] = in[l];
+      in = buffer;
+    }
+    double* to = here == lanes ? out + per_item * i : result;
+    if (pairs) {
+      const auto z1 = hn::Mul(radius, hn::Sin(dd, angle));
+      hn::Vec<decltype(dd)> phi0, phi1;
+      hn::LoadInterleaved2(dd, in, phi0, phi1);
+      hn::StoreInterleaved2(release(phi0, z0), release(phi1, z1), dd, to);
+    } else {
+      hn::StoreU(release(hn::LoadU(dd, in), z0), dd, to);
+    }
+    if (here < lanes)
+      for (std::size_t l = 0; l < per_item * here; ++l) out[per_item * i + l] = result[l];
+  }
+}
+
 const char* TargetName() {
   return hwy::TargetName(HWY_TARGET);
 }
@@ -121,11 +216,19 @@ HWY_AFTER_NAMESPACE();
 namespace cgp::simulation {
 
 HWY_EXPORT(NormalPairs);
+HWY_EXPORT(PrivatizeNormals);
 HWY_EXPORT(TargetName);
 
 void normal_pairs(std::uint64_t stream, const std::uint64_t* keys, const std::uint32_t* blocks,
                   std::size_t count, double* out, bool pairs) noexcept {
   HWY_DYNAMIC_DISPATCH(NormalPairs)(stream, keys, blocks, count, out, pairs);
+}
+
+void privatize_normals(std::uint64_t stream, const std::uint64_t* keys, const std::uint32_t* blocks,
+                       std::size_t count, bool pairs, const double* phi, double sigma_grid,
+                       double scale, double grid, double* out) noexcept {
+  HWY_DYNAMIC_DISPATCH(PrivatizeNormals)
+  (stream, keys, blocks, count, pairs, phi, sigma_grid, scale, grid, out);
 }
 
 const char* normal_pairs_target() noexcept {

@@ -33,6 +33,16 @@ std::array<std::uint32_t, 4> philox_words(std::uint64_t key, std::uint64_t strea
 void normal_pairs(std::uint64_t stream, const std::uint64_t* keys, const std::uint32_t* blocks,
                   std::size_t count, double* out, bool pairs) noexcept;
 
+// client::privatize_with_normals(φ, plan, z) for the z that normal_pairs(stream, keys, blocks,
+// count, ·, pairs) gives, without the normals in between: the same values, bit for bit. φ and
+// out hold count values (pairs = false) or count pairs (pairs = true), as normal_pairs' output;
+// sigma_grid = √(plan.sigma2_grid), scale = plan.grid_scale(), grid = plan.grid(). The grid
+// arithmetic is done in doubles, exactly: every intermediate is an integer below 2^57 (or
+// v's own value), and the one rounded step — the sum — rounds as the integer sum's conversion.
+void privatize_normals(std::uint64_t stream, const std::uint64_t* keys, const std::uint32_t* blocks,
+                       std::size_t count, bool pairs, const double* phi, double sigma_grid,
+                       double scale, double grid, double* out) noexcept;
+
 // The target normal_pairs runs on here ("AVX3", "AVX2", "SSE4", "EMU128", ...).
 const char* normal_pairs_target() noexcept;
 

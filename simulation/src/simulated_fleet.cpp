@@ -522,11 +522,9 @@ class RoundRunner {
     }
     // out_dim standard normals per user: pairs (block t) of the user's stream, the first one
     // only when out_dim is 1.
-    b.normals.resize(m * out_dim);
-    if (out_dim == 1) {
-      normal_pairs(stream, b.keys.data(), nullptr, m, b.normals.data(), false);
-    } else {
-      const std::size_t blocks = (out_dim + 1) / 2;
+    double* released = out ? out : (b.released.resize(m * out_dim), b.released.data());
+    const std::size_t blocks = (out_dim + 1) / 2;
+    if (out_dim > 1) {
       b.item_keys.resize(m * blocks);
       b.item_blocks.resize(m * blocks);
       for (std::size_t j = 0; j < m; ++j)
@@ -534,15 +532,32 @@ class RoundRunner {
           b.item_keys[j * blocks + t] = b.keys[j];
           b.item_blocks[j * blocks + t] = static_cast<std::uint32_t>(t);
         }
-      const bool even = out_dim % 2 == 0;
-      double* pairs = even ? b.normals.data() : (b.pairs.resize(m * 2 * blocks), b.pairs.data());
-      normal_pairs(stream, b.item_keys.data(), b.item_blocks.data(), m * blocks, pairs, true);
-      if (!even)
-        for (std::size_t j = 0; j < m; ++j)
-          std::copy_n(pairs + j * 2 * blocks, out_dim, b.normals.data() + j * out_dim);
     }
-    // The device's grid, run by run.
-    double* released = out ? out : (b.released.resize(m * out_dim), b.released.data());
+    if (out_dim == 1 || out_dim % 2 == 0) {
+      // Normals and the device's grid in one pass, run by run (privatize_normals: the same
+      // values as normal_pairs then privatize_with_normals).
+      for (std::size_t r = 0; r < runs; ++r) {
+        const client::NoisePlan& plan = b.run_plan[r];
+        const std::size_t first = b.run_begin[r], users = run_end(r) - first;
+        const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid));
+        if (out_dim == 1)
+          privatize_normals(stream, b.keys.data() + first, nullptr, users, false, phi + first,
+                            sigma_grid, plan.grid_scale(), plan.grid(), released + first);
+        else
+          privatize_normals(stream, b.item_keys.data() + first * blocks,
+                            b.item_blocks.data() + first * blocks, users * blocks, true,
+                            phi + first * out_dim, sigma_grid, plan.grid_scale(), plan.grid(),
+                            released + first * out_dim);
+      }
+      return released;
+    }
+    // An odd dimension: pairs, the last one cut, then the grid.
+    b.normals.resize(m * out_dim);
+    b.pairs.resize(m * 2 * blocks);
+    normal_pairs(stream, b.item_keys.data(), b.item_blocks.data(), m * blocks, b.pairs.data(),
+                 true);
+    for (std::size_t j = 0; j < m; ++j)
+      std::copy_n(b.pairs.data() + j * 2 * blocks, out_dim, b.normals.data() + j * out_dim);
     for (std::size_t r = 0; r < runs; ++r) {
       const std::size_t from = b.run_begin[r] * out_dim,
                         count = (run_end(r) - b.run_begin[r]) * out_dim;

@@ -6,6 +6,7 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -169,6 +170,50 @@ TEST_CASE("privatize_with_normals rounds as the device's grid does", "[simulatio
         std::fmin(std::fmax(std::ldexp(phi[i], -plan->grid_exponent), -0x1p56), 0x1p56);
     const long long expected = std::llround(units) + std::llround(sigma_grid * z[i]);
     CHECK(out[i] == std::ldexp(static_cast<double>(expected), plan->grid_exponent));
+  }
+}
+
+TEST_CASE("privatize_normals is normal_pairs then privatize_with_normals, bit for bit",
+          "[simulation][noise]") {
+  CGP_SEEDED(1214);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> spread(-1e4, 1e4);
+  for (double rho : {1e-9, 1e-3, 7.0, 1e4}) {
+    const auto plan = client::plan_noise(1.0, rho, 4 * rho);
+    REQUIRE(plan.has_value());
+    const double u = plan->grid(), sigma_grid = std::sqrt(static_cast<double>(plan->sigma2_grid));
+    std::vector<double> phi;
+    for (int i = 0; i < 300; ++i) phi.push_back(spread(rng));
+    for (double half : {0.5, 1.5, -0.5, -2.5, 1e6 + 0.5, 0x1p52 + 1, -0x1p55 - 2})
+      phi.push_back(half * u);
+    for (double odd : {0x1p80 * u, -0x1p80 * u, HUGE_VAL, -HUGE_VAL, std::nan(""), 0.0, -0.0})
+      phi.push_back(odd);
+    if (phi.size() % 2) phi.push_back(u / 3);
+    for (bool pairs : {false, true}) {
+      // Every short batch length, for the padded last vector.
+      for (std::size_t count :
+           {std::size_t{1}, std::size_t{3}, std::size_t{7}, std::size_t{13}, phi.size() / 2}) {
+        INFO("rho " << rho << " pairs " << pairs << " count " << count << " sigma_grid "
+                    << sigma_grid);
+        const std::size_t values = pairs ? 2 * count : count;
+        std::vector<std::uint64_t> keys(count);
+        std::vector<std::uint32_t> blocks(count);
+        for (std::size_t i = 0; i < count; ++i)
+          keys[i] = rng(), blocks[i] = static_cast<std::uint32_t>(i % 5);
+        const std::uint64_t stream = rng();
+        std::vector<double> z(values), expected(values), fused(values);
+        normal_pairs(stream, keys.data(), blocks.data(), count, z.data(), pairs);
+        const std::span<const double> in(phi.data(), values);
+        client::privatize_with_normals(in, *plan, z, expected);
+        privatize_normals(stream, keys.data(), blocks.data(), count, pairs, phi.data(), sigma_grid,
+                          plan->grid_scale(), u, fused.data());
+        for (std::size_t i = 0; i < values; ++i) {
+          INFO("phi " << phi[i] << " z " << z[i]);
+          REQUIRE(std::bit_cast<std::uint64_t>(fused[i]) ==
+                  std::bit_cast<std::uint64_t>(expected[i]));
+        }
+      }
+    }
   }
 }
 

@@ -16,11 +16,12 @@
 namespace cgp::client {
 
 struct NoisePlan {
-  int grid_exponent = 0;          // grid spacing u = 2^grid_exponent (see plan_noise)
-  std::uint64_t sigma2_grid = 0;  // σ² in grid units: the least integer ≥ K²/(2ρu²)
-  double charged_rho = 0;         // privacy::device_charge(ρ)
-  double coordinate_limit = 0;    // 2^48·u: inputs are clamped to [−limit, limit]
-  double grid() const noexcept;   // u
+  int grid_exponent = 0;               // grid spacing u = 2^grid_exponent (see plan_noise)
+  std::uint64_t sigma2_grid = 0;       // σ² in grid units: the least integer ≥ K²/(2ρu²)
+  double charged_rho = 0;              // privacy::device_charge(ρ)
+  double coordinate_limit = 0;         // 2^48·u: inputs are clamped to [−limit, limit]
+  double grid() const noexcept;        // u
+  double grid_scale() const noexcept;  // 1/u = 2^-grid_exponent, exactly
   double sigma() const noexcept;  // √(sigma2_grid)·u ≥ K/√(2ρ): the noise actually added
 };
 
