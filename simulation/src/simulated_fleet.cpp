@@ -384,48 +384,60 @@ class RoundRunner {
   // the batch, then the engine's reading of the answers in one loop (RoundFold::fold_answers).
   void run_uniform(RoundFold& fold, double rho, Charge known, const client::NoisePlan& plan) {
     FastBatch& b = thread_batch();
+    const std::size_t d = s.dimension, end = request.users.size(), users = s.spent.size();
+    b.inputs.resize(kBatch * d);
+    // The loop's state in locals and raw pointers: its stores of doubles cannot then alias
+    // (and reload) the configuration or the arrays' addresses.
+    const DeviceConfig config = s.config;
     const double charge = plan.charged_rho, limit = client::input_limit(spec, plan);
-    const std::size_t end = request.users.size(), users = s.spent.size();
-    b.inputs.resize(kBatch * s.dimension);
+    const UserId* const asked_users = request.users.data();
+    const double* const points = s.points.data();
+    const std::uint64_t* const keys = s.keys.data();
+    double* const spent = s.spent.data();
+    std::uint8_t* const halted = s.halted.data();
+    std::uint32_t* const slot = b.slot.data();
+    std::uint64_t* const batch_keys = b.keys.data();
+    double* const remaining = b.remaining.data();
+    double* const inputs = b.inputs.data();
     for (std::size_t first = 0; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
       b.clear();
       b.run_begin.push_back(0);
       b.run_plan.push_back(plan);
-      std::size_t asked = 0;
+      std::size_t asked = 0, m = 0;
       for (std::size_t k = first; k < last; ++k) {
-        const UserId user = request.users[k];
+        const UserId user = asked_users[k];
         if (!fold.mirror_admits(user, known)) continue;
         ++asked;
         if (user >= users) {  // no such device here: rejected, as admit() does
           fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, 0, nullptr);
           continue;
         }
-        client::PrivacyFilter filter(s.config, s.spent[user], s.halted[user] != 0);
-        if (!client::admit_or_halt(filter, charge, [&] { s.halted[user] = 1; })) {
+        client::PrivacyFilter filter(config, spent[user], halted[user] != 0);
+        if (!client::admit_or_halt(filter, charge, [&] { halted[user] = 1; })) {
           fold.fold(user, rho, ReplyKind::refused, known, Charge{}, filter.remaining(), nullptr);
           continue;
         }
         filter.commit(charge);  // charged before anything is released, as on the device
-        s.spent[user] = filter.spent();
-        const std::size_t j = b.count++;
-        b.slot[j] = static_cast<std::uint32_t>(k);
-        b.keys[j] = s.keys[user];
-        b.remaining[j] = filter.remaining();
-        clamp_component(user, limit, b.inputs.data() + j * s.dimension);
+        spent[user] = filter.spent();
+        slot[m] = static_cast<std::uint32_t>(k);
+        batch_keys[m] = keys[user];
+        remaining[m] = filter.remaining();
+        clamp_component(points + static_cast<std::size_t>(user) * d, d, limit, inputs + m * d);
+        ++m;
       }
+      b.count = m;
       fold.count_asked(asked);
-      if (b.count == 0) continue;
+      if (m == 0) continue;
       const double* released = release_fast(b, nullptr, /*inputs_ready=*/true);
-      fold.fold_answers(b.count, request.users.data(), b.slot.data(), rho, known, Charge{charge},
-                        b.remaining.data(), released);
+      fold.fold_answers(m, asked_users, slot, rho, known, Charge{charge}, remaining, released);
     }
   }
 
-  // release_input's clamp of a user's component to the plan's box, into `in` (2-D unrolled).
-  [[gnu::always_inline]] void clamp_component(UserId user, double limit, double* in) const {
-    const std::size_t d = s.dimension;
-    const double* x = s.points.data() + static_cast<std::size_t>(user) * d;
+  // release_input's clamp of a component x (d values) to the plan's box, into `in` (2-D
+  // unrolled).
+  [[gnu::always_inline]] static void clamp_component(const double* x, std::size_t d, double limit,
+                                                     double* in) {
     if (d == 2) {
       in[0] = std::clamp(x[0], -limit, limit);
       in[1] = std::clamp(x[1], -limit, limit);
@@ -511,7 +523,8 @@ class RoundRunner {
       for (std::size_t r = 0; r < runs; ++r) {
         const double limit = client::input_limit(spec, b.run_plan[r]);
         for (std::size_t j = b.run_begin[r]; j < run_end(r); ++j)
-          clamp_component(request.users[b.slot[j]], limit, b.inputs.data() + j * d);
+          clamp_component(s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d,
+                          d, limit, b.inputs.data() + j * d);
       }
     }
     const double* phi = b.inputs.data();

@@ -156,17 +156,8 @@ class RoundFold {
     query_.estimates->mean(u, mean_.data());
     return mean_;
   }
-  // h_u for the round's λ. Users asked the same ρ every round share ρ̄: the square root is
-  // taken once per value.
-  double radius(UserId u) {
-    const double rho_bar = query_.estimates->rho_bar[u];
-    if (rho_bar != radius_rho_bar_ || round_.lambda != radius_lambda_) {
-      radius_rho_bar_ = rho_bar;
-      radius_lambda_ = round_.lambda;
-      radius_ = radius_from_lambda(round_.lambda, rho_bar);
-    }
-    return radius_;
-  }
+  // h_u for the round's λ.
+  double radius(UserId u) { return radii_.get(round_.lambda, query_.estimates->rho_bar[u]); }
 
   // Answers j < count of one batch, each asked the same ρ for the same known charge and
   // charged the same: user users[slots[j]] released values[j·dimension ..] and has remaining[j]
@@ -197,6 +188,29 @@ class RoundFold {
   FoldLists lists;
 
  private:
+  // Users asked the same ρ every round share ρ̄: the square root is taken once per value.
+  struct RadiusCache {
+    double lambda = -1, rho_bar = -1, radius = 0;
+    double get(double round_lambda, double user_rho_bar) {
+      if (user_rho_bar != rho_bar || round_lambda != lambda) {
+        lambda = round_lambda;
+        rho_bar = user_rho_bar;
+        radius = radius_from_lambda(lambda, rho_bar);
+      }
+      return radius;
+    }
+  };
+
+  // PIE-NI's rule for an answer with estimate φ̄ and radius h: S₁, S₀ or G_j.
+  static void threshold(UserId u, double phi, double h, const Round& round, FoldLists& out) {
+    if (phi < round.nu_low - h)
+      out.s1.push_back(u);
+    else if (phi > round.nu_high + h)
+      out.s0.push_back(u);
+    else
+      out.next.push_back(u);
+  }
+
   // An answer's part of fold() before the decision: the mirror, the estimate, the charge.
   void fold_answer(UserId u, double rho, Charge known_charge, Charge charged, double remaining,
                    const double* values) {
@@ -211,18 +225,25 @@ class RoundFold {
                     Charge known_charge, Charge charged, const double* remaining,
                     const double* values) {
     const std::size_t d = query_.estimates->dimension;
-    if (kDistance && d == 1 && !query_.setup->latest_release_only) {
-      // fold_answer and decide for a 1-D release, the loop's invariants taken out of it.
+    if (kDistance && d == 1 && !query_.setup->latest_release_only &&
+        kDecision == Decision::thresholds) {
+      // fold_answer and decide for a 1-D release, the loop's invariants in locals (its stores of
+      // doubles cannot then alias them).
       BudgetMirror& mirror = *query_.mirror;
       Estimates& estimates = *query_.estimates;
-      Charge* charged_by_user = query_.charged;
+      const double* const sum = estimates.sum.data();
+      const double* const rho_bar = estimates.rho_bar.data();
+      Charge* const charged_by_user = query_.charged;
+      const Round round = round_;
+      RadiusCache radii = radii_;
       for (std::size_t j = 0; j < count; ++j) {
         const UserId u = users[slots[j]];
         mirror.update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining[j]);
         estimates.add_1d(u, values[j], rho);
         charged_by_user[u] += charged;
-        decide_as<kDecision, true>(u);
+        threshold(u, sum[u] / rho_bar[u], radii.get(round.lambda, rho_bar[u]), round, lists);
       }
+      radii_ = radii;
       return;
     }
     for (std::size_t j = 0; j < count; ++j) {
@@ -241,12 +262,7 @@ class RoundFold {
       const double phi = kDistance ? e.sum[u] / e.rho_bar[u] : estimate(u);
       const double h = radius(u);
       if constexpr (kDecision == Decision::thresholds) {
-        if (phi < round_.nu_low - h)
-          lists.s1.push_back(u);
-        else if (phi > round_.nu_high + h)
-          lists.s0.push_back(u);
-        else
-          lists.next.push_back(u);
+        threshold(u, phi, h, round_, lists);
       } else {
         lists.next.push_back(u);
         lists.lower.push_back(phi - h);
@@ -277,7 +293,7 @@ class RoundFold {
   Round round_;
   double last_rho_ = 0;
   Charge last_charge_;
-  double radius_rho_bar_ = -1, radius_lambda_ = -1, radius_ = 0;
+  RadiusCache radii_;
   std::vector<double> mean_;
 };
 
