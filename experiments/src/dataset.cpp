@@ -138,6 +138,13 @@ int column_of(const Csv& csv, const std::string& name) {
   return -1;
 }
 
+// The error for data row r (0-based) whose cell in `column` is not a finite number.
+Error not_a_number(const std::string& path, std::size_t r, std::string_view column,
+                   std::string_view cell) {
+  return data_error(path, "row " + std::to_string(r + 2) + ", column " + std::string(column) +
+                              ": '" + std::string(cell) + "' is not a finite number");
+}
+
 Expected<std::vector<double>> numeric_column(const Csv& csv, int column, const std::string& path) {
   std::vector<double> values;
   values.reserve(csv.rows());
@@ -145,9 +152,7 @@ Expected<std::vector<double>> numeric_column(const Csv& csv, int column, const s
     double v;
     const std::string_view cell = csv.at(r, static_cast<std::size_t>(column));
     if (!parse_number(cell, v))
-      return data_error(path, "row " + std::to_string(r + 2) + ", column " +
-                                  std::string(csv.header[static_cast<std::size_t>(column)]) +
-                                  ": '" + std::string(cell) + "' is not a finite number");
+      return not_a_number(path, r, csv.header[static_cast<std::size_t>(column)], cell);
     values.push_back(v);
   }
   return values;
@@ -242,14 +247,16 @@ Expected<Dataset> load_vectors(const std::string& path, geometry::ProjectionKind
   if (columns.empty()) return data_error(path, "no numeric columns");
   Dataset data;
   data.dimension = columns.size();
-  std::vector<std::vector<double>> values;
-  for (int c : columns) {
-    CGP_ASSIGN_OR_RETURN(auto column, numeric_column(csv, c, path));
-    values.push_back(std::move(column));
-  }
-  data.points.reserve(csv.rows() * values.size());
+  // Row by row, as the cells lie in the file (a column at a time would stride over all of them
+  // once per column).
+  data.points.resize(csv.rows() * columns.size());
+  double* point = data.points.data();
   for (std::size_t r = 0; r < csv.rows(); ++r)
-    for (const auto& column : values) data.points.push_back(column[r]);
+    for (int c : columns) {
+      const std::string_view cell = csv.at(r, static_cast<std::size_t>(c));
+      if (!parse_number(cell, *point++))
+        return not_a_number(path, r, csv.header[static_cast<std::size_t>(c)], cell);
+    }
   data.description = path + ": " + std::to_string(csv.rows()) + " vectors of dimension " +
                      std::to_string(data.dimension);
   return data;

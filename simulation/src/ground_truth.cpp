@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <nanoflann.hpp>
 #include <numeric>
 
@@ -101,6 +102,22 @@ std::vector<UserId> KnnOracle::nearest(std::span<const double> p, std::size_t k,
     const std::size_t found = impl_->tree->knnSearch(p.data(), k, ids.data(), d2.data());
     ids.resize(found);
     return {ids.begin(), ids.end()};
+  }
+  // Everyone but a few (a kNN experiment leaves out its query user): the tree's k + few
+  // nearest, those that are candidates. Candidates strictly ascending and in range, so exactly
+  // n − |candidates| users are left out.
+  const std::size_t left_out = n - std::min(n, candidates.size());
+  if (impl_->tree && !candidates.empty() && left_out <= 64 && candidates.back() < n &&
+      std::adjacent_find(candidates.begin(), candidates.end(), std::greater_equal<>()) ==
+          candidates.end()) {
+    const std::size_t want = std::min(n, k + left_out);
+    std::vector<std::uint32_t> ids(want);
+    std::vector<double> d2(want);
+    const std::size_t found = impl_->tree->knnSearch(p.data(), want, ids.data(), d2.data());
+    std::vector<UserId> out;
+    for (std::size_t a = 0; a < found && out.size() < k; ++a)
+      if (std::binary_search(candidates.begin(), candidates.end(), ids[a])) out.push_back(ids[a]);
+    return out;
   }
   // Brute force: squared distances of every candidate row with Eigen, then a partial sort.
   using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

@@ -17,6 +17,8 @@ class BudgetMirror {
   BudgetMirror(std::size_t users, double initial_budget);
 
   double remaining(UserId user) const noexcept { return remaining_[user]; }
+  // Where remaining(0) lives, for prefetching (RoundFold::prefetch); read-only for callers.
+  const double* remaining_data() const noexcept { return remaining_.data(); }
   std::size_t size() const noexcept { return remaining_.size(); }
   // Users enrolled since (a coordinator that follows its enrolment): appended with the whole
   // budget, as a device that never answered has it; lower one with restore() when its id was

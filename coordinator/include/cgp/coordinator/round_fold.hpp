@@ -112,6 +112,16 @@ class RoundFold {
     return false;
   }
   void count_asked(std::size_t users) noexcept { lists.asked += users; }
+  // Starts loading what the rules read and write of user u (its mirror entry, estimate and
+  // charge): a fleet calls it some users ahead, so that a round over a sparse group of a large
+  // fleet waits on memory for several users at once instead of one after the other.
+  void prefetch(UserId u) const noexcept {
+    __builtin_prefetch(query_.mirror->remaining_data() + u, 1);
+    const Estimates& e = *query_.estimates;
+    __builtin_prefetch(e.sum.data() + static_cast<std::size_t>(u) * e.dimension, 1);
+    __builtin_prefetch(e.rho_bar.data() + u, 1);
+    __builtin_prefetch(query_.charged + u, 1);
+  }
 
   // User u's reply to the request ask() made (ρ, known charge): the mirror, and for an answer
   // (values: the release) the estimate, the charge and the decision. Returns true for an
@@ -220,49 +230,43 @@ class RoundFold {
     query_.charged[u] += charged;
   }
 
+  // fold_answer and the decision for a batch, the loop's invariants in locals (its stores of
+  // doubles cannot then alias them and force reloads).
   template <Decision kDecision, bool kDistance>
   void fold_answers(std::size_t count, const UserId* users, const std::uint32_t* slots, double rho,
                     Charge known_charge, Charge charged, const double* remaining,
                     const double* values) {
-    const std::size_t d = query_.estimates->dimension;
-    if (kDistance && d == 1 && !query_.setup->latest_release_only &&
-        kDecision == Decision::thresholds) {
-      // fold_answer and decide for a 1-D release, the loop's invariants in locals (its stores of
-      // doubles cannot then alias them).
-      BudgetMirror& mirror = *query_.mirror;
-      Estimates& estimates = *query_.estimates;
-      const double* const sum = estimates.sum.data();
-      const double* const rho_bar = estimates.rho_bar.data();
-      Charge* const charged_by_user = query_.charged;
-      const Round round = round_;
-      RadiusCache radii = radii_;
-      for (std::size_t j = 0; j < count; ++j) {
-        const UserId u = users[slots[j]];
-        mirror.update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining[j]);
-        estimates.add_1d(u, values[j], rho);
-        charged_by_user[u] += charged;
-        threshold(u, sum[u] / rho_bar[u], radii.get(round.lambda, rho_bar[u]), round, lists);
-      }
-      radii_ = radii;
-      return;
-    }
+    BudgetMirror& mirror = *query_.mirror;
+    Estimates& estimates = *query_.estimates;
+    const std::size_t d = estimates.dimension;
+    const bool latest_only = query_.setup->latest_release_only;
+    Charge* const charged_by_user = query_.charged;
+    const Round round = round_;
+    RadiusCache radii = radii_;
     for (std::size_t j = 0; j < count; ++j) {
       const UserId u = users[slots[j]];
-      fold_answer(u, rho, known_charge, charged, remaining[j], values + j * d);
-      decide_as<kDecision, kDistance>(u);
+      mirror.update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining[j]);
+      if (latest_only) estimates.forget(u);
+      if (d == 1)
+        estimates.add_1d(u, values[j], rho);
+      else
+        estimates.add(u, values + j * d, rho);
+      charged_by_user[u] += charged;
+      decide_as<kDecision, kDistance>(u, round, radii);
     }
+    radii_ = radii;
   }
 
   template <Decision kDecision, bool kDistance>
-  void decide_as(UserId u) {
+  void decide_as(UserId u, const Round& round, RadiusCache& radii) {
     if constexpr (kDecision == Decision::keep) {
       lists.next.push_back(u);
     } else {
       const Estimates& e = *query_.estimates;
       const double phi = kDistance ? e.sum[u] / e.rho_bar[u] : estimate(u);
-      const double h = radius(u);
+      const double h = radii.get(round.lambda, e.rho_bar[u]);
       if constexpr (kDecision == Decision::thresholds) {
-        threshold(u, phi, h, round_, lists);
+        threshold(u, phi, h, round, lists);
       } else {
         lists.next.push_back(u);
         lists.lower.push_back(phi - h);
@@ -275,13 +279,13 @@ class RoundFold {
   bool decide(UserId u) {
     switch (round_.decision) {
       case Decision::keep:
-        decide_as<Decision::keep, false>(u);
+        decide_as<Decision::keep, false>(u, round_, radii_);
         return false;
       case Decision::thresholds:
-        decide_as<Decision::thresholds, false>(u);
+        decide_as<Decision::thresholds, false>(u, round_, radii_);
         return false;
       case Decision::interval:
-        decide_as<Decision::interval, false>(u);
+        decide_as<Decision::interval, false>(u, round_, radii_);
         return false;
       case Decision::custom:
         return true;
