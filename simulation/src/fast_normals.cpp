@@ -102,6 +102,20 @@ HWY_INLINE void LoadItems(DU du, const std::uint64_t* HWY_RESTRICT keys,
   block = hn::Load(du, block_buffer);
 }
 
+// The normals of items i .. i + here (here ≤ lanes; padded lanes are computed and ignored):
+// z0 = r·cos θ, and z1 = r·sin θ when pairs.
+template <class DU, class DD, class C>
+HWY_INLINE void NormalsAt(DU du, DD dd, const C& c, const std::uint64_t* HWY_RESTRICT keys,
+                          const std::uint32_t* HWY_RESTRICT blocks, std::size_t i, std::size_t here,
+                          bool pairs, hn::Vec<DD>& z0, hn::Vec<DD>& z1) {
+  hn::Vec<DU> key, block;
+  LoadItems(du, keys, blocks, i, here, key, block);
+  hn::Vec<DD> radius, angle;
+  RadiusAngle(du, dd, c, key, block, radius, angle);
+  z0 = hn::Mul(radius, hn::Cos(dd, angle));
+  if (pairs) z1 = hn::Mul(radius, hn::Sin(dd, angle));
+}
+
 HWY_ATTR void NormalPairs(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
                           const std::uint32_t* HWY_RESTRICT blocks, std::size_t count,
                           double* HWY_RESTRICT out, bool pairs) {
@@ -115,13 +129,9 @@ HWY_ATTR void NormalPairs(std::uint64_t stream, const std::uint64_t* HWY_RESTRIC
     // Each lane is computed from its own inputs only: a short last batch is padded, never
     // computed differently.
     const std::size_t here = count - i < lanes ? count - i : lanes;
-    hn::Vec<decltype(du)> key, block;
-    LoadItems(du, keys, blocks, i, here, key, block);
-    hn::Vec<decltype(dd)> radius, angle;
-    RadiusAngle(du, dd, c, key, block, radius, angle);
-    const auto z0 = hn::Mul(radius, hn::Cos(dd, angle));
+    auto z0 = hn::Zero(dd), z1 = hn::Zero(dd);
+    NormalsAt(du, dd, c, keys, blocks, i, here, pairs, z0, z1);
     if (pairs) {
-      const auto z1 = hn::Mul(radius, hn::Sin(dd, angle));
       if (here == lanes) {
         hn::StoreInterleaved2(z0, z1, dd, out + 2 * i);
       } else {
@@ -181,11 +191,8 @@ HWY_ATTR void PrivatizeNormals(std::uint64_t stream, const std::uint64_t* HWY_RE
   const std::size_t per_item = pairs ? 2 : 1;
   for (std::size_t i = 0; i < count; i += lanes) {
     const std::size_t here = count - i < lanes ? count - i : lanes;
-    hn::Vec<decltype(du)> key, block;
-    LoadItems(du, keys, blocks, i, here, key, block);
-    hn::Vec<decltype(dd)> radius, angle;
-    RadiusAngle(du, dd, c, key, block, radius, angle);
-    const auto z0 = hn::Mul(radius, hn::Cos(dd, angle));
+    auto z0 = hn::Zero(dd), z1 = hn::Zero(dd);
+    NormalsAt(du, dd, c, keys, blocks, i, here, pairs, z0, z1);
     const double* in = phi + per_item * i;
     if (here < lanes) {  // a short last batch: padded copies in and out
       for (std::size_t l = 0; l < per_item * here; ++l) buffer[l] = in[l];
@@ -193,7 +200,6 @@ HWY_ATTR void PrivatizeNormals(std::uint64_t stream, const std::uint64_t* HWY_RE
     }
     double* to = here == lanes ? out + per_item * i : result;
     if (pairs) {
-      const auto z1 = hn::Mul(radius, hn::Sin(dd, angle));
       hn::Vec<decltype(dd)> phi0, phi1;
       hn::LoadInterleaved2(dd, in, phi0, phi1);
       hn::StoreInterleaved2(release(phi0, z0), release(phi1, z1), dd, to);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cgp/coordinator/charges.hpp"
+#include "cgp/coordinator/elimination.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
 
 namespace cgp::test {
@@ -32,6 +33,23 @@ inline simulation::SimulatedFleet make_fleet(const std::vector<double>& points, 
 // Every user of the fleet, each charged at most `charge`.
 inline coordinator::UserCharges charge_everyone(double charge) {
   return coordinator::UserCharges::everyone(coordinator::Charge{charge});
+}
+
+// Two runs of the same query that must agree bit for bit: lists, estimates and report.
+inline void check_same_result(const coordinator::EliminationResult& a,
+                              const coordinator::EliminationResult& b) {
+  CHECK(a.s1 == b.s1);
+  CHECK(a.s0 == b.s0);
+  CHECK(a.remaining == b.remaining);
+  CHECK(a.estimates.sum == b.estimates.sum);
+  CHECK(a.estimates.rho_bar == b.estimates.rho_bar);
+  CHECK(a.report.charged == b.report.charged);
+  CHECK(a.report.refused == b.report.refused);
+  CHECK(a.report.rejected == b.report.rejected);
+  CHECK(a.report.unanswered == b.report.unanswered);
+  CHECK(a.report.asked_per_round == b.report.asked_per_round);
+  CHECK(a.report.eliminated_per_round == b.report.eliminated_per_round);
+  CHECK(a.report.rounds_used == b.report.rounds_used);
 }
 
 }  // namespace cgp::test

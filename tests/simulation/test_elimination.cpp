@@ -203,19 +203,7 @@ TEST_CASE("chunked rounds give exactly what whole rounds give", "[coordinator][e
     REQUIRE_FALSE(whole.report.refused.empty());
     for (unsigned threads : {1u, 2u}) {
       INFO("threads " << threads);
-      const auto chunked = run(threads, true, kind);
-      CHECK(chunked.s1 == whole.s1);
-      CHECK(chunked.s0 == whole.s0);
-      CHECK(chunked.remaining == whole.remaining);
-      CHECK(chunked.estimates.sum == whole.estimates.sum);
-      CHECK(chunked.estimates.rho_bar == whole.estimates.rho_bar);
-      CHECK(chunked.report.charged == whole.report.charged);
-      CHECK(chunked.report.refused == whole.report.refused);
-      CHECK(chunked.report.rejected == whole.report.rejected);
-      CHECK(chunked.report.unanswered == whole.report.unanswered);
-      CHECK(chunked.report.asked_per_round == whole.report.asked_per_round);
-      CHECK(chunked.report.eliminated_per_round == whole.report.eliminated_per_round);
-      CHECK(chunked.report.rounds_used == whole.report.rounds_used);
+      test::check_same_result(run(threads, true, kind), whole);
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include "cgp/coordinator/elimination.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
+#include "fleet_fixtures.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -44,21 +45,6 @@ struct Case {
   bool sticky = false;       // the devices' filters halt for good on a refusal
   unsigned threads = 1;
 };
-
-void require_same(const EliminationResult& a, const EliminationResult& b) {
-  CHECK(a.s0 == b.s0);
-  CHECK(a.s1 == b.s1);
-  CHECK(a.remaining == b.remaining);
-  CHECK(a.estimates.sum == b.estimates.sum);
-  CHECK(a.estimates.rho_bar == b.estimates.rho_bar);
-  CHECK(a.report.rounds_used == b.report.rounds_used);
-  CHECK(a.report.asked_per_round == b.report.asked_per_round);
-  CHECK(a.report.eliminated_per_round == b.report.eliminated_per_round);
-  CHECK(a.report.charged == b.report.charged);
-  CHECK(a.report.refused == b.report.refused);
-  CHECK(a.report.rejected == b.report.rejected);
-  CHECK(a.report.unanswered == b.report.unanswered);
-}
 
 }  // namespace
 
@@ -147,7 +133,7 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
       }
       REQUIRE(a->has_value());
       REQUIRE(b->has_value());
-      require_same(**a, **b);
+      test::check_same_result(**a, **b);
       refused += (*a)->report.refused.size();
       for (std::size_t count : (*a)->report.asked_per_round) asked += count;
       for (UserId u = 0; u < n; ++u) {
