@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -50,6 +51,11 @@ Status UserCharges::validate(std::size_t fleet_size, bool allow_empty) const {
         return require_finite_positive(indexed_name("charge", k), caps_[k].value());
   }
   if (users_.empty()) return {};
+  // Strictly ascending (as a query's group, or everyone but a few, comes): in the fleet and
+  // listed once without a table of the fleet's size.
+  if (std::adjacent_find(users_.begin(), users_.end(), std::greater_equal<>()) == users_.end() &&
+      users_.back() < fleet_size)
+    return {};
   std::vector<char> listed(fleet_size, 0);
   for (UserId u : users_) {
     if (u >= fleet_size)

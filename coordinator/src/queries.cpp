@@ -52,9 +52,11 @@ std::uint64_t query_users(const Fleet& fleet, const UserCharges& charges,
 // The final estimate φ̄ of a user (mean of its releases; φ of the mean for point triples).
 double final_estimate(const EliminationResult& r, const Usefulness& phi, Triple triple, UserId u,
                       std::vector<double>& buffer) {
+  if (triple == Triple::distance)
+    return r.estimates.sum[u] / r.estimates.rho_bar[u];  // mean, d = 1
   buffer.resize(r.estimates.dimension);
   r.estimates.mean(u, buffer.data());
-  return triple == Triple::point ? phi.evaluate(buffer) : buffer[0];
+  return phi.evaluate(buffer);
 }
 
 // ρ-release elimination or single release, by method.
