@@ -16,6 +16,7 @@ packages=(
   libsqlite3-dev                         # the device ledger
   catch2                                 # tests (Catch2 v2)
   libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox   # cgp-sim: CLI, JSON, tables, plots
+  libfast-float-dev                      # cgp-sim: data files' numbers (fast_float::from_chars)
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
   prometheus-cpp-dev                     # the coordinator's metrics (served with Boost.Beast)
   openssl libssl-dev                     # TLS material checked at start; tests make certificates

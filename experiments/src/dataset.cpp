@@ -1,5 +1,6 @@
 #include "cgp/experiments/dataset.hpp"
 
+#include <fast_float/fast_float.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -81,11 +82,29 @@ void split_csv_line(std::string_view line, Csv& csv, std::vector<std::string_vie
   }
 }
 
+// split_csv_line for a file without quotes or carriage returns: cells end at commas only.
+void split_plain_line(std::string_view line, std::vector<std::string_view>& out) {
+  const auto trimmed = [](const char* begin, const char* end) {
+    while (begin != end && (*begin == ' ' || *begin == '\t')) ++begin;
+    while (end != begin && (end[-1] == ' ' || end[-1] == '\t')) --end;
+    return std::string_view(begin, static_cast<std::size_t>(end - begin));
+  };
+  const char* cell = line.data();
+  const char* const end = cell + line.size();
+  for (const char* p = cell; p != end; ++p)
+    if (*p == ',') {
+      out.push_back(trimmed(cell, p));
+      cell = p + 1;
+    }
+  out.push_back(trimmed(cell, end));
+}
+
 bool parse_number(std::string_view text, double& out) {
   const char* begin = text.data();
   const char* end = begin + text.size();
   if (begin != end && *begin == '+') ++begin;
-  auto [ptr, ec] = std::from_chars(begin, end, out);
+  // std::from_chars' contract (correctly rounded, the general format), at fast_float's speed.
+  auto [ptr, ec] = fast_float::from_chars(begin, end, out);
   return ec == std::errc() && ptr == end && std::isfinite(out);
 }
 
@@ -108,6 +127,9 @@ Expected<Csv> read_csv(const std::string& path) {
   std::size_t ends = 1;
   for (const char c : text) ends += (c == ',') + (c == '\n');
   csv.cells.reserve(std::min<std::size_t>(ends, std::size_t{1} << 22));
+  // No quotes and no carriage returns anywhere (the usual file): the plain splitter.
+  const bool plain =
+      text.find('"') == std::string_view::npos && text.find('\r') == std::string_view::npos;
   std::size_t number = 0, at = 0;
   std::vector<std::string_view> row;
   while (at < text.size()) {  // lines as std::getline gives them
@@ -121,7 +143,10 @@ Expected<Csv> read_csv(const std::string& path) {
     }
     if (line.empty() || line == "\r") continue;
     row.clear();
-    split_csv_line(line, csv, row);
+    if (plain)
+      split_plain_line(line, row);
+    else
+      split_csv_line(line, csv, row);
     if (row.size() != csv.header.size())
       return data_error(path, "row " + std::to_string(number) + " has " +
                                   std::to_string(row.size()) + " fields, the header " +

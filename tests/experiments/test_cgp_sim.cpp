@@ -181,6 +181,12 @@ TEST_CASE("cgp-sim: CSV with CRLF lines, quotes, blank lines and spaces reads as
   INFO("stderr: " << run.err);
   CHECK(run.exit_code == 0);
   CHECK(run.out.find("4 x/y points") != std::string::npos);
+  // Without quotes or carriage returns (the plain splitter): spaces and tabs around cells too.
+  const auto plain = scratch.file("plain.csv", "x ,\ty\n1,2\n 3 ,\t4\n\n5,6\t\n");
+  run = run_sim("range --data " + plain + " --rho 1 --w 3 --reps 1 --methods BM0");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("3 x/y points") != std::string::npos);
   // A file shorter than a std::string's inline buffer (its cells must survive being moved).
   const auto tiny = scratch.file("tiny.csv", "x,y\n1,2\n");
   run = run_sim("range --data " + tiny + " --rho 1 --w 3 --reps 1 --methods BM0");
