@@ -53,12 +53,14 @@ struct Csv {
 
 // Splits one line at commas outside double quotes; quotes and carriage returns are dropped and
 // spaces and tabs around a cell trimmed.
+// A cell without the spaces and tabs around it.
+std::string_view trimmed(std::string_view cell) {
+  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
+  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t')) cell.remove_suffix(1);
+  return cell;
+}
+
 void split_csv_line(std::string_view line, Csv& csv, std::vector<std::string_view>& out) {
-  const auto trimmed = [](std::string_view cell) {
-    while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
-    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t')) cell.remove_suffix(1);
-    return cell;
-  };
   std::size_t start = 0;
   bool quoted = false, special = false;  // special: the cell holds '"' or '\r'
   for (std::size_t i = 0; i <= line.size(); ++i) {
@@ -84,19 +86,17 @@ void split_csv_line(std::string_view line, Csv& csv, std::vector<std::string_vie
 
 // split_csv_line for a file without quotes or carriage returns: cells end at commas only.
 void split_plain_line(std::string_view line, std::vector<std::string_view>& out) {
-  const auto trimmed = [](const char* begin, const char* end) {
-    while (begin != end && (*begin == ' ' || *begin == '\t')) ++begin;
-    while (end != begin && (end[-1] == ' ' || end[-1] == '\t')) --end;
-    return std::string_view(begin, static_cast<std::size_t>(end - begin));
-  };
   const char* cell = line.data();
   const char* const end = cell + line.size();
+  const auto view = [](const char* from, const char* to) {
+    return std::string_view(from, static_cast<std::size_t>(to - from));
+  };
   for (const char* p = cell; p != end; ++p)
     if (*p == ',') {
-      out.push_back(trimmed(cell, p));
+      out.push_back(trimmed(view(cell, p)));
       cell = p + 1;
     }
-  out.push_back(trimmed(cell, end));
+  out.push_back(trimmed(view(cell, end)));
 }
 
 bool parse_number(std::string_view text, double& out) {

@@ -431,16 +431,14 @@ class RoundRunner {
           fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, 0, nullptr);
           continue;
         }
-        client::PrivacyFilter filter(config, spent[user], halted[user] != 0);
-        if (!client::admit_or_halt(filter, charge, [&] { halted[user] = 1; })) {
-          fold.fold(user, rho, ReplyKind::refused, known, Charge{}, filter.remaining(), nullptr);
+        const Admission a = filter_charge(config, charge, spent[user], halted[user]);
+        if (a.kind != ReplyKind::answered) {
+          fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
           continue;
         }
-        filter.commit(charge);  // charged before anything is released, as on the device
-        spent[user] = filter.spent();
         slot[m] = static_cast<std::uint32_t>(k);
         batch_keys[m] = keys[user];
-        remaining[m] = filter.remaining();
+        remaining[m] = a.remaining;
         clamp_component(points + static_cast<std::size_t>(user) * d, d, limit, inputs + m * d);
         ++m;
       }
@@ -492,7 +490,6 @@ class RoundRunner {
     // A request this fleet cannot evaluate, and ρ ≤ 0 or NaN: a device rejects the request
     // itself and says nothing about its budget.
     if (!fits || user >= s.spent.size() || !(rho > 0)) return a;
-    client::PrivacyFilter filter(s.config, s.spent[user], s.halted[user] != 0);
     // plan_release, in two steps so that plan_noise's work is kept across rounds.
     if (rho != plans.rho) {
       plans.rho = rho;
@@ -500,20 +497,29 @@ class RoundRunner {
       plans.covered = plans.plan && client::plan_covers(*plans.plan, extent);
     }
     if (!plans.covered) {  // a ρ plan_release refuses
-      a.remaining = filter.remaining();
+      a.remaining = client::PrivacyFilter(s.config, s.spent[user], s.halted[user] != 0).remaining();
       return a;
     }
-    const double charge = plans.plan->charged_rho;
-    if (!client::admit_or_halt(filter, charge, [&] { s.halted[user] = 1; })) {
+    a = filter_charge(s.config, plans.plan->charged_rho, s.spent[user], s.halted[user]);
+    if (a.kind == ReplyKind::answered) a.plan = plans.plan;
+    return a;
+  }
+
+  // The device's filter on a planned charge, for the user whose filter state is (spent,
+  // halted): answered (the charge committed first, as on the device) or refused (a sticky
+  // filter halts), with the budget left either way.
+  [[gnu::always_inline]] static Admission filter_charge(const DeviceConfig& config, double charge,
+                                                        double& spent, std::uint8_t& halted) {
+    Admission a;
+    client::PrivacyFilter filter(config, spent, halted != 0);
+    if (!client::admit_or_halt(filter, charge, [&] { halted = 1; })) {
       a.kind = ReplyKind::refused;
-      a.remaining = filter.remaining();
-      return a;
+    } else {
+      filter.commit(charge);  // charged before anything is released, as on the device
+      spent = filter.spent();
+      a.kind = ReplyKind::answered;
     }
-    filter.commit(charge);  // charged before anything is released, as on the device
-    s.spent[user] = filter.spent();
-    a.kind = ReplyKind::answered;
     a.remaining = filter.remaining();
-    a.plan = plans.plan;
     return a;
   }
 

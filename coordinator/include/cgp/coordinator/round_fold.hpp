@@ -80,17 +80,12 @@ class RoundFold {
   // (privacy::device_charge, once per distinct ρ). When the mirror says u cannot pay (or its ρ
   // is 0: not in the query), u goes on the not-asked list and false is returned.
   bool ask(UserId u, double& rho, Charge& known_charge) {
-    const double cap = query_.rho_by_user ? query_.rho_by_user[u] : query_.uniform_rho;
-    rho = cap * round_.fraction * kSplitShave;
-    if (rho > 0 && rho != last_rho_) {
-      last_rho_ = rho;
-      last_charge_ = Charge{privacy::device_charge(rho)};
-    }
-    known_charge = last_charge_;
-    if (!(rho > 0) || !query_.mirror->can_pay(u, known_charge)) {
+    asked_at(query_.rho_by_user ? query_.rho_by_user[u] : query_.uniform_rho, rho, known_charge);
+    if (!(rho > 0)) {
       lists.not_asked.push_back(u);
       return false;
     }
+    if (!mirror_admits(u, known_charge)) return false;
     ++lists.asked;
     return true;
   }
@@ -100,8 +95,7 @@ class RoundFold {
   // mirror_admits, and counts the users it asks with count_asked.
   bool uniform_request(double& rho, Charge& known_charge) {
     if (query_.rho_by_user) return false;
-    rho = query_.uniform_rho * round_.fraction * kSplitShave;
-    known_charge = rho > 0 ? Charge{privacy::device_charge(rho)} : Charge{};
+    asked_at(query_.uniform_rho, rho, known_charge);
     return rho > 0;
   }
   // ask() for a user of a uniform round (uniform_request): whether the mirror lets u be asked
@@ -225,33 +219,38 @@ class RoundFold {
   void fold_answer(UserId u, double rho, Charge known_charge, Charge charged, double remaining,
                    const double* values) {
     query_.mirror->update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining);
-    if (query_.setup->latest_release_only) query_.estimates->forget(u);
-    query_.estimates->add(u, values, rho);
+    Estimates& estimates = *query_.estimates;
+    if (query_.setup->latest_release_only) estimates.forget(u);
+    if (estimates.dimension == 1)
+      estimates.add_1d(u, values[0], rho);
+    else
+      estimates.add(u, values, rho);
     query_.charged[u] += charged;
   }
 
-  // fold_answer and the decision for a batch, the loop's invariants in locals (its stores of
-  // doubles cannot then alias them and force reloads).
+  // The ρ asked this round of a user whose whole-query ρ is `cap`, and the charge a device makes
+  // for it (privacy::device_charge, once per distinct ρ).
+  void asked_at(double cap, double& rho, Charge& known_charge) {
+    rho = cap * round_.fraction * kSplitShave;
+    if (rho > 0 && rho != last_rho_) {
+      last_rho_ = rho;
+      last_charge_ = Charge{privacy::device_charge(rho)};
+    }
+    known_charge = rho > 0 ? last_charge_ : Charge{};
+  }
+
+  // fold_answer and the decision for a batch, the round and the radius cache in locals (the
+  // loop's stores of doubles cannot then alias them and force reloads).
   template <Decision kDecision, bool kDistance>
   void fold_answers(std::size_t count, const UserId* users, const std::uint32_t* slots, double rho,
                     Charge known_charge, Charge charged, const double* remaining,
                     const double* values) {
-    BudgetMirror& mirror = *query_.mirror;
-    Estimates& estimates = *query_.estimates;
-    const std::size_t d = estimates.dimension;
-    const bool latest_only = query_.setup->latest_release_only;
-    Charge* const charged_by_user = query_.charged;
+    const std::size_t d = query_.estimates->dimension;
     const Round round = round_;
     RadiusCache radii = radii_;
     for (std::size_t j = 0; j < count; ++j) {
       const UserId u = users[slots[j]];
-      mirror.update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining[j]);
-      if (latest_only) estimates.forget(u);
-      if (d == 1)
-        estimates.add_1d(u, values[j], rho);
-      else
-        estimates.add(u, values + j * d, rho);
-      charged_by_user[u] += charged;
+      fold_answer(u, rho, known_charge, charged, remaining[j], values + j * d);
       decide_as<kDecision, kDistance>(u, round, radii);
     }
     radii_ = radii;

@@ -49,11 +49,6 @@ inline double pad_down(double x) {
 inline double subtract_down(double a, double b) {
   double difference = a - b;
   double error = (a - difference) - b;  // exact: > 0 means difference < a − b, < 0 means above
-  // Without a branch on the error's sign (a coin flip per call: a mispredicted branch in the
-  // loops that run this per user and round) where next_down is the bit pattern below.
-  if (difference > 0 && difference < std::numeric_limits<double>::infinity())
-    return std::bit_cast<double>(std::bit_cast<std::uint64_t>(difference) -
-                                 static_cast<std::uint64_t>(error < 0));
   return error < 0 ? next_down(difference) : difference;
 }
 
