@@ -165,18 +165,35 @@ HWY_INLINE hn::Vec<DD> RoundHalfAway(DD dd, hn::Vec<DD> v) {
 
 // privatize_with_normals(φ, plan, z) with z = normal_pairs(stream, keys, blocks, count, ·,
 // pairs), without z in memory: the same values bit for bit (fast_normals.hpp).
-HWY_ATTR void PrivatizeNormals(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
-                               const std::uint32_t* HWY_RESTRICT blocks, std::size_t count,
-                               bool pairs, const double* HWY_RESTRICT phi, double sigma_grid,
-                               double scale, double grid, double* HWY_RESTRICT out) {
+// Lanes i .. i + here of an item's plan values (here < lanes: padded with the last one).
+template <class DD>
+HWY_INLINE hn::Vec<DD> LoadPlanValues(DD dd, const double* HWY_RESTRICT values, std::size_t i,
+                                      std::size_t here) {
+  constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
+  if (here == hn::Lanes(dd)) return hn::LoadU(dd, values + i);
+  HWY_ALIGN double buffer[kMaxLanes];
+  for (std::size_t l = 0; l < hn::Lanes(dd); ++l) buffer[l] = values[i + (l < here ? l : here - 1)];
+  return hn::Load(dd, buffer);
+}
+
+// The plan of PrivatizeNormals' items: one for all (arrays null) or each item's own.
+struct ItemPlans {
+  double sigma_grid = 0, scale = 0, grid = 0;
+  const double *sigmas = nullptr, *scales = nullptr, *grids = nullptr;
+};
+
+HWY_ATTR void PrivatizeNormalsWith(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
+                                   const std::uint32_t* HWY_RESTRICT blocks, std::size_t count,
+                                   bool pairs, const double* HWY_RESTRICT phi,
+                                   const ItemPlans& plans, double* HWY_RESTRICT out) {
   const hn::ScalableTag<std::uint64_t> du;
   const hn::ScalableTag<double> dd;
   constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
   const std::size_t lanes = hn::Lanes(du);
   const NormalConstants c(du, dd, stream);
-  const auto sigma = hn::Set(dd, sigma_grid), to_grid = hn::Set(dd, scale),
-             from_grid = hn::Set(dd, grid), limit = hn::Set(dd, 0x1p56),
-             minus_limit = hn::Set(dd, -0x1p56);
+  auto sigma = hn::Set(dd, plans.sigma_grid), to_grid = hn::Set(dd, plans.scale),
+       from_grid = hn::Set(dd, plans.grid);
+  const auto limit = hn::Set(dd, 0x1p56), minus_limit = hn::Set(dd, -0x1p56);
   // One value: grid_units(φ) + round_half_away(σ·z), as a double (the integer sum rounded once,
   // as its conversion rounds it), times u.
   const auto release = [&](hn::Vec<decltype(dd)> value, hn::Vec<decltype(dd)> z) {
@@ -193,6 +210,11 @@ HWY_ATTR void PrivatizeNormals(std::uint64_t stream, const std::uint64_t* HWY_RE
     const std::size_t here = count - i < lanes ? count - i : lanes;
     auto z0 = hn::Zero(dd), z1 = hn::Zero(dd);
     NormalsAt(du, dd, c, keys, blocks, i, here, pairs, z0, z1);
+    if (plans.sigmas) {
+      sigma = LoadPlanValues(dd, plans.sigmas, i, here);
+      to_grid = LoadPlanValues(dd, plans.scales, i, here);
+      from_grid = LoadPlanValues(dd, plans.grids, i, here);
+    }
     const double* in = phi + per_item * i;
     if (here < lanes) {  // a short last batch: padded copies in and out
       for (std::size_t l = 0; l < per_item * here; ++l) buffer[l] = in[l];
@@ -211,6 +233,24 @@ HWY_ATTR void PrivatizeNormals(std::uint64_t stream, const std::uint64_t* HWY_RE
   }
 }
 
+HWY_ATTR void PrivatizeNormals(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
+                               const std::uint32_t* HWY_RESTRICT blocks, std::size_t count,
+                               bool pairs, const double* HWY_RESTRICT phi, double sigma_grid,
+                               double scale, double grid, double* HWY_RESTRICT out) {
+  PrivatizeNormalsWith(stream, keys, blocks, count, pairs, phi,
+                       ItemPlans{sigma_grid, scale, grid, nullptr, nullptr, nullptr}, out);
+}
+
+HWY_ATTR void PrivatizeNormalsEach(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
+                                   const std::uint32_t* HWY_RESTRICT blocks, std::size_t count,
+                                   bool pairs, const double* HWY_RESTRICT phi,
+                                   const double* HWY_RESTRICT sigma_grid,
+                                   const double* HWY_RESTRICT scale,
+                                   const double* HWY_RESTRICT grid, double* HWY_RESTRICT out) {
+  PrivatizeNormalsWith(stream, keys, blocks, count, pairs, phi,
+                       ItemPlans{0, 0, 0, sigma_grid, scale, grid}, out);
+}
+
 const char* TargetName() {
   return hwy::TargetName(HWY_TARGET);
 }
@@ -223,6 +263,7 @@ namespace cgp::simulation {
 
 HWY_EXPORT(NormalPairs);
 HWY_EXPORT(PrivatizeNormals);
+HWY_EXPORT(PrivatizeNormalsEach);
 HWY_EXPORT(TargetName);
 
 void normal_pairs(std::uint64_t stream, const std::uint64_t* keys, const std::uint32_t* blocks,
@@ -234,6 +275,14 @@ void privatize_normals(std::uint64_t stream, const std::uint64_t* keys, const st
                        std::size_t count, bool pairs, const double* phi, double sigma_grid,
                        double scale, double grid, double* out) noexcept {
   HWY_DYNAMIC_DISPATCH(PrivatizeNormals)
+  (stream, keys, blocks, count, pairs, phi, sigma_grid, scale, grid, out);
+}
+
+void privatize_normals_each(std::uint64_t stream, const std::uint64_t* keys,
+                            const std::uint32_t* blocks, std::size_t count, bool pairs,
+                            const double* phi, const double* sigma_grid, const double* scale,
+                            const double* grid, double* out) noexcept {
+  HWY_DYNAMIC_DISPATCH(PrivatizeNormalsEach)
   (stream, keys, blocks, count, pairs, phi, sigma_grid, scale, grid, out);
 }
 

@@ -43,6 +43,15 @@ void privatize_normals(std::uint64_t stream, const std::uint64_t* keys, const st
                        std::size_t count, bool pairs, const double* phi, double sigma_grid,
                        double scale, double grid, double* out) noexcept;
 
+// privatize_normals with each item's own plan: item i's values under (sigma_grid[i], scale[i],
+// grid[i]) — the same values, bit for bit, as privatize_normals over that item alone. For
+// batches where users are asked distinct ρ (Alg. 3), whose runs of one plan are too short to
+// fill vectors.
+void privatize_normals_each(std::uint64_t stream, const std::uint64_t* keys,
+                            const std::uint32_t* blocks, std::size_t count, bool pairs,
+                            const double* phi, const double* sigma_grid, const double* scale,
+                            const double* grid, double* out) noexcept;
+
 // The target normal_pairs runs on here ("AVX3", "AVX2", "SSE4", "EMU128", ...).
 const char* normal_pairs_target() noexcept;
 

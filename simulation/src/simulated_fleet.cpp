@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -81,7 +82,7 @@ class PlanCache {
     bool filled = false, ok = false;
     client::NoisePlan plan;
   };
-  std::vector<Slot> slots_ = std::vector<Slot>(4096);
+  std::vector<Slot> slots_ = std::vector<Slot>(65536);
   double lipschitz_ = 0, capacity_ = 0;
 };
 
@@ -126,6 +127,7 @@ struct FastBatch {
   std::vector<std::uint64_t> item_keys;    // noise keys per pair of normals
   std::vector<std::uint32_t> item_blocks;  // the pair's block in the user's stream
   std::vector<double> inputs, phi, pairs, normals, released;
+  std::vector<double> item_sigma, item_scale, item_grid;  // each item's plan (short runs)
 
   void clear() {
     count = 0;
@@ -186,6 +188,21 @@ struct SimulatedFleet::State {
     keys.resize(spent.size());
     for (std::size_t u = 0; u < keys.size(); ++u)
       keys[u] = user_key(seed, global_id(static_cast<UserId>(u)));
+  }
+  // Each user's last plan, for rounds that ask users distinct ρ (Alg. 3): a user is asked the
+  // same ρ in every round of a query, so its plan is looked up in the thread's PlanCache once a
+  // query, then read here in user order instead of hashed into a table of megabytes. Made on
+  // the first such round (48 bytes a user); emptied when the capacity changes (reset).
+  struct UserPlan {
+    double rho = 0, lipschitz = 0;  // ρ = 0: none yet
+    bool ok = false;                // plan_noise made `plan` (else it refused this ρ)
+    client::NoisePlan plan;
+  };
+  std::vector<UserPlan> user_plans;
+  std::once_flag user_plans_made;  // chunks of a round run concurrently
+  UserPlan* plans_by_user() {
+    std::call_once(user_plans_made, [&] { user_plans.resize(spent.size()); });
+    return user_plans.data();
   }
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
@@ -269,6 +286,8 @@ std::span<const double> SimulatedFleet::location(UserId user) const noexcept {
 }
 
 void SimulatedFleet::reset(std::uint64_t seed, const DeviceConfig& config) {
+  if (config.rho_capacity() != state_->config.rho_capacity())
+    for (State::UserPlan& entry : state_->user_plans) entry = State::UserPlan{};
   state_->config = config;
   reset(seed);
 }
@@ -355,6 +374,7 @@ class RoundRunner {
       if (plan && client::plan_covers(*plan, extent))
         return run_uniform(fold, uniform_rho, uniform_known, *plan);
     }
+    if (fits) plans.by_user = s.plans_by_user();  // users asked distinct ρ
     FastBatch& b = thread_batch();
     const std::size_t end = request.users.size();
     for (std::size_t first = 0; first < end; first += kBatch) {
@@ -471,6 +491,7 @@ class RoundRunner {
   // `plan` stays valid until the next cache.find, which only `admit` calls.
   struct RecentPlan {
     PlanCache& cache;
+    SimulatedFleet::State::UserPlan* by_user = nullptr;  // users' last plans, where kept
     double rho = 0;  // no plan yet: callers never look up ρ ≤ 0
     const client::NoisePlan* plan = nullptr;
     bool covered = false;  // plan && plan_covers(*plan, extent)
@@ -493,7 +514,20 @@ class RoundRunner {
     // plan_release, in two steps so that plan_noise's work is kept across rounds.
     if (rho != plans.rho) {
       plans.rho = rho;
-      plans.plan = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
+      if (plans.by_user) {
+        SimulatedFleet::State::UserPlan& entry = plans.by_user[user];
+        if (entry.rho != rho || entry.lipschitz != lipschitz) {
+          const client::NoisePlan* found =
+              plans.cache.find(lipschitz, rho, s.config.rho_capacity());
+          entry.rho = rho;
+          entry.lipschitz = lipschitz;
+          entry.ok = found != nullptr;
+          if (found) entry.plan = *found;
+        }
+        plans.plan = entry.ok ? &entry.plan : nullptr;
+      } else {
+        plans.plan = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
+      }
       plans.covered = plans.plan && client::plan_covers(*plans.plan, extent);
     }
     if (!plans.covered) {  // a ρ plan_release refuses
@@ -589,20 +623,34 @@ class RoundRunner {
       }
       return released;
     }
-    // The batch's normals, then the grid run by run.
-    b.normals.resize(m * out_dim);
-    if (out_dim == 1) {
-      normal_pairs(stream, b.keys.data(), nullptr, m, b.normals.data(), false);
-    } else if (out_dim % 2 == 0) {
-      normal_pairs(stream, b.item_keys.data(), b.item_blocks.data(), m * blocks, b.normals.data(),
-                   true);
-    } else {  // pairs, the last one cut
-      b.pairs.resize(m * 2 * blocks);
-      normal_pairs(stream, b.item_keys.data(), b.item_blocks.data(), m * blocks, b.pairs.data(),
-                   true);
-      for (std::size_t j = 0; j < m; ++j)
-        std::copy_n(b.pairs.data() + j * 2 * blocks, out_dim, b.normals.data() + j * out_dim);
+    // Short runs (one plan per user, as Alg. 3 asks): the same pass with each item's own plan.
+    if (out_dim == 1 || out_dim % 2 == 0) {
+      const std::size_t items = out_dim == 1 ? m : m * blocks;
+      b.item_sigma.resize(items), b.item_scale.resize(items), b.item_grid.resize(items);
+      const std::size_t per_user = out_dim == 1 ? 1 : blocks;
+      for (std::size_t r = 0; r < runs; ++r) {
+        const client::NoisePlan& plan = b.run_plan[r];
+        const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid)),
+                     scale = plan.grid_scale(), grid = plan.grid();
+        for (std::size_t t = b.run_begin[r] * per_user; t < run_end(r) * per_user; ++t) {
+          b.item_sigma[t] = sigma_grid;
+          b.item_scale[t] = scale;
+          b.item_grid[t] = grid;
+        }
+      }
+      privatize_normals_each(stream, out_dim == 1 ? b.keys.data() : b.item_keys.data(),
+                             out_dim == 1 ? nullptr : b.item_blocks.data(), items, out_dim != 1,
+                             phi, b.item_sigma.data(), b.item_scale.data(), b.item_grid.data(),
+                             released);
+      return released;
     }
+    // The batch's normals, then the grid run by run (pairs, the last one cut).
+    b.normals.resize(m * out_dim);
+    b.pairs.resize(m * 2 * blocks);
+    normal_pairs(stream, b.item_keys.data(), b.item_blocks.data(), m * blocks, b.pairs.data(),
+                 true);
+    for (std::size_t j = 0; j < m; ++j)
+      std::copy_n(b.pairs.data() + j * 2 * blocks, out_dim, b.normals.data() + j * out_dim);
     for (std::size_t r = 0; r < runs; ++r) {
       const std::size_t from = b.run_begin[r] * out_dim,
                         count = (run_end(r) - b.run_begin[r]) * out_dim;

@@ -217,6 +217,49 @@ TEST_CASE("privatize_normals is normal_pairs then privatize_with_normals, bit fo
   }
 }
 
+TEST_CASE("privatize_normals_each gives each item its own plan's values, bit for bit",
+          "[simulation][noise]") {
+  CGP_SEEDED(1215);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> spread(-1e4, 1e4);
+  std::vector<client::NoisePlan> plans;
+  for (double rho : {0.2, 7.0, 300.0, 1e4}) plans.push_back(*client::plan_noise(1.0, rho, 4e4));
+  for (bool pairs : {false, true}) {
+    for (std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{7}, std::size_t{301}}) {
+      INFO("pairs " << pairs << " count " << count);
+      const std::size_t per_item = pairs ? 2 : 1, values = per_item * count;
+      std::vector<std::uint64_t> keys(count);
+      std::vector<std::uint32_t> blocks(count);
+      std::vector<double> phi(values), sigma(count), scale(count), grid(count);
+      std::vector<std::size_t> plan_of(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        keys[i] = rng(), blocks[i] = static_cast<std::uint32_t>(i % 3);
+        plan_of[i] = rng() % plans.size();
+        const client::NoisePlan& plan = plans[plan_of[i]];
+        sigma[i] = std::sqrt(static_cast<double>(plan.sigma2_grid));
+        scale[i] = plan.grid_scale(), grid[i] = plan.grid();
+        for (std::size_t t = 0; t < per_item; ++t)
+          phi[per_item * i + t] =
+              i % 17 == 5 ? (static_cast<double>(i) + 0.5) * plan.grid() : spread(rng);
+      }
+      const std::uint64_t stream = rng();
+      std::vector<double> each(values);
+      privatize_normals_each(stream, keys.data(), blocks.data(), count, pairs, phi.data(),
+                             sigma.data(), scale.data(), grid.data(), each.data());
+      for (std::size_t i = 0; i < count; ++i) {
+        double alone[2];
+        privatize_normals(stream, &keys[i], &blocks[i], 1, pairs, &phi[per_item * i], sigma[i],
+                          scale[i], grid[i], alone);
+        for (std::size_t t = 0; t < per_item; ++t) {
+          INFO("item " << i << " plan " << plan_of[i]);
+          REQUIRE(std::bit_cast<std::uint64_t>(each[per_item * i + t]) ==
+                  std::bit_cast<std::uint64_t>(alone[t]));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("batch distances give the same bits as one point at a time", "[simulation][geometry]") {
   CGP_SEEDED(1214);
   std::mt19937_64 rng(seed);

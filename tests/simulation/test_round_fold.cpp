@@ -141,6 +141,29 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
         REQUIRE(ma.remaining(u) == mb.remaining(u));
       }
     }
+    // A new capacity changes the plan of the same ρ (the grid follows σ_cap): plans the folded
+    // fleet kept for its users (Alg. 3's distinct ρ) must not outlive it.
+    if (c.kind == Kind::noninteractive) {
+      auto larger = DeviceConfig::cgp(budget * 1024, c.sticky);
+      REQUIRE(larger.has_value());
+      folded->reset(seed + 1, *larger);
+      plain->reset(seed + 1, *larger);
+      BudgetMirror ra(n, budget * 1024), rb(n, budget * 1024);
+      EliminationSetup setup;
+      setup.query_id = "fold-0";  // the same ρ as the first query
+      setup.triple = c.triple;
+      setup.phi.statistic = c.statistic;
+      setup.phi.point = center;
+      setup.phi.region = &box;
+      setup.rounds = 4;
+      setup.latest_release_only = c.latest_only;
+      auto a = eliminate_noninteractive(*folded, ra, setup, charges, 0, 400);
+      auto b = eliminate_noninteractive(unfolded, rb, setup, charges, 0, 400);
+      REQUIRE(a.has_value());
+      REQUIRE(b.has_value());
+      test::check_same_result(*a, *b);
+      for (UserId u = 0; u < n; ++u) REQUIRE(folded->spent(u) == plain->spent(u));
+    }
     CHECK(folded->values_released() == plain->values_released());
     // The comparison means something only if it met refusals, and answers.
     INFO(refused << " refused or not asked, " << asked << " asked");

@@ -20,8 +20,9 @@ std::size_t exact_count(std::span<const double> points, std::size_t dimension,
 double exact_kde(std::span<const double> points, std::size_t dimension, std::span<const double> p,
                  double bandwidth, std::span<const UserId> users = {});
 
-// Exact k nearest neighbours: a k-d tree (nanoflann) for dimension ≤ 8 over all points, brute
-// force with Eigen otherwise or over a subset of candidates. Holds a view of `points`.
+// Exact k nearest neighbours, ties by id: one scan with a bounded heap per query, or, for
+// dimension ≤ 8 once a hundred queries have come (a build costs about as much as that), a
+// k-d tree (nanoflann) over all points. Holds a view of `points`; callable from many threads.
 class KnnOracle {
  public:
   KnnOracle(std::span<const double> points, std::size_t dimension);
