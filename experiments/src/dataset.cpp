@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <span>
 #include <string_view>
 
 #include "cgp/common/validate.hpp"
@@ -44,7 +45,10 @@ struct Csv {
   std::vector<char> text;
   std::deque<std::string> unquoted;  // stable addresses for the views
   std::vector<std::string_view> header;
-  std::vector<std::string_view> cells;  // rows × header.size()
+  std::vector<std::string_view> first_row;  // the first data row's cells
+  std::size_t body = 0;                     // where the lines after the header start
+  bool plain = false;  // no quotes and no carriage returns anywhere (the usual file)
+  std::vector<std::string_view> cells;  // rows × header.size(), once split_rows has run
   std::size_t rows() const noexcept { return header.empty() ? 0 : cells.size() / header.size(); }
   std::string_view at(std::size_t row, std::size_t column) const noexcept {
     return cells[row * header.size() + column];
@@ -108,6 +112,8 @@ bool parse_number(std::string_view text, double& out) {
   return ec == std::errc() && ptr == end && std::isfinite(out);
 }
 
+// The file's text, its header and its first data row; the other rows are split by split_rows
+// or parsed straight from the text by parse_plain_columns.
 Expected<Csv> read_csv(const std::string& path) {
   CGP_RETURN_IF_ERROR(require_data_file(path));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -121,29 +127,45 @@ Expected<Csv> read_csv(const std::string& path) {
   in.read(csv.text.data(), size);
   if (in.gcount() != size) return data_error(path, "cannot read the file");
   const std::string_view text(csv.text.data(), csv.text.size());
+  csv.plain = text.find('"') == std::string_view::npos && text.find('\r') == std::string_view::npos;
+  const std::size_t header_end = std::min(text.find('\n'), text.size());
+  split_csv_line(text.substr(0, header_end), csv, csv.header);
+  csv.body = std::min(header_end + 1, text.size());
+  for (std::size_t at = csv.body; at < text.size();) {  // the first line with something on it
+    const std::size_t newline = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, newline - at);
+    at = newline + 1;
+    if (line.empty() || line == "\r") continue;
+    if (csv.plain)
+      split_plain_line(line, csv.first_row);
+    else
+      split_csv_line(line, csv, csv.first_row);
+    break;
+  }
+  if (csv.first_row.empty()) return data_error(path, "no data rows after the header");
+  return csv;
+}
+
+// Splits every data row into csv.cells.
+Status split_rows(Csv& csv, const std::string& path) {
+  const std::string_view text(csv.text.data(), csv.text.size());
   // Room for the cells at once: a cell ends at a comma or at the end of a line, so there are at
   // most as many as both together. Capped (64 MiB of views), so that a hostile file of commas
   // still fails by name on its first bad row rather than on the reservation.
   std::size_t ends = 1;
-  for (const char c : text) ends += (c == ',') + (c == '\n');
+  for (const char c : text.substr(csv.body)) ends += (c == ',') + (c == '\n');
+  csv.cells.clear();
   csv.cells.reserve(std::min<std::size_t>(ends, std::size_t{1} << 22));
-  // No quotes and no carriage returns anywhere (the usual file): the plain splitter.
-  const bool plain =
-      text.find('"') == std::string_view::npos && text.find('\r') == std::string_view::npos;
-  std::size_t number = 0, at = 0;
+  std::size_t number = 1, at = csv.body;  // line 1 is the header
   std::vector<std::string_view> row;
   while (at < text.size()) {  // lines as std::getline gives them
     const std::size_t newline = std::min(text.find('\n', at), text.size());
     const std::string_view line = text.substr(at, newline - at);
     at = newline + 1;
     ++number;
-    if (number == 1) {
-      split_csv_line(line, csv, csv.header);
-      continue;
-    }
     if (line.empty() || line == "\r") continue;
     row.clear();
-    if (plain)
+    if (csv.plain)
       split_plain_line(line, row);
     else
       split_csv_line(line, csv, row);
@@ -154,7 +176,57 @@ Expected<Csv> read_csv(const std::string& path) {
     csv.cells.insert(csv.cells.end(), row.begin(), row.end());
   }
   if (csv.cells.empty()) return data_error(path, "no data rows after the header");
-  return csv;
+  return {};
+}
+
+// The values of `columns` (in that order) of every data row, row-major into `out`, parsed
+// straight from the text of a plain file (no cell views: the usual numeric file is read at the
+// number parser's speed). Exactly what split_rows and parse_number accept: true when every
+// row is; false when the file is not plain or any row is not (a missing field, a cell that is
+// not a finite number), and the caller then goes the general way, which names the problem.
+bool parse_plain_columns(const Csv& csv, std::span<const int> columns, std::vector<double>& out) {
+  if (!csv.plain || columns.empty()) return false;
+  const std::size_t fields = csv.header.size(), width = columns.size();
+  // slot[c]: where column c's value goes in a row's output (or none).
+  constexpr std::size_t kSkip = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> slot(fields, kSkip);
+  for (std::size_t k = 0; k < width; ++k) {
+    const auto c = static_cast<std::size_t>(columns[k]);
+    if (c >= fields || slot[c] != kSkip) return false;  // a column asked for twice: general way
+    slot[c] = k;
+  }
+  const char* p = csv.text.data() + csv.body;
+  const char* const end = csv.text.data() + csv.text.size();
+  const auto blank = [](char c) { return c == ' ' || c == '\t'; };
+  out.clear();
+  out.reserve(static_cast<std::size_t>(end - p) / (4 * fields) * width);  // a guess
+  std::vector<double> row(width);
+  while (p < end) {
+    if (*p == '\n') {  // an empty line: skipped, as split_rows does
+      ++p;
+      continue;
+    }
+    for (std::size_t c = 0; c < fields; ++c) {
+      const bool last = c + 1 == fields;
+      if (slot[c] == kSkip) {  // to the end of the cell
+        while (p < end && *p != ',' && *p != '\n') ++p;
+      } else {
+        while (p < end && blank(*p)) ++p;
+        const char* from = p;
+        if (from < end && *from == '+') ++from;  // parse_number's one leading '+'
+        double& value = row[slot[c]];
+        const auto [ptr, ec] = fast_float::from_chars(from, end, value);
+        if (ec != std::errc() || !std::isfinite(value)) return false;
+        p = ptr;
+        while (p < end && blank(*p)) ++p;
+      }
+      // The cell must end here: at a comma, or for the last one at the end of the line.
+      if (last ? (p < end && *p != '\n') : (p == end || *p != ',')) return false;
+      if (p < end) ++p;  // past the comma or the newline
+    }
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return !out.empty();
 }
 
 int column_of(const Csv& csv, const std::string& name) {
@@ -192,9 +264,25 @@ Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKi
   const int x = column_of(csv, "x"), y = column_of(csv, "y");
   Dataset data;
   data.dimension = 2;
+  // Two columns, straight from the text where the file allows (else cell by cell, which names
+  // what is wrong).
+  const auto two_columns = [&](int first, int second, std::vector<double>& a,
+                               std::vector<double>& b) -> Status {
+    const int both[2] = {first, second};
+    std::vector<double> pairs;
+    if (parse_plain_columns(csv, both, pairs)) {
+      a.resize(pairs.size() / 2), b.resize(pairs.size() / 2);
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = pairs[2 * i], b[i] = pairs[2 * i + 1];
+      return {};
+    }
+    CGP_RETURN_IF_ERROR(split_rows(csv, path));
+    CGP_ASSIGN_OR_RETURN(a, numeric_column(csv, first, path));
+    CGP_ASSIGN_OR_RETURN(b, numeric_column(csv, second, path));
+    return {};
+  };
   if (lon >= 0 && lat >= 0) {
-    CGP_ASSIGN_OR_RETURN(auto lons, numeric_column(csv, lon, path));
-    CGP_ASSIGN_OR_RETURN(auto lats, numeric_column(csv, lat, path));
+    std::vector<double> lons, lats;
+    CGP_RETURN_IF_ERROR(two_columns(lon, lat, lons, lats));
     auto centre = geometry::lonlat_centre(lons, lats);
     if (!centre) return data_error(path, centre.error().message);
     if (origin) *centre = *origin;
@@ -213,8 +301,8 @@ Expected<Dataset> load_locations(const std::string& path, geometry::ProjectionKi
     return data;
   }
   if (x >= 0 && y >= 0) {
-    CGP_ASSIGN_OR_RETURN(auto xs, numeric_column(csv, x, path));
-    CGP_ASSIGN_OR_RETURN(auto ys, numeric_column(csv, y, path));
+    std::vector<double> xs, ys;
+    CGP_RETURN_IF_ERROR(two_columns(x, y, xs, ys));
     data.points.reserve(2 * xs.size());
     for (std::size_t i = 0; i < xs.size(); ++i) {
       data.points.push_back((xs)[i]);
@@ -262,16 +350,23 @@ Expected<Dataset> load_vectors(const std::string& path, geometry::ProjectionKind
     }
   } else {
     // Every named column whose first row parses as a number.
+    if (csv.first_row.size() != csv.header.size()) CGP_RETURN_IF_ERROR(split_rows(csv, path));
     for (std::size_t c = 0; c < csv.header.size(); ++c) {
       const std::string_view name = csv.header[c];
       if (name.empty() || name.starts_with("Unnamed: ")) continue;
       double v;
-      if (parse_number(csv.at(0, c), v)) columns.push_back(static_cast<int>(c));
+      if (parse_number(csv.first_row[c], v)) columns.push_back(static_cast<int>(c));
     }
   }
   if (columns.empty()) return data_error(path, "no numeric columns");
   Dataset data;
   data.dimension = columns.size();
+  if (parse_plain_columns(csv, columns, data.points)) {
+    data.description = path + ": " + std::to_string(data.points.size() / columns.size()) +
+                       " vectors of dimension " + std::to_string(data.dimension);
+    return data;
+  }
+  CGP_RETURN_IF_ERROR(split_rows(csv, path));
   // Row by row, as the cells lie in the file (a column at a time would stride over all of them
   // once per column).
   data.points.resize(csv.rows() * columns.size());
@@ -291,6 +386,9 @@ Expected<std::vector<double>> load_column(const std::string& path, const std::st
   CGP_ASSIGN_OR_RETURN(auto csv, read_csv(path));
   const int index = column_of(csv, column);
   if (index < 0) return data_error(path, "no column named '" + column + "'");
+  std::vector<double> values;
+  if (parse_plain_columns(csv, std::span<const int>(&index, 1), values)) return values;
+  CGP_RETURN_IF_ERROR(split_rows(csv, path));
   return numeric_column(csv, index, path);
 }
 

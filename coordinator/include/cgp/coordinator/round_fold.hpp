@@ -216,8 +216,9 @@ class RoundFold {
   }
 
   // An answer's part of fold() before the decision: the mirror, the estimate, the charge.
-  void fold_answer(UserId u, double rho, Charge known_charge, Charge charged, double remaining,
-                   const double* values) {
+  // Inline: the batch loops call it once per user and round.
+  [[gnu::always_inline]] void fold_answer(UserId u, double rho, Charge known_charge, Charge charged,
+                                          double remaining, const double* values) {
     query_.mirror->update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining);
     Estimates& estimates = *query_.estimates;
     if (query_.setup->latest_release_only) estimates.forget(u);
