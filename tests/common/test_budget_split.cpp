@@ -1,3 +1,4 @@
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cfloat>
 #include <cmath>
@@ -116,11 +117,19 @@ TEST_CASE("next_up and subtract_down round the right way", "[privacy][rounding]"
   for (int i = 0; i < 1000; ++i)
     values.push_back(
         std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 200) - 100));
+  for (int i = 0; i < 1000; ++i) values.push_back(-values[static_cast<std::size_t>(i) + 12]);
+  for (double edge : {-DBL_MAX, DBL_MIN, -DBL_MIN, std::nextafter(DBL_MIN, 0.0), 2.0, -2.0,
+                      std::nextafter(-5e-324, 0.0)})
+    values.push_back(edge);
+  // Bit for bit (−0 and +0 apart): the branch-free steps are std::nextafter's.
+  const auto bits = [](double v) { return std::bit_cast<std::uint64_t>(v); };
   for (double x : values) {
     INFO("x = " << x);
-    CHECK(privacy::next_up(x) == std::nextafter(x, INFINITY));
+    CHECK(bits(privacy::next_up(x)) == bits(std::nextafter(x, INFINITY)));
+    CHECK(bits(privacy::next_down(x)) == bits(std::nextafter(x, -INFINITY)));
   }
   CHECK(std::isnan(privacy::next_up(NAN)));
+  CHECK(std::isnan(privacy::next_down(NAN)));
   for (int i = 0; i < 1000; ++i) {
     double a = std::ldexp(static_cast<double>(rng() >> 11), -40),
            b = a * (static_cast<double>(rng() % 1000) / 1000.0);

@@ -17,19 +17,27 @@ namespace cgp::privacy {
 
 inline constexpr double kPadRelative = 16 * DBL_EPSILON;
 
-// The next double above x (std::nextafter(x, +inf)), inlined for the common case of a finite
-// x > 0, where it is the next bit pattern (±0 go to the library: -0 has the sign bit set).
+// The next double above x: std::nextafter(x, +inf) for every x (errno aside), inline and with
+// selects instead of a library call (filters and mirrors step budgets per user and round).
+// Positive doubles are ordered as their bit patterns, negative ones in reverse: one step of the
+// pattern up or down, and ±0 to the least subnormal; NaN and +inf stay.
 inline double next_up(double x) noexcept {
-  if (x > 0 && x < std::numeric_limits<double>::infinity())
-    return std::bit_cast<double>(std::bit_cast<std::uint64_t>(x) + 1);
-  return std::nextafter(x, std::numeric_limits<double>::infinity());
+  const auto bits = std::bit_cast<std::uint64_t>(x);
+  const std::uint64_t up = x > 0 && x < std::numeric_limits<double>::infinity() ? bits + 1
+                           : x < 0                                              ? bits - 1
+                           : x == 0                                             ? 1
+                                                                                : bits;
+  return std::bit_cast<double>(up);
 }
 
-// The next double below x (std::nextafter(x, −inf)), inlined for a finite x > 0.
+// The next double below x: std::nextafter(x, −inf), as next_up.
 inline double next_down(double x) noexcept {
-  if (x > 0 && x < std::numeric_limits<double>::infinity())
-    return std::bit_cast<double>(std::bit_cast<std::uint64_t>(x) - 1);
-  return std::nextafter(x, -std::numeric_limits<double>::infinity());
+  const auto bits = std::bit_cast<std::uint64_t>(x);
+  const std::uint64_t down = x < 0 && x > -std::numeric_limits<double>::infinity() ? bits + 1
+                             : x > 0                                               ? bits - 1
+                             : x == 0 ? (std::uint64_t{1} << 63 | 1)
+                                      : bits;
+  return std::bit_cast<double>(down);
 }
 
 // A value ≥ the exact result x̂ whenever |x − x̂| ≤ kPadRelative·|x̂|.
