@@ -263,6 +263,19 @@ double Usefulness::evaluate(std::span<const double> x) const noexcept {
   return x[0];
 }
 
+void Usefulness::evaluate(const double* points, std::size_t count, std::size_t d,
+                          double* out) const noexcept {
+  switch (statistic) {
+    case StatisticKind::signed_distance_to_region:
+      return geometry::signed_distances(*region, points, count, out);
+    case StatisticKind::distance_to_point:
+      return geometry::euclidean_distances(point, points, count, out);
+    case StatisticKind::location:
+      for (std::size_t i = 0; i < count; ++i) out[i] = points[i * d];
+      return;
+  }
+}
+
 void Estimates::reset(std::size_t users, std::size_t release_dimension) {
   dimension = release_dimension;
   sum.assign(users * dimension, 0.0);

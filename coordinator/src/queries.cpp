@@ -50,13 +50,42 @@ std::uint64_t query_users(const Fleet& fleet, const UserCharges& charges,
 }
 
 // The final estimate φ̄ of a user (mean of its releases; φ of the mean for point triples).
-double final_estimate(const EliminationResult& r, const Usefulness& phi, Triple triple, UserId u,
-                      std::vector<double>& buffer) {
-  if (triple == Triple::distance)
-    return r.estimates.sum[u] / r.estimates.rho_bar[u];  // mean, d = 1
-  buffer.resize(r.estimates.dimension);
-  r.estimates.mean(u, buffer.data());
-  return phi.evaluate(buffer);
+// How many remaining users' mean releases lie inside the range (point triple: φ̄ < 0 is
+// geometry::inside of the mean), a block of means at a time.
+std::uint64_t means_inside(const EliminationResult& r, const geometry::Region& range) {
+  constexpr std::size_t kBlock = 256;
+  const std::span<const UserId> users = r.remaining;
+  const std::size_t d = r.estimates.dimension;
+  std::vector<double> means(kBlock * d);
+  std::uint64_t inside = 0;
+  for (std::size_t first = 0; first < users.size(); first += kBlock) {
+    const std::size_t n = std::min(kBlock, users.size() - first);
+    for (std::size_t i = 0; i < n; ++i) r.estimates.mean(users[first + i], means.data() + i * d);
+    inside += geometry::count_inside(range, means.data(), n);
+  }
+  return inside;
+}
+
+// φ̄ of each remaining user, in the order of r.remaining: the mean itself (distance triple,
+// d = 1) or φ of the mean release (point triple), a block of means at a time.
+std::vector<double> final_estimates(const EliminationResult& r, const Usefulness& phi,
+                                    Triple triple) {
+  const std::span<const UserId> users = r.remaining;
+  std::vector<double> out(users.size());
+  if (triple == Triple::distance) {
+    for (std::size_t i = 0; i < users.size(); ++i)
+      out[i] = r.estimates.sum[users[i]] / r.estimates.rho_bar[users[i]];
+    return out;
+  }
+  constexpr std::size_t kBlock = 256;
+  const std::size_t d = r.estimates.dimension;
+  std::vector<double> means(kBlock * d);
+  for (std::size_t first = 0; first < users.size(); first += kBlock) {
+    const std::size_t n = std::min(kBlock, users.size() - first);
+    for (std::size_t i = 0; i < n; ++i) r.estimates.mean(users[first + i], means.data() + i * d);
+    phi.evaluate(means.data(), n, d, out.data() + first);
+  }
+  return out;
 }
 
 // ρ-release elimination or single release, by method.
@@ -133,17 +162,21 @@ Expected<CountResult> range_count(Fleet& fleet, BudgetMirror& mirror, const geom
   CGP_ASSIGN_OR_RETURN(auto result, run(fleet, mirror, setup, charges, options.method, 0.0, 0.0));
   CountResult out;
   std::uint64_t count = result.s1.size();
-  std::vector<double> buffer;
-  // η depends on ρ̄ only, which users asked alike share: computed once per value.
-  double eta_rho_bar = -1, eta = 0;
-  for (UserId u : result.remaining) {
-    const double estimate = final_estimate(result, phi, setup.triple, u, buffer);
-    if (setup.triple == Triple::distance && options.shift &&
-        result.estimates.rho_bar[u] != eta_rho_bar) {
-      eta_rho_bar = result.estimates.rho_bar[u];
-      eta = range_threshold_shift(range, 1 / std::sqrt(2 * eta_rho_bar));
+  if (setup.triple == Triple::point) {
+    // φ̄ < η = 0: the mean release inside the range (the shift is the distance triple's).
+    count += means_inside(result, range);
+  } else {
+    const std::vector<double> estimates = final_estimates(result, phi, setup.triple);
+    // η depends on ρ̄ only, which users asked alike share: computed once per value.
+    double eta_rho_bar = -1, eta = 0;
+    for (std::size_t i = 0; i < estimates.size(); ++i) {
+      const UserId u = result.remaining[i];
+      if (options.shift && result.estimates.rho_bar[u] != eta_rho_bar) {
+        eta_rho_bar = result.estimates.rho_bar[u];
+        eta = range_threshold_shift(range, 1 / std::sqrt(2 * eta_rho_bar));
+      }
+      count += estimates[i] < eta ? 1 : 0;
     }
-    count += estimate < eta ? 1 : 0;
   }
   out.estimate =
       static_cast<double>(tally_over_shards(options.shard, {count, result.s0.size()}).counted);
@@ -165,11 +198,8 @@ Expected<KdeResult> kde(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   const double n = static_cast<double>(query_users(fleet, charges, options));
   // Exact, rounded once: the same sum however the fleet is sharded.
   ShardSum kernel_sum(options.shard);
-  std::vector<double> buffer;
-  for (UserId u : result.remaining) {
-    const double distance = final_estimate(result, phi, setup.triple, u, buffer);
+  for (const double distance : final_estimates(result, phi, setup.triple))
     kernel_sum.add(std::exp(-distance * distance / (2 * bandwidth * bandwidth)));
-  }
   const double kernel_total = kernel_sum.total();
   const Tally counts =
       tally_over_shards(options.shard, {result.remaining.size(), result.s0.size()});
@@ -205,10 +235,9 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   // |G_ĵ| ≤ k), ties by global id.
   std::vector<Ranked> ranked;
   ranked.reserve(result->remaining.size());
-  std::vector<double> buffer;
-  for (UserId u : result->remaining)
-    ranked.push_back(
-        {final_estimate(*result, phi, setup.triple, u, buffer), global_id(options.shard, u)});
+  const std::vector<double> estimates = final_estimates(*result, phi, setup.triple);
+  for (std::size_t i = 0; i < estimates.size(); ++i)
+    ranked.push_back({estimates[i], global_id(options.shard, result->remaining[i])});
   KnnResult out;
   for (const Ranked& r : smallest_over_shards(options.shard, std::move(ranked), k))
     out.neighbours.push_back(static_cast<UserId>(r.id));

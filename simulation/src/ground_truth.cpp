@@ -46,17 +46,8 @@ constexpr std::size_t kKdTreeMaxDimension = 8;
 std::size_t exact_count(std::span<const double> points, std::size_t dimension,
                         const geometry::Region& range, std::span<const UserId> users) {
   std::size_t count = 0;
-  if (users.empty()) {  // everyone: signed distances a block at a time, one dispatch per block
-    constexpr std::size_t kBlock = 512;
-    double distance[kBlock];
-    const std::size_t n = points.size() / dimension;
-    for (std::size_t first = 0; first < n; first += kBlock) {
-      const std::size_t here = std::min(kBlock, n - first);
-      geometry::signed_distances(range, points.data() + first * dimension, here, distance);
-      for (std::size_t i = 0; i < here; ++i) count += distance[i] < 0;  // geometry::inside
-    }
-    return count;
-  }
+  if (users.empty())  // everyone: one dispatch on the region's kind
+    return geometry::count_inside(range, points.data(), points.size() / dimension);
   for_users(points.size() / dimension, users, [&](UserId u) {
     count +=
         geometry::inside(range, points.subspan(static_cast<std::size_t>(u) * dimension, dimension));

@@ -225,3 +225,39 @@ TEST_CASE("Box and Ball reject bad input by name", "[geometry][validation]") {
   CGP_REQUIRE_ERROR(Ball::create(lo, INFINITY), ErrorCode::not_finite, "ball.radius");
   CGP_REQUIRE_ERROR(Ball::create(nan2, 1), ErrorCode::not_finite, "ball.center[0]");
 }
+
+TEST_CASE("count_inside counts the points whose signed distance is < 0", "[geometry]") {
+  CGP_SEEDED(4407);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> coordinate(-12, 12);
+  for (std::size_t d : {1, 2, 3, 4}) {
+    INFO("dimension " << d);
+    std::vector<double> lo(d), hi(d);
+    for (std::size_t k = 0; k < d; ++k) lo[k] = -5.0 - static_cast<double>(k), hi[k] = 7.5;
+    const double centre[4] = {0.5, -1, 2, 0};
+    std::vector<Region> regions{*Box::create(lo, hi), *Ball::create({centre, d}, 6)};
+    if (d == 2) regions.push_back(l_shape_with_holes());
+    // Random points, and points on the box's faces and corners (and at ±0).
+    std::vector<double> points;
+    for (int i = 0; i < 3000; ++i) {
+      for (std::size_t k = 0; k < d; ++k) {
+        const auto pick = rng() % 6;
+        points.push_back(pick == 0   ? lo[k]
+                         : pick == 1 ? hi[k]
+                         : pick == 2 ? (rng() % 2 ? 0.0 : -0.0)
+                         : pick == 3 ? std::nextafter(lo[k], 0.0)
+                                     : coordinate(rng));
+      }
+    }
+    const std::size_t n = points.size() / d;
+    for (const Region& region : regions) {
+      std::vector<double> distance(n);
+      signed_distances(region, points.data(), n, distance.data());
+      std::size_t expected = 0;
+      for (double v : distance) expected += v < 0;
+      CHECK(count_inside(region, points.data(), n) == expected);
+      CHECK(expected > 0);
+      CHECK(expected < n);
+    }
+  }
+}

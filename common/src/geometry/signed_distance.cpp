@@ -1,5 +1,6 @@
 #include "cgp/common/geometry/signed_distance.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -194,6 +195,35 @@ Expected<double> checked_euclidean_distance(std::span<const double> u, std::span
   CGP_RETURN_IF_ERROR(require_all_finite("point", u));
   CGP_RETURN_IF_ERROR(require_all_finite("center", p));
   return euclidean_distance(u, p);
+}
+
+std::size_t count_inside(const Region& region, const double* points, std::size_t count) noexcept {
+  const std::size_t d = dimension(region);
+  std::size_t inside = 0;
+  if (const Box* box = std::get_if<Box>(&region)) {
+    // box_distance < 0 iff no coordinate is outside (outside2 = 0) and the least slack is > 0,
+    // i.e. lo[k] − x[k] < 0 and x[k] − hi[k] < 0 for every k; for finite doubles a − b < 0
+    // exactly when a < b (a rounded difference keeps its sign, and is 0 only when a = b).
+    const auto lo = box->lo();
+    const auto hi = box->hi();
+    for (std::size_t i = 0; i < count; ++i) {
+      bool in = true;
+      for (std::size_t k = 0; k < d; ++k) {
+        const double x = points[i * d + k];
+        in &= (lo[k] < x) & (x < hi[k]);  // no branch: points fall either way
+      }
+      inside += in;
+    }
+    return inside;
+  }
+  constexpr std::size_t kBlock = 256;
+  double distance[kBlock];
+  for (std::size_t first = 0; first < count; first += kBlock) {
+    const std::size_t here = std::min(kBlock, count - first);
+    signed_distances(region, points + first * d, here, distance);
+    for (std::size_t i = 0; i < here; ++i) inside += distance[i] < 0;
+  }
+  return inside;
 }
 
 }  // namespace cgp::geometry

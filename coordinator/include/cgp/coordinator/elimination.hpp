@@ -33,6 +33,9 @@ struct Usefulness {
   std::span<const double> point;             // len_p
   const geometry::Region* region = nullptr;  // Proj_Γ
   double evaluate(std::span<const double> x) const noexcept;
+  // evaluate() of `count` points of dimension d (row-major) into out: the same values, one
+  // dispatch per call (geometry's batch functions).
+  void evaluate(const double* points, std::size_t count, std::size_t d, double* out) const noexcept;
 };
 
 struct EliminationSetup {

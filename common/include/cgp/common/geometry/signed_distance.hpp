@@ -37,4 +37,10 @@ void euclidean_distances(std::span<const double> p, const double* points, std::s
                          double* out) noexcept;
 Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p);
 
+// How many of the points are inside(region, x_i), for counting (ground truth, a coordinator's
+// estimate); not for devices (a box's count takes no square root, so its time depends on the
+// points). A box's points are tested as lo < x < hi in every coordinate: exactly Proj_Γ < 0
+// (signed_distance.md, "Counting").
+std::size_t count_inside(const Region& region, const double* points, std::size_t count) noexcept;
+
 }  // namespace cgp::geometry
