@@ -1,5 +1,6 @@
 #include "cgp/simulation/ground_truth.hpp"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -101,20 +102,17 @@ class NearestK {
   std::vector<std::pair<double, UserId>> heap_;
 };
 
-double squared_distance(const double* x, const double* p, std::size_t d) noexcept {
-  double sum = 0;
-  for (std::size_t t = 0; t < d; ++t) sum += (x[t] - p[t]) * (x[t] - p[t]);
-  return sum;
-}
-
 // The k nearest to p among users 0..n−1 (ids == nullptr) or ids[0..n), by (squared distance,
-// id): one pass, the squared distances a block at a time (a loop the compiler vectorizes), then
-// the few that beat the worst kept.
+// id): one pass, the squared distances a block at a time (2-D by hand; else Eigen over a block
+// of rows, gathered first when the users are a subset), then the few that beat the worst kept.
 std::vector<UserId> scan_nearest(const double* points, std::size_t dimension, const double* p,
                                  std::size_t k, const UserId* ids, std::size_t n) {
+  using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   NearestK best(k);
   constexpr std::size_t kBlock = 256;
   double d2[kBlock];
+  std::vector<double> rows(dimension == 2 || !ids ? 0 : kBlock * dimension);
+  const Eigen::Map<const Eigen::RowVectorXd> q(p, static_cast<Eigen::Index>(dimension));
   for (std::size_t first = 0; first < n; first += kBlock) {
     const std::size_t here = std::min(kBlock, n - first);
     if (dimension == 2) {
@@ -124,10 +122,17 @@ std::vector<UserId> scan_nearest(const double* points, std::size_t dimension, co
         d2[i] = dx * dx + dy * dy;
       }
     } else {
-      for (std::size_t i = 0; i < here; ++i) {
-        const std::size_t u = ids ? ids[first + i] : first + i;
-        d2[i] = squared_distance(points + u * dimension, p, dimension);
+      const double* block = points + first * dimension;
+      if (ids) {
+        for (std::size_t i = 0; i < here; ++i)
+          std::copy_n(points + std::size_t{ids[first + i]} * dimension, dimension,
+                      rows.data() + i * dimension);
+        block = rows.data();
       }
+      const Eigen::Map<const RowMatrix> x(block, static_cast<Eigen::Index>(here),
+                                          static_cast<Eigen::Index>(dimension));
+      Eigen::Map<Eigen::VectorXd>(d2, static_cast<Eigen::Index>(here)) =
+          (x.rowwise() - q).rowwise().squaredNorm();
     }
     const double worst = best.worst();
     for (std::size_t i = 0; i < here; ++i)
