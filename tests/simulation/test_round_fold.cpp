@@ -104,8 +104,7 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
     // so the next ones meet device refusals (and sticky halts); by the last, the mirrors know
     // that some users cannot pay and stop asking them.
     BudgetMirror unknown_a(n, budget), unknown_b(n, budget);
-    std::size_t refused = 0, asked = 0;
-    for (int query = 0; query < 4; ++query) {
+    const auto setup_of = [&](int query) {
       EliminationSetup setup;
       setup.query_id = "fold-" + std::to_string(query);
       setup.triple = c.triple;
@@ -114,6 +113,11 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
       setup.phi.region = &box;
       setup.rounds = 4;
       setup.latest_release_only = c.latest_only;
+      return setup;
+    };
+    std::size_t refused = 0, asked = 0;
+    for (int query = 0; query < 4; ++query) {
+      const EliminationSetup setup = setup_of(query);
       BudgetMirror& ma = query == 0 ? unknown_a : mirror_a;
       BudgetMirror& mb = query == 0 ? unknown_b : mirror_b;
       std::optional<Expected<EliminationResult>> a, b;
@@ -149,14 +153,7 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
       folded->reset(seed + 1, *larger);
       plain->reset(seed + 1, *larger);
       BudgetMirror ra(n, budget * 1024), rb(n, budget * 1024);
-      EliminationSetup setup;
-      setup.query_id = "fold-0";  // the same ρ as the first query
-      setup.triple = c.triple;
-      setup.phi.statistic = c.statistic;
-      setup.phi.point = center;
-      setup.phi.region = &box;
-      setup.rounds = 4;
-      setup.latest_release_only = c.latest_only;
+      const EliminationSetup setup = setup_of(0);  // the same ρ as the first query
       auto a = eliminate_noninteractive(*folded, ra, setup, charges, 0, 400);
       auto b = eliminate_noninteractive(unfolded, rb, setup, charges, 0, 400);
       REQUIRE(a.has_value());
