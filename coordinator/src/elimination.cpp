@@ -1,6 +1,7 @@
 #include "cgp/coordinator/elimination.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -114,15 +115,19 @@ class Engine {
       uniform_rho_ = privacy::rho_within_charge(charges.cap(0).value());
     } else {
       rho_by_user_.assign(n, 0.0);
-      // Neighbouring users often share a cap: convert each run of equal caps once.
-      double last_cap = 0, last_rho = 0;
+      // Users share caps (Alg. 3: thousands of distinct ones among many more users): each is
+      // converted once, through a small table by the cap's bits (a slot keeps its last cap).
+      constexpr std::size_t kSlots = 4096;
+      struct Converted {
+        double cap = 0, rho = 0;  // cap 0: empty (caps are > 0)
+      };
+      std::vector<Converted> converted(kSlots);
       for (std::size_t k = 0; k < group.size(); ++k) {
         const double cap = charges.cap(k).value();
-        if (k == 0 || cap != last_cap) {
-          last_cap = cap;
-          last_rho = privacy::rho_within_charge(cap);
-        }
-        rho_by_user_[group[k]] = last_rho;
+        const std::uint64_t bits = std::bit_cast<std::uint64_t>(cap);
+        Converted& slot = converted[(bits * 0x9e3779b97f4a7c15ULL >> 32) % kSlots];
+        if (slot.cap != cap) slot = {cap, privacy::rho_within_charge(cap)};
+        rho_by_user_[group[k]] = slot.rho;
       }
     }
 
