@@ -206,6 +206,14 @@ std::size_t count_inside(const Region& region, const double* points, std::size_t
     // exactly when a < b (a rounded difference keeps its sign, and is 0 only when a = b).
     const auto lo = box->lo();
     const auto hi = box->hi();
+    if (d == 2) {  // unrolled: the same comparisons
+      const double lo0 = lo[0], lo1 = lo[1], hi0 = hi[0], hi1 = hi[1];
+      for (std::size_t i = 0; i < count; ++i) {
+        const double x = points[2 * i], y = points[2 * i + 1];
+        inside += static_cast<std::size_t>((lo0 < x) & (x < hi0) & (lo1 < y) & (y < hi1));
+      }
+      return inside;
+    }
     for (std::size_t i = 0; i < count; ++i) {
       bool in = true;
       for (std::size_t k = 0; k < d; ++k) {
