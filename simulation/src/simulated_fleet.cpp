@@ -82,8 +82,8 @@ class PlanCache {
     bool filled = false, ok = false;
     client::NoisePlan plan;
   };
-  // Alg. 3 asks ~4,000 distinct ρ a round of 20,000 users; measured there (kept per user after
-  // round 1, UserPlan), 8,192 slots (384 KiB) beat both 4,096 (collisions) and 65,536 (misses).
+  // Alg. 3 asks ~4,000 distinct ρ a round of 20,000 users; measured there (with UserPlan in
+  // front), 8,192 slots (384 KiB) did as well as 16,384 or 65,536, and better than 4,096.
   std::vector<Slot> slots_ = std::vector<Slot>(8192);
   double lipschitz_ = 0, capacity_ = 0;
 };
@@ -191,10 +191,12 @@ struct SimulatedFleet::State {
     for (std::size_t u = 0; u < keys.size(); ++u)
       keys[u] = user_key(seed, global_id(static_cast<UserId>(u)));
   }
-  // Each user's last plan, for rounds that ask users distinct ρ (Alg. 3): a user is asked the
-  // same ρ in every round of a query, so its plan is looked up in the thread's PlanCache once a
-  // query, then read here in user order instead of hashed into a table of megabytes. Made on
-  // the first such round (48 bytes a user); emptied when the capacity changes (reset).
+  // Each user's last plan, for rounds that ask users distinct ρ (Alg. 3): with an even split a
+  // user is asked the same ρ in every round of a query, so its plan is looked up in the
+  // thread's PlanCache once a query, then read here in user order. Made on the first such round
+  // (48 bytes a user), for fleets of up to kUserPlansMax users (at most 768 MiB; larger fleets
+  // use the PlanCache alone); emptied when the capacity changes (reset).
+  static constexpr std::size_t kUserPlansMax = std::size_t{1} << 24;
   struct UserPlan {
     double rho = 0, lipschitz = 0;  // ρ = 0: none yet
     bool ok = false;                // plan_noise made `plan` (else it refused this ρ)
@@ -376,7 +378,8 @@ class RoundRunner {
       if (plan && client::plan_covers(*plan, extent))
         return run_uniform(fold, uniform_rho, uniform_known, *plan);
     }
-    if (fits) plans.by_user = s.plans_by_user();  // users asked distinct ρ
+    if (fits && s.spent.size() <= SimulatedFleet::State::kUserPlansMax)
+      plans.by_user = s.plans_by_user();  // users asked distinct ρ
     FastBatch& b = thread_batch();
     const std::size_t end = request.users.size();
     for (std::size_t first = 0; first < end; first += kBatch) {
