@@ -8,6 +8,11 @@
 
 namespace cgp::privacy {
 
+double device_charge(double rho) noexcept {
+  // (1 + 2^-10)² = 1 + 2^-9 + 2^-20: each product is exact (powers of two), two additions round.
+  return pad_up(rho + rho * (2 * kGridSlack) + rho * (kGridSlack * kGridSlack));
+}
+
 double rho_within_charge(double charge) noexcept {
   const double start = charge / ((1 + kGridSlack) * (1 + kGridSlack));
   if (!(start > 0) || device_charge(start) <= charge) return start;
