@@ -49,25 +49,33 @@ std::uint64_t query_users(const Fleet& fleet, const UserCharges& charges,
   return sum_over_shards(options.shard, charges.listed().size());
 }
 
-// The final estimate φ̄ of a user (mean of its releases; φ of the mean for point triples).
-// How many remaining users' mean releases lie inside the range (point triple: φ̄ < 0 is
-// geometry::inside of the mean), a block of means at a time.
-std::uint64_t means_inside(const EliminationResult& r, const geometry::Region& range) {
+// visit(first, n, means) for each block of the remaining users' mean releases (n users from
+// position first of r.remaining, their means row by row).
+template <class Visit>
+void for_mean_blocks(const EliminationResult& r, Visit&& visit) {
   constexpr std::size_t kBlock = 256;
   const std::span<const UserId> users = r.remaining;
   const std::size_t d = r.estimates.dimension;
   std::vector<double> means(kBlock * d);
-  std::uint64_t inside = 0;
   for (std::size_t first = 0; first < users.size(); first += kBlock) {
     const std::size_t n = std::min(kBlock, users.size() - first);
     for (std::size_t i = 0; i < n; ++i) r.estimates.mean(users[first + i], means.data() + i * d);
-    inside += geometry::count_inside(range, means.data(), n);
+    visit(first, n, means.data());
   }
+}
+
+// How many remaining users' mean releases lie inside the range (point triple: φ̄ < 0 is
+// geometry::inside of the mean).
+std::uint64_t means_inside(const EliminationResult& r, const geometry::Region& range) {
+  std::uint64_t inside = 0;
+  for_mean_blocks(r, [&](std::size_t, std::size_t n, const double* means) {
+    inside += geometry::count_inside(range, means, n);
+  });
   return inside;
 }
 
 // φ̄ of each remaining user, in the order of r.remaining: the mean itself (distance triple,
-// d = 1) or φ of the mean release (point triple), a block of means at a time.
+// d = 1) or φ of the mean release (point triple).
 std::vector<double> final_estimates(const EliminationResult& r, const Usefulness& phi,
                                     Triple triple) {
   const std::span<const UserId> users = r.remaining;
@@ -77,14 +85,9 @@ std::vector<double> final_estimates(const EliminationResult& r, const Usefulness
       out[i] = r.estimates.sum[users[i]] / r.estimates.rho_bar[users[i]];
     return out;
   }
-  constexpr std::size_t kBlock = 256;
-  const std::size_t d = r.estimates.dimension;
-  std::vector<double> means(kBlock * d);
-  for (std::size_t first = 0; first < users.size(); first += kBlock) {
-    const std::size_t n = std::min(kBlock, users.size() - first);
-    for (std::size_t i = 0; i < n; ++i) r.estimates.mean(users[first + i], means.data() + i * d);
-    phi.evaluate(means.data(), n, d, out.data() + first);
-  }
+  for_mean_blocks(r, [&](std::size_t first, std::size_t n, const double* means) {
+    phi.evaluate(means, n, r.estimates.dimension, out.data() + first);
+  });
   return out;
 }
 
