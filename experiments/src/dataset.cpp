@@ -58,9 +58,12 @@ struct Csv {
 // Splits one line at commas outside double quotes; quotes and carriage returns are dropped and
 // spaces and tabs around a cell trimmed.
 // A cell without the spaces and tabs around it.
+bool blank(char c) {
+  return c == ' ' || c == '\t';
+}
 std::string_view trimmed(std::string_view cell) {
-  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
-  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t')) cell.remove_suffix(1);
+  while (!cell.empty() && blank(cell.front())) cell.remove_prefix(1);
+  while (!cell.empty() && blank(cell.back())) cell.remove_suffix(1);
   return cell;
 }
 
@@ -103,6 +106,14 @@ void split_plain_line(std::string_view line, std::vector<std::string_view>& out)
   out.push_back(trimmed(view(cell, end)));
 }
 
+// One data line's cells: the plain splitter for a plain file, else the general one.
+void split_line(std::string_view line, Csv& csv, std::vector<std::string_view>& out) {
+  if (csv.plain)
+    split_plain_line(line, out);
+  else
+    split_csv_line(line, csv, out);
+}
+
 bool parse_number(std::string_view text, double& out) {
   const char* begin = text.data();
   const char* end = begin + text.size();
@@ -136,10 +147,7 @@ Expected<Csv> read_csv(const std::string& path) {
     const std::string_view line = text.substr(at, newline - at);
     at = newline + 1;
     if (line.empty() || line == "\r") continue;
-    if (csv.plain)
-      split_plain_line(line, csv.first_row);
-    else
-      split_csv_line(line, csv, csv.first_row);
+    split_line(line, csv, csv.first_row);
     break;
   }
   if (csv.first_row.empty()) return data_error(path, "no data rows after the header");
@@ -165,10 +173,7 @@ Status split_rows(Csv& csv, const std::string& path) {
     ++number;
     if (line.empty() || line == "\r") continue;
     row.clear();
-    if (csv.plain)
-      split_plain_line(line, row);
-    else
-      split_csv_line(line, csv, row);
+    split_line(line, csv, row);
     if (row.size() != csv.header.size())
       return data_error(path, "row " + std::to_string(number) + " has " +
                                   std::to_string(row.size()) + " fields, the header " +
@@ -197,7 +202,6 @@ bool parse_plain_columns(const Csv& csv, std::span<const int> columns, std::vect
   }
   const char* p = csv.text.data() + csv.body;
   const char* const end = csv.text.data() + csv.text.size();
-  const auto blank = [](char c) { return c == ' ' || c == '\t'; };
   out.clear();
   out.reserve(static_cast<std::size_t>(end - p) / (4 * fields) * width);  // a guess
   std::vector<double> row(width);
