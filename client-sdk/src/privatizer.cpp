@@ -43,8 +43,8 @@ int binary_exponent(double x) {
 // x = mantissa·2^exponent exactly, mantissa an integer with |mantissa| < 2^53.
 void exact_parts(double x, std::int64_t& mantissa, int& exponent) {
   int e;
-  double m = std::frexp(x, &e);  // x = m·2^e, 0.5 ≤ |m| < 1
-  mantissa = static_cast<std::int64_t>(std::ldexp(m, 53));
+  double m = std::frexp(x, &e);                      // x = m·2^e, 0.5 ≤ |m| < 1
+  mantissa = static_cast<std::int64_t>(m * 0x1p53);  // exact: |m·2^53| < 2^53
   exponent = e - 53;
 }
 
@@ -125,45 +125,65 @@ double resolution(double capacity, std::size_t output_dimension, double float_er
 Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity) {
   CGP_RETURN_IF_ERROR(require_finite_positive("lipschitz", lipschitz));
   CGP_RETURN_IF_ERROR(require_finite_positive("rho", rho));
+  CGP_ASSIGN_OR_RETURN(auto planner, NoisePlanner::create(lipschitz, capacity));
+  return planner.plan(rho);
+}
+
+Expected<NoisePlanner> NoisePlanner::create(double lipschitz, double capacity) {
+  CGP_RETURN_IF_ERROR(require_finite_positive("lipschitz", lipschitz));
   CGP_RETURN_IF_ERROR(require_finite_positive("capacity", capacity));
-  if (rho < min_rho(capacity)) {
+  NoisePlanner planner;
+  planner.lipschitz_ = lipschitz;
+  planner.capacity_ = capacity;
+  planner.min_rho_ = min_rho(capacity);
+  const double sigma_cap = lipschitz / std::sqrt(2 * capacity);
+  planner.capacity_noise_ok_ = std::isfinite(sigma_cap) && sigma_cap > 0;
+  exact_parts(lipschitz, planner.k_mantissa_, planner.k_exponent_);
+  // Only plans with a usable σ_cap read it (plan() refuses the others first).
+  if (planner.capacity_noise_ok_)
+    planner.capacity_grid_ = capacity_grid_exponent(lipschitz, capacity);
+  return planner;
+}
+
+Expected<NoisePlan> NoisePlanner::plan(double rho) const {
+  CGP_RETURN_IF_ERROR(require_finite_positive("rho", rho));
+  if (rho < min_rho_) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) + " is below this device's minimum " +
-                          format_number(min_rho(capacity)) + " (capacity " +
-                          format_number(capacity) + " / 2^18)");
+                          format_number(min_rho_) + " (capacity " + format_number(capacity_) +
+                          " / 2^18)");
   }
-  const double sigma = lipschitz / std::sqrt(2 * rho);
-  const double sigma_cap = lipschitz / std::sqrt(2 * capacity);
-  if (!(std::isfinite(sigma) && sigma > 0 && std::isfinite(sigma_cap) && sigma_cap > 0)) {
+  const double sigma = lipschitz_ / std::sqrt(2 * rho);
+  if (!(std::isfinite(sigma) && sigma > 0 && capacity_noise_ok_)) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) + " gives no usable noise scale");
   }
   NoisePlan plan;
-  plan.grid_exponent =
-      std::min(binary_exponent(sigma) - 1 - kGridBits, capacity_grid_exponent(lipschitz, capacity));
+  plan.grid_exponent = std::min(binary_exponent(sigma) - 1 - kGridBits, capacity_grid_);
   // Grid units must stay well inside double's range for the ±2^56 window around them.
   if (plan.grid_exponent < -950 || plan.grid_exponent > 900) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) + " is outside the supported range");
   }
   // The least integer S with S·u² ≥ K²/(2ρ), exactly (a double estimate, then exact checks).
-  std::int64_t rho_m, k_m;
-  int rho_e, k_e;
+  std::int64_t rho_m;
+  int rho_e;
   exact_parts(rho, rho_m, rho_e);
-  exact_parts(lipschitz, k_m, k_e);
-  const double estimate = std::ldexp(sigma, -plan.grid_exponent);
+  // σ·2^-e, exactly as ldexp gives it: |e| ≤ 950 keeps 2^-e normal, and σ ≥ 2^(e+24) keeps
+  // the product normal (an overflow is ∞ either way, refused below).
+  const double estimate = sigma * power_of_two(-plan.grid_exponent);
   if (!(estimate * estimate < 0x1p62)) {
     return make_error(ErrorCode::out_of_range, "rho",
                       "rho = " + format_number(rho) + " needs a noise grid finer than supported");
   }
   auto s = static_cast<std::uint64_t>(std::ceil(estimate * estimate));
-  while (!covers(s, rho_m, rho_e, k_m, k_e, plan.grid_exponent)) ++s;
-  while (s > 1 && covers(s - 1, rho_m, rho_e, k_m, k_e, plan.grid_exponent)) --s;
+  while (!covers(s, rho_m, rho_e, k_mantissa_, k_exponent_, plan.grid_exponent)) ++s;
+  while (s > 1 && covers(s - 1, rho_m, rho_e, k_mantissa_, k_exponent_, plan.grid_exponent)) --s;
   // Creating the sampler here means a release can no longer fail once admitted.
   CGP_RETURN_IF_ERROR(DiscreteGaussian::create(s));
   plan.sigma2_grid = s;
   plan.charged_rho = privacy::device_charge(rho);
-  plan.coordinate_limit = std::ldexp(1.0, plan.grid_exponent + kClampBits);
+  plan.coordinate_limit = power_of_two(plan.grid_exponent + kClampBits);
   return plan;
 }
 

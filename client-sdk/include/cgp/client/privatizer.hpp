@@ -41,6 +41,28 @@ double resolution(double capacity, std::size_t output_dimension, double float_er
 // own charge at the same resolution (privatizer.md).
 Expected<NoisePlan> plan_noise(double lipschitz, double rho, double capacity);
 
+// plan_noise with its work that depends on (K, capacity) only done once: plan(ρ) returns
+// exactly what plan_noise(K, ρ, capacity) returns, plans and errors alike (plan_noise is
+// create then plan). For callers that plan many ρ on one device or fleet (the simulated
+// fleet: Alg. 3 asks thousands of distinct ρ a round).
+class NoisePlanner {
+ public:
+  // Fails as plan_noise does for a bad K or capacity (K, ρ, capacity checked in that order
+  // there: plan_noise checks ρ before calling this).
+  static Expected<NoisePlanner> create(double lipschitz, double capacity);
+  Expected<NoisePlan> plan(double rho) const;
+  double lipschitz() const noexcept { return lipschitz_; }
+  double capacity() const noexcept { return capacity_; }
+
+ private:
+  NoisePlanner() = default;
+  double lipschitz_ = 0, capacity_ = 0, min_rho_ = 0;
+  bool capacity_noise_ok_ = false;  // σ_cap = K/√(2·capacity) finite and > 0
+  std::int64_t k_mantissa_ = 0;     // K = k_mantissa·2^k_exponent exactly
+  int k_exponent_ = 0;
+  int capacity_grid_ = 0;  // capacity_grid_exponent(K, capacity): u ≤ 2^-21·σ_cap
+};
+
 // plan_noise for this statistic (K from its kind, never from the wire), and the check that the
 // request's own coordinates lie inside the plan's box: every reason to reject a request after
 // it is parsed, decided on public data before the filter sees it. Device and SimulatedFleet
