@@ -51,6 +51,19 @@ struct DoubleBitsHash {
   }
 };
 
+// A device's plan with what a fast release reads of it (σ in grid units, 1/u and u), worked out
+// once per ρ instead of once per release.
+struct PlannedNoise {
+  client::NoisePlan plan;
+  double sigma_grid = 0, scale = 0, grid = 0;
+  void set(const client::NoisePlan& made) {
+    plan = made;
+    sigma_grid = std::sqrt(static_cast<double>(made.sigma2_grid));
+    scale = made.grid_scale();
+    grid = made.grid();
+  }
+};
+
 // The device's plans (plan_noise) by ρ, kept across rounds: a round asks most users the same ρ
 // (computed once), Alg. 3 many distinct ones, the same in every round of a query. One per
 // thread (plans depend on K, ρ and the capacity only, so fleets may share it), direct-mapped
@@ -60,7 +73,7 @@ class PlanCache {
  public:
   // The plan for a K-Lipschitz statistic at ρ; nullptr where plan_noise refuses. Callers keep
   // ρ ≤ 0 and NaN out.
-  const client::NoisePlan* find(double lipschitz, double rho, double capacity) {
+  const PlannedNoise* find(double lipschitz, double rho, double capacity) {
     if (lipschitz != lipschitz_ || capacity != capacity_) {
       for (Slot& slot : slots_) slot.filled = false;
       lipschitz_ = lipschitz;
@@ -75,7 +88,7 @@ class PlanCache {
       slot.filled = true;
       slot.rho = rho;
       slot.ok = plan.has_value();
-      if (plan) slot.plan = *plan;
+      if (plan) slot.plan.set(*plan);
     }
     return slot.ok ? &slot.plan : nullptr;
   }
@@ -84,10 +97,10 @@ class PlanCache {
   struct Slot {
     double rho = 0;
     bool filled = false, ok = false;
-    client::NoisePlan plan;
+    PlannedNoise plan;
   };
   // Alg. 3 asks ~4,000 distinct ρ a round of 20,000 users; measured there (with UserPlan in
-  // front), 8,192 slots (384 KiB) did as well as 16,384 or 65,536, and better than 4,096.
+  // front), 8,192 slots did as well as 16,384 or 65,536, and better than 4,096.
   std::vector<Slot> slots_ = std::vector<Slot>(8192);
   double lipschitz_ = 0, capacity_ = 0;
   std::optional<client::NoisePlanner> planner_;  // for (lipschitz_, capacity_), where valid
@@ -129,8 +142,13 @@ struct FastBatch {
   // to the end) release under run_plan[r] (copies: the cache may move on). Most batches are one
   // run: a round asks most users the same ρ.
   std::vector<std::uint32_t> run_begin;
-  std::vector<client::NoisePlan> run_plan;
-  double run_rho = 0;                      // the ρ of the last admitted user
+  std::vector<PlannedNoise> run_plan;
+  double run_rho = 0;  // the ρ of the last admitted user
+  // Each admitted user's own plan values and input box (add()), so that a batch of short runs
+  // (one plan per user, as Alg. 3 asks) is released without walking its runs.
+  bool per_user = false;  // whether add() wrote them for every admitted user
+  std::vector<double> sigma = std::vector<double>(kBatch), scale = std::vector<double>(kBatch),
+                      grid = std::vector<double>(kBatch), limit = std::vector<double>(kBatch);
   std::vector<std::uint64_t> item_keys;    // noise keys per pair of normals
   std::vector<std::uint32_t> item_blocks;  // the pair's block in the user's stream
   std::vector<double> inputs, phi, pairs, normals, released;
@@ -138,19 +156,25 @@ struct FastBatch {
 
   void clear() {
     count = 0;
+    per_user = true;
     run_begin.clear(), run_plan.clear();
   }
-  // Slot k, admitted at ρ under `plan`, releases with noise keyed by `key`: a new run where
-  // the plan changes (equal ρ: the same plan, without comparing it). Returns its index.
-  std::size_t add(std::size_t k, double asked_rho, const client::NoisePlan& plan,
+  // Slot k, admitted at ρ under `plan` with inputs clamped to ±input_limit, releases with noise
+  // keyed by `key`: a new run where the plan changes (equal ρ: the same plan, without comparing
+  // it). Returns its index.
+  std::size_t add(std::size_t k, double asked_rho, const PlannedNoise& plan, double input_limit,
                   std::uint64_t key) {
-    if (run_plan.empty() || (asked_rho != run_rho && !same_plan(plan, run_plan.back()))) {
+    if (run_plan.empty() || (asked_rho != run_rho && !same_plan(plan.plan, run_plan.back().plan))) {
       run_begin.push_back(static_cast<std::uint32_t>(count));
       run_plan.push_back(plan);
     }
     run_rho = asked_rho;
     slot[count] = static_cast<std::uint32_t>(k);
     keys[count] = key;
+    sigma[count] = plan.sigma_grid;
+    scale[count] = plan.scale;
+    grid[count] = plan.grid;
+    limit[count] = input_limit;
     return count++;
   }
 };
@@ -199,14 +223,15 @@ struct SimulatedFleet::State {
   // Each user's last plan, for rounds that ask users distinct ρ (Alg. 3): with an even split a
   // user is asked the same ρ in every round of a query, so its plan is looked up in the
   // thread's PlanCache once a query, then read here in user order. Made on the first such round
-  // (48 bytes a user), for fleets of up to kUserPlansMax users (at most 768 MiB; larger fleets
+  // (80 bytes a user), for fleets of up to kUserPlansMax users (at most 640 MiB; larger fleets
   // use the PlanCache alone); emptied when the capacity changes (reset).
-  static constexpr std::size_t kUserPlansMax = std::size_t{1} << 24;
+  static constexpr std::size_t kUserPlansMax = std::size_t{1} << 23;
   struct UserPlan {
     double rho = 0, lipschitz = 0;  // ρ = 0: none yet
     bool ok = false;                // plan_noise made `plan` (else it refused this ρ)
-    client::NoisePlan plan;
+    PlannedNoise plan;
   };
+  static_assert(sizeof(UserPlan) <= 80, "kUserPlansMax bounds the memo by 80 bytes a user");
   std::vector<UserPlan> user_plans;
   std::once_flag user_plans_made;  // chunks of a round run concurrently
   UserPlan* plans_by_user() {
@@ -336,13 +361,13 @@ class RoundRunner {
       client::ReleaseScratch scratch;
       std::vector<double> out;
       for (std::size_t k = begin; k < end; ++k) {
-        const client::NoisePlan* plan = admit_slot(k, plans);
+        const PlannedNoise* plan = admit_slot(k, plans);
         if (!plan) continue;
         const UserId user = request.users[k];
         client::SimulationRandom random(s.keys[user], stream);
         client::RandomBits bits(random);
         // Cannot fail: plan_release made the plan and the request fits the fleet's dimension.
-        (void)client::release_statistic(spec, location(user), *plan, bits, scratch, out);
+        (void)client::release_statistic(spec, location(user), plan->plan, bits, scratch, out);
         s.released.fetch_add(out.size(), std::memory_order_relaxed);
         std::copy(out.begin(), out.end(),
                   replies->values.begin() + static_cast<std::ptrdiff_t>(k * out_dim));
@@ -354,8 +379,10 @@ class RoundRunner {
       const std::size_t last = std::min(end, first + kBatch);
       b.clear();
       for (std::size_t k = first; k < last; ++k) {
-        const client::NoisePlan* plan = admit_slot(k, plans);
-        if (plan) b.add(k, request.rho[k], *plan, s.keys[request.users[k]]);
+        const PlannedNoise* plan = admit_slot(k, plans);
+        if (plan)
+          b.add(k, request.rho[k], *plan, client::input_limit(spec, plan->plan),
+                s.keys[request.users[k]]);
       }
       // When every slot of the batch was admitted, the releases go straight to the replies
       // (slot first + j); otherwise through a buffer to their slots.
@@ -379,8 +406,8 @@ class RoundRunner {
     double uniform_rho;
     Charge uniform_known;
     if (fits && fold.uniform_request(uniform_rho, uniform_known)) {
-      const client::NoisePlan* plan = cache.find(lipschitz, uniform_rho, s.config.rho_capacity());
-      if (plan && client::plan_covers(*plan, extent))
+      const PlannedNoise* plan = cache.find(lipschitz, uniform_rho, s.config.rho_capacity());
+      if (plan && client::plan_covers(plan->plan, extent))
         return run_uniform(fold, uniform_rho, uniform_known, *plan);
     }
     if (fits && s.spent.size() <= SimulatedFleet::State::kUserPlansMax)
@@ -400,10 +427,11 @@ class RoundRunner {
           fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
           continue;
         }
-        const std::size_t j = b.add(k, rho, *a.plan, s.keys[user]);
+        const std::size_t j =
+            b.add(k, rho, *a.plan, client::input_limit(spec, a.plan->plan), s.keys[user]);
         b.rho[j] = rho;
         b.known[j] = known.value();
-        b.charged[j] = a.plan->charged_rho;
+        b.charged[j] = a.plan->plan.charged_rho;
         b.remaining[j] = a.remaining;
       }
       const std::size_t m = b.count;
@@ -419,7 +447,8 @@ class RoundRunner {
   // run_folded when every user is asked the same ρ under one plan: per batch, the mirror's
   // check and the device's filter user by user (PrivacyFilter, as admit()), the releases over
   // the batch, then the engine's reading of the answers in one loop (RoundFold::fold_answers).
-  void run_uniform(RoundFold& fold, double rho, Charge known, const client::NoisePlan& plan) {
+  void run_uniform(RoundFold& fold, double rho, Charge known, const PlannedNoise& planned) {
+    const client::NoisePlan& plan = planned.plan;
     FastBatch& b = thread_batch();
     const std::size_t d = s.dimension, end = request.users.size(), users = s.spent.size();
     const bool prefetch = users >= kPrefetchUsers;
@@ -440,8 +469,9 @@ class RoundRunner {
     for (std::size_t first = 0; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
       b.clear();
+      b.per_user = false;  // one run: its plan for everyone
       b.run_begin.push_back(0);
-      b.run_plan.push_back(plan);
+      b.run_plan.push_back(planned);
       std::size_t asked = 0, m = 0;
       for (std::size_t k = first; k < last; ++k) {
         if (prefetch && k + kPrefetchAhead < end) {
@@ -503,15 +533,15 @@ class RoundRunner {
     PlanCache& cache;
     SimulatedFleet::State::UserPlan* by_user = nullptr;  // users' last plans, where kept
     double rho = 0;  // no plan yet: callers never look up ρ ≤ 0
-    const client::NoisePlan* plan = nullptr;
+    const PlannedNoise* plan = nullptr;
     bool covered = false;  // plan && plan_covers(*plan, extent)
   };
 
   // A device's decision on one request.
   struct Admission {
     ReplyKind kind = ReplyKind::rejected;
-    double remaining = 0;  // its budget left (0 for a request it does not look at)
-    const client::NoisePlan* plan = nullptr;  // answered: charged plan->charged_rho
+    double remaining = 0;                // its budget left (0 for a request it does not look at)
+    const PlannedNoise* plan = nullptr;  // answered: charged plan->plan.charged_rho
   };
 
   // Admission and charge of a request at ρ to `user`, the device's own rules (plan_release,
@@ -527,8 +557,7 @@ class RoundRunner {
       if (plans.by_user) {
         SimulatedFleet::State::UserPlan& entry = plans.by_user[user];
         if (entry.rho != rho || entry.lipschitz != lipschitz) {
-          const client::NoisePlan* found =
-              plans.cache.find(lipschitz, rho, s.config.rho_capacity());
+          const PlannedNoise* found = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
           entry.rho = rho;
           entry.lipschitz = lipschitz;
           entry.ok = found != nullptr;
@@ -538,13 +567,13 @@ class RoundRunner {
       } else {
         plans.plan = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
       }
-      plans.covered = plans.plan && client::plan_covers(*plans.plan, extent);
+      plans.covered = plans.plan && client::plan_covers(plans.plan->plan, extent);
     }
     if (!plans.covered) {  // a ρ plan_release refuses
       a.remaining = client::PrivacyFilter(s.config, s.spent[user], s.halted[user] != 0).remaining();
       return a;
     }
-    a = filter_charge(s.config, plans.plan->charged_rho, s.spent[user], s.halted[user]);
+    a = filter_charge(s.config, plans.plan->plan.charged_rho, s.spent[user], s.halted[user]);
     if (a.kind == ReplyKind::answered) a.plan = plans.plan;
     return a;
   }
@@ -569,11 +598,11 @@ class RoundRunner {
 
   // admit() for slot k of the round's replies: the plan when the release goes ahead, nullptr
   // otherwise, the reply filled in either way (but for the values).
-  [[gnu::always_inline]] const client::NoisePlan* admit_slot(std::size_t k, RecentPlan& plans) {
+  [[gnu::always_inline]] const PlannedNoise* admit_slot(std::size_t k, RecentPlan& plans) {
     const Admission a = admit(request.users[k], fits ? request.rho[k] : 0, plans);
     replies->kind[k] = a.kind;
     replies->remaining[k] = a.remaining;
-    if (a.plan) replies->charged[k] = Charge{a.plan->charged_rho};
+    if (a.plan) replies->charged[k] = Charge{a.plan->plan.charged_rho};
     return a.plan;
   }
 
@@ -586,14 +615,12 @@ class RoundRunner {
     const std::size_t runs = b.run_plan.size();
     const auto run_end = [&](std::size_t r) { return r + 1 < runs ? b.run_begin[r + 1] : m; };
     // The device's input: its component clamped to the plan's box, then φ (release_input).
+    // Users added one by one (add(): b.limit) unless the caller clamped them already.
     if (!inputs_ready) {
       b.inputs.resize(m * d);
-      for (std::size_t r = 0; r < runs; ++r) {
-        const double limit = client::input_limit(spec, b.run_plan[r]);
-        for (std::size_t j = b.run_begin[r]; j < run_end(r); ++j)
-          clamp_component(s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d,
-                          d, limit, b.inputs.data() + j * d);
-      }
+      for (std::size_t j = 0; j < m; ++j)
+        clamp_component(s.points.data() + static_cast<std::size_t>(request.users[b.slot[j]]) * d, d,
+                        b.limit[j], b.inputs.data() + j * d);
     }
     const double* phi = b.inputs.data();
     if (spec.kind != StatisticKind::location) {
@@ -619,39 +646,41 @@ class RoundRunner {
     // (one plan per user, as Alg. 3 asks, would leave most lanes idle).
     if ((out_dim == 1 || out_dim % 2 == 0) && runs * 16 <= m) {
       for (std::size_t r = 0; r < runs; ++r) {
-        const client::NoisePlan& plan = b.run_plan[r];
+        const PlannedNoise& plan = b.run_plan[r];
         const std::size_t first = b.run_begin[r], users = run_end(r) - first;
-        const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid));
         if (out_dim == 1)
           privatize_normals(stream, b.keys.data() + first, nullptr, users, false, phi + first,
-                            sigma_grid, plan.grid_scale(), plan.grid(), released + first);
+                            plan.sigma_grid, plan.scale, plan.grid, released + first);
         else
           privatize_normals(stream, b.item_keys.data() + first * blocks,
                             b.item_blocks.data() + first * blocks, users * blocks, true,
-                            phi + first * out_dim, sigma_grid, plan.grid_scale(), plan.grid(),
+                            phi + first * out_dim, plan.sigma_grid, plan.scale, plan.grid,
                             released + first * out_dim);
       }
       return released;
     }
     // Short runs (one plan per user, as Alg. 3 asks): the same pass with each item's own plan.
     if (out_dim == 1 || out_dim % 2 == 0) {
+      // One item per user (a value, or a pair for 2-D points) reads the users' own plan values
+      // as add() wrote them; otherwise each item takes its user's, run by run.
       const std::size_t items = out_dim == 1 ? m : m * blocks;
-      b.item_sigma.resize(items), b.item_scale.resize(items), b.item_grid.resize(items);
-      const std::size_t per_user = out_dim == 1 ? 1 : blocks;
-      for (std::size_t r = 0; r < runs; ++r) {
-        const client::NoisePlan& plan = b.run_plan[r];
-        const double sigma_grid = std::sqrt(static_cast<double>(plan.sigma2_grid)),
-                     scale = plan.grid_scale(), grid = plan.grid();
-        for (std::size_t t = b.run_begin[r] * per_user; t < run_end(r) * per_user; ++t) {
-          b.item_sigma[t] = sigma_grid;
-          b.item_scale[t] = scale;
-          b.item_grid[t] = grid;
+      const double *sigma = b.sigma.data(), *scale = b.scale.data(), *grid = b.grid.data();
+      if (blocks > 1 || !b.per_user) {
+        b.item_sigma.resize(items), b.item_scale.resize(items), b.item_grid.resize(items);
+        const std::size_t per_user = out_dim == 1 ? 1 : blocks;
+        for (std::size_t r = 0; r < runs; ++r) {
+          const PlannedNoise& plan = b.run_plan[r];
+          for (std::size_t t = b.run_begin[r] * per_user; t < run_end(r) * per_user; ++t) {
+            b.item_sigma[t] = plan.sigma_grid;
+            b.item_scale[t] = plan.scale;
+            b.item_grid[t] = plan.grid;
+          }
         }
+        sigma = b.item_sigma.data(), scale = b.item_scale.data(), grid = b.item_grid.data();
       }
       privatize_normals_each(stream, out_dim == 1 ? b.keys.data() : b.item_keys.data(),
                              out_dim == 1 ? nullptr : b.item_blocks.data(), items, out_dim != 1,
-                             phi, b.item_sigma.data(), b.item_scale.data(), b.item_grid.data(),
-                             released);
+                             phi, sigma, scale, grid, released);
       return released;
     }
     // The batch's normals, then the grid run by run (pairs, the last one cut).
@@ -664,7 +693,7 @@ class RoundRunner {
     for (std::size_t r = 0; r < runs; ++r) {
       const std::size_t from = b.run_begin[r] * out_dim,
                         count = (run_end(r) - b.run_begin[r]) * out_dim;
-      client::privatize_with_normals({phi + from, count}, b.run_plan[r],
+      client::privatize_with_normals({phi + from, count}, b.run_plan[r].plan,
                                      {b.normals.data() + from, count}, {released + from, count});
     }
     return released;

@@ -22,16 +22,21 @@ double rho_within_charge(double charge) noexcept {
   const auto fits = [&](std::uint64_t bits) {
     return bits == 0 || device_charge(std::bit_cast<double>(bits)) <= charge;
   };
-  // Usually the answer is within an ulp or two below start/(1 + kPadRelative), the inverse of
-  // the padding: a fitting value whose successor does not fit is the answer (device_charge is
-  // non-decreasing), found in two or three calls instead of a dozen (Alg. 3 converts every
-  // user's cap of every query).
-  std::uint64_t guess = std::bit_cast<std::uint64_t>(start / (1 + kPadRelative)) + 2;
-  for (int step = 0; step < 4 && guess > 0; ++step, --guess) {
-    if (!fits(guess)) continue;
-    if (guess < std::bit_cast<std::uint64_t>(start) && !fits(guess + 1))
+  // Usually the answer is 2 to 5 ulps below start/(1 + kPadRelative), the inverse of the
+  // padding (measured over 2·10^5 charges in [2^-30, 1]: 3 below in 72% of them): walk from
+  // there to a fitting value whose successor does not fit — the answer, as device_charge is
+  // non-decreasing — in two or three calls instead of a dozen (Alg. 3 converts every distinct
+  // cap of every query). Values at or above start do not fit (checked above).
+  const std::uint64_t start_bits = std::bit_cast<std::uint64_t>(start);
+  std::uint64_t guess = std::bit_cast<std::uint64_t>(start / (1 + kPadRelative)) - 1;
+  for (int step = 0; step < 8 && guess > 0 && guess < start_bits; ++step) {
+    if (!fits(guess)) {
+      --guess;
+    } else if (!fits(guess + 1)) {
       return std::bit_cast<double>(guess);
-    break;  // not the largest: bisect below
+    } else {
+      ++guess;
+    }
   }
   std::uint64_t too_large = std::bit_cast<std::uint64_t>(start), fitting = 0;
   for (std::uint64_t step = 32;; step *= 2) {
