@@ -333,3 +333,52 @@ TEST_CASE("ExactSum is the correctly rounded sum for any order and any split",
     }
   }
 }
+
+TEST_CASE("ExactSum adds runs of equal values exactly, across carries and partials",
+          "[coordinator][exact_sum]") {
+  // Equal neighbours are counted and added as one multiple (a query's charges mostly repeat):
+  // runs of 1 to 5,000 copies, across the 1,024-add carry, mixed signs and magnitudes, partials
+  // taken in the middle of a run, and non-finite runs.
+  CGP_SEEDED(2025);
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 40; ++trial) {
+    INFO("trial " << trial);
+    const auto distinct = wide_values(rng, 1 + rng() % 12, 1000);
+    std::vector<double> values;
+    ExactSum sum;
+    std::vector<double> middle;  // partials taken mid-run, and the values up to there
+    std::size_t middle_count = 0;
+    while (values.size() < 20000) {
+      const double v = distinct[rng() % distinct.size()];
+      const std::size_t length = rng() % 4 == 0 ? 1 + rng() % 5000 : 1 + rng() % 3;
+      for (std::size_t i = 0; i < length; ++i) {
+        values.push_back(v);
+        sum.add(v);
+        if (middle.empty() && values.size() > 7000 && i > 0) {
+          middle = sum.partials();
+          middle_count = values.size();
+        }
+      }
+    }
+    CHECK(same(sum.value(), reference_sum(values)));
+    REQUIRE(middle_count > 0);
+    ExactSum front;
+    front.add_partials(middle);
+    CHECK(same(front.value(),
+               reference_sum(
+                   {values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle_count)})));
+    // The same values one at a time with nothing equal next to each other: the same sum.
+    ExactSum interleaved;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      interleaved.add(values[i]);
+      interleaved.add(0.0);  // +0 between any two: no run is longer than one
+    }
+    CHECK(interleaved.partials() == sum.partials());
+  }
+  ExactSum with_inf;
+  for (int i = 0; i < 3000; ++i) with_inf.add(kInf);
+  for (int i = 0; i < 10; ++i) with_inf.add(1.0);
+  CHECK(with_inf.value() == kInf);
+  for (int i = 0; i < 3; ++i) with_inf.add(-kInf);
+  CHECK(std::isnan(with_inf.value()));
+}

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -24,8 +25,18 @@ namespace cgp::coordinator {
 
 class ExactSum {
  public:
-  // O(1).
-  void add(double value);
+  // O(1). A run of equal values (as a query's charges or savings mostly are) is counted and
+  // added at once, as the same digits times the run's length.
+  void add(double value) {
+    const auto bits = std::bit_cast<std::uint64_t>(value);
+    if (bits == run_bits_ && run_length_ != 0) {
+      ++run_length_;
+      return;
+    }
+    add_run();
+    run_bits_ = bits;
+    run_length_ = 1;
+  }
   // Adds values whose exact sum is another sum's, e.g. what its partials() returned, several
   // sums' concatenated: the same as adding each, in any order.
   void add_partials(std::span<const double> partials);
@@ -40,9 +51,12 @@ class ExactSum {
  private:
   // Digit i counts units of 2^(32i − 1074); all but the top one are in [0, 2^32) after a carry.
   static constexpr std::size_t kDigits = 67;
+  // Adds the pending run (run_length_ copies of the double with bits run_bits_) to the digits.
+  void add_run();
   std::array<std::int64_t, kDigits> digits_{};
   unsigned adds_since_carry_ = 0;
-  double special_ = 0;  // the non-finite values' sum (0: none)
+  double special_ = 0;                           // the non-finite values' sum (0: none)
+  std::uint64_t run_bits_ = 0, run_length_ = 0;  // values added but not yet in the digits
 };
 
 }  // namespace cgp::coordinator
