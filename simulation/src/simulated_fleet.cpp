@@ -466,6 +466,13 @@ class RoundRunner {
     std::uint64_t* const batch_keys = b.keys.data();
     double* const remaining = b.remaining.data();
     double* const inputs = b.inputs.data();
+    struct {
+      std::uint64_t spent_bits = 0;
+      bool valid = false;
+      Admission admission;
+      double spent_after = 0;
+      std::uint8_t halted_after = 0;
+    } state_memo;  // filter_charge's last outcome for an unhalted user, by its spent total
     for (std::size_t first = 0; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
       b.clear();
@@ -491,7 +498,19 @@ class RoundRunner {
           fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, 0, nullptr);
           continue;
         }
-        const Admission a = filter_charge(config, charge, spent[user], halted[user]);
+        // The filter's outcome depends on the user's state (spent, halted) alone for the
+        // round's one charge: users in the same unhalted state share the last one worked out.
+        Admission a;
+        const auto spent_bits = std::bit_cast<std::uint64_t>(spent[user]);
+        if (halted[user] == 0 && state_memo.valid && spent_bits == state_memo.spent_bits) {
+          a = state_memo.admission;
+          spent[user] = state_memo.spent_after;
+          halted[user] = state_memo.halted_after;
+        } else {
+          const bool unhalted = halted[user] == 0;
+          a = filter_charge(config, charge, spent[user], halted[user]);
+          if (unhalted) state_memo = {spent_bits, true, a, spent[user], halted[user]};
+        }
         if (a.kind != ReplyKind::answered) {
           fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
           continue;

@@ -115,6 +115,26 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
       setup.latest_release_only = c.latest_only;
       return setup;
     };
+    // And the mirrors know less than some devices report (a restarted coordinator's saved
+    // values): for those users what is left after an answer depends on the mirror, not only on
+    // the device's report — users in both states side by side in every batch.
+    for (UserId u = 3; u < n; u += 7) {
+      mirror_a.restore(u, budget * 0.5);
+      mirror_b.restore(u, budget * 0.5);
+    }
+    // A request larger than the capacity first, to every fifth user, past mirrors that think
+    // the budget 4× larger: refused by every device, and a sticky filter halts with nothing
+    // spent — a halted user beside unhalted ones in the same state otherwise.
+    {
+      std::vector<UserId> over;
+      for (UserId u = 1; u < n; u += 5) over.push_back(u);
+      const std::vector<Charge> too_much(over.size(), Charge{budget * 2});
+      const UserCharges refused_all = UserCharges::per_user(over, too_much);
+      BudgetMirror lax_a(n, budget * 4), lax_b(n, budget * 4);
+      EliminationSetup setup = setup_of(99);
+      REQUIRE(release_once(*folded, lax_a, setup, refused_all).has_value());
+      REQUIRE(release_once(unfolded, lax_b, setup, refused_all).has_value());
+    }
     std::size_t refused = 0, asked = 0;
     for (int query = 0; query < 4; ++query) {
       const EliminationSetup setup = setup_of(query);

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "cgp/common/privacy/rounding.hpp"
@@ -36,6 +38,27 @@ class BudgetMirror {
   // charge).
   void update_with_charge(UserId user, ReplyKind kind, Charge known_charge, Charge charged,
                           double reported_remaining) noexcept;
+  // update_with_charge for an answer, in a batch of answers with one known charge and one
+  // charge: the rule's outcome depends on (left, reported) alone, so `memo` keeps the last one
+  // and users in the same state (every user of a fresh query's first round, say) share it.
+  // A memo serves one (known_charge, charged) pair: a new pair needs a new memo.
+  struct AnswerMemo {
+    std::uint64_t left_bits = 0, reported_bits = 0;
+    double after = 0;
+    bool valid = false;
+  };
+  void update_answered(UserId user, Charge known_charge, Charge charged, double reported_remaining,
+                       AnswerMemo& memo) noexcept {
+    double& left = remaining_[user];
+    const auto left_bits = std::bit_cast<std::uint64_t>(left);
+    const auto reported_bits = std::bit_cast<std::uint64_t>(reported_remaining);
+    if (memo.valid && left_bits == memo.left_bits && reported_bits == memo.reported_bits) {
+      left = memo.after;
+      return;
+    }
+    update_with_charge(user, ReplyKind::answered, known_charge, charged, reported_remaining);
+    memo = {left_bits, reported_bits, left, true};
+  }
   // A value kept from before (a restarted coordinator's saved mirror): lowers what is left,
   // never raises it. Non-finite or negative values count as nothing left.
   void restore(UserId user, double remaining) noexcept;

@@ -220,6 +220,11 @@ class RoundFold {
   [[gnu::always_inline]] void fold_answer(UserId u, double rho, Charge known_charge, Charge charged,
                                           double remaining, const double* values) {
     query_.mirror->update_with_charge(u, ReplyKind::answered, known_charge, charged, remaining);
+    record_answer(u, rho, charged, values);
+  }
+  // fold_answer after the mirror: the estimate and the charge.
+  [[gnu::always_inline]] void record_answer(UserId u, double rho, Charge charged,
+                                            const double* values) {
     Estimates& estimates = *query_.estimates;
     if (query_.setup->latest_release_only) estimates.forget(u);
     if (estimates.dimension == 1)
@@ -249,9 +254,12 @@ class RoundFold {
     const std::size_t d = query_.estimates->dimension;
     const Round round = round_;
     RadiusCache radii = radii_;
+    BudgetMirror& mirror = *query_.mirror;
+    BudgetMirror::AnswerMemo memo;  // one known charge and one charge for the batch
     for (std::size_t j = 0; j < count; ++j) {
       const UserId u = users[slots[j]];
-      fold_answer(u, rho, known_charge, charged, remaining[j], values + j * d);
+      mirror.update_answered(u, known_charge, charged, remaining[j], memo);
+      record_answer(u, rho, charged, values + j * d);
       decide_as<kDecision, kDistance>(u, round, radii);
     }
     radii_ = radii;
