@@ -51,6 +51,9 @@ AdaptiveBudget::Ask AdaptiveBudget::ask(std::size_t query, const BudgetMirror& m
   const auto allocation = allocate(query, mirror);
   std::vector<UserId> users;
   std::vector<Charge> caps;
+  const std::size_t listed = candidates.empty() ? allocation.size() : candidates.size();
+  users.reserve(listed);  // most users still have budget: no regrowth per query
+  caps.reserve(listed);
   Ask out;
   auto consider = [&](UserId u) {
     // A user the mirror shows spent (a device that halted, or a restart that read its ledger's

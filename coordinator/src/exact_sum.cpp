@@ -59,27 +59,50 @@ double round_expansion(std::span<const double> p) {
 
 }  // namespace
 
-void ExactSum::add_run() {
-  if (run_length_ == 0) return;
-  const double value = std::bit_cast<double>(run_bits_);
-  const auto field = static_cast<unsigned>(run_bits_ >> 52 & 0x7ff);
-  if (field == 0x7ff) {  // ±inf or NaN: adding it again changes nothing
-    special_ += value;
-    run_length_ = 0;
+void ExactSum::add_bits(std::uint64_t bits) {
+  const auto field = static_cast<unsigned>(bits >> 52 & 0x7ff);
+  if (field == 0x7ff) {  // ±inf or NaN
+    special_ += std::bit_cast<double>(bits);
     return;
   }
   // |value| = m·2^(position − 1074), m < 2^53: its bits go to digits k and k + 1.
-  std::uint64_t m = run_bits_ & ((std::uint64_t{1} << 52) - 1);
+  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
   if (field != 0) m |= std::uint64_t{1} << 52;
   const unsigned position = field != 0 ? field - 1 : 0;
   const unsigned k = position / 32, shift = position % 32;
   const auto low = static_cast<std::int64_t>((m << shift) & 0xffffffff);
   const auto high = static_cast<std::int64_t>(m >> (32 - shift));  // < 2^52
-  const bool negative = run_bits_ >> 63;
+  if (bits >> 63) {
+    digits_[k] -= low;
+    digits_[k + 1] -= high;
+  } else {
+    digits_[k] += low;
+    digits_[k + 1] += high;
+  }
+  if (++adds_since_carry_ == kCarryEvery) {
+    carry(digits_);
+    adds_since_carry_ = 0;
+  }
+}
+
+void ExactSum::add_repeats() {
+  const std::uint64_t bits = last_bits_;
+  const auto field = static_cast<unsigned>(bits >> 52 & 0x7ff);
+  if (field == 0x7ff) {  // ±inf or NaN: adding it again changes nothing
+    repeats_ = 0;
+    return;
+  }
+  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
+  if (field != 0) m |= std::uint64_t{1} << 52;
+  const unsigned position = field != 0 ? field - 1 : 0;
+  const unsigned k = position / 32, shift = position % 32;
+  const auto low = static_cast<std::int64_t>((m << shift) & 0xffffffff);
+  const auto high = static_cast<std::int64_t>(m >> (32 - shift));
+  const bool negative = bits >> 63;
   // n copies at once move each digit as n adds would (by < n·2^52), so n is cut where the
   // carry is due: between carries every digit stays below 2^63, as with single adds.
-  while (run_length_ > 0) {
-    const std::uint64_t n = std::min<std::uint64_t>(run_length_, kCarryEvery - adds_since_carry_);
+  while (repeats_ > 0) {
+    const std::uint64_t n = std::min<std::uint64_t>(repeats_, kCarryEvery - adds_since_carry_);
     const auto times = static_cast<std::int64_t>(n);
     if (negative) {
       digits_[k] -= low * times;
@@ -88,7 +111,7 @@ void ExactSum::add_run() {
       digits_[k] += low * times;
       digits_[k + 1] += high * times;
     }
-    run_length_ -= n;
+    repeats_ -= n;
     adds_since_carry_ += static_cast<unsigned>(n);
     if (adds_since_carry_ == kCarryEvery) {
       carry(digits_);
@@ -102,9 +125,9 @@ void ExactSum::add_partials(std::span<const double> partials) {
 }
 
 std::vector<double> ExactSum::partials() const {
-  if (run_length_ != 0) {  // the pending run too, without changing this sum
+  if (repeats_ != 0) {  // the counted repeats too, without changing this sum
     ExactSum whole = *this;
-    whole.add_run();
+    whole.add_repeats();
     return whole.partials();
   }
   if (special_ != 0) return {special_};  // NaN != 0 too

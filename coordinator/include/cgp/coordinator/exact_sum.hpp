@@ -25,17 +25,18 @@ namespace cgp::coordinator {
 
 class ExactSum {
  public:
-  // O(1). A run of equal values (as a query's charges or savings mostly are) is counted and
-  // added at once, as the same digits times the run's length.
+  // O(1). A value equal to the one before it (as a query's charges and savings mostly are) is
+  // only counted, and a run of them is added at once, as the same digits times its length.
   void add(double value) {
     const auto bits = std::bit_cast<std::uint64_t>(value);
-    if (bits == run_bits_ && run_length_ != 0) {
-      ++run_length_;
+    if (bits == last_bits_ && has_last_) {
+      ++repeats_;
       return;
     }
-    add_run();
-    run_bits_ = bits;
-    run_length_ = 1;
+    if (repeats_ != 0) add_repeats();
+    last_bits_ = bits;
+    has_last_ = true;
+    add_bits(bits);
   }
   // Adds values whose exact sum is another sum's, e.g. what its partials() returned, several
   // sums' concatenated: the same as adding each, in any order.
@@ -51,12 +52,16 @@ class ExactSum {
  private:
   // Digit i counts units of 2^(32i − 1074); all but the top one are in [0, 2^32) after a carry.
   static constexpr std::size_t kDigits = 67;
-  // Adds the pending run (run_length_ copies of the double with bits run_bits_) to the digits.
-  void add_run();
+  // Adds the double with these bits to the digits (or to the non-finite sum).
+  void add_bits(std::uint64_t bits);
+  // Adds the counted repeats (repeats_ more copies of the last value) to the digits.
+  void add_repeats();
   std::array<std::int64_t, kDigits> digits_{};
   unsigned adds_since_carry_ = 0;
-  double special_ = 0;                           // the non-finite values' sum (0: none)
-  std::uint64_t run_bits_ = 0, run_length_ = 0;  // values added but not yet in the digits
+  double special_ = 0;           // the non-finite values' sum (0: none)
+  std::uint64_t last_bits_ = 0;  // the last value added (when has_last_)
+  std::uint64_t repeats_ = 0;    // copies of it added since, not yet in the digits
+  bool has_last_ = false;
 };
 
 }  // namespace cgp::coordinator
