@@ -53,6 +53,33 @@ void append(std::vector<UserId>& to, const std::vector<UserId>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
 
+// append, for lists a worker refills next round: the first one is taken whole (swapped, no
+// copy: with one thread, the only one).
+template <class T>
+void take(std::vector<T>& to, std::vector<T>& from) {
+  if (to.empty())
+    to.swap(from);
+  else
+    to.insert(to.end(), from.begin(), from.end());
+}
+
+// The k smallest of `values` (as a multiset, in no order) into `out`: a bounded max-heap in one
+// pass, no copy of the values (k is small next to the users that answered).
+void smallest_values(const std::vector<double>& values, std::size_t k, std::vector<double>& out) {
+  if (values.size() <= k) {
+    out = values;
+    return;
+  }
+  out.assign(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k));
+  std::make_heap(out.begin(), out.end());
+  for (std::size_t i = k; i < values.size(); ++i) {
+    if (!(values[i] < out.front())) continue;
+    std::pop_heap(out.begin(), out.end());
+    out.back() = values[i];
+    std::push_heap(out.begin(), out.end());
+  }
+}
+
 class Engine {
  public:
   Engine(Fleet& fleet, BudgetMirror& mirror, const EliminationSetup& setup)
@@ -322,10 +349,10 @@ Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror&
                       .nu_high = nu_high,
                       .lambda = lambda});
     next.clear();
-    for (const Worker& w : engine.workers()) {
+    for (Worker& w : engine.workers()) {
       append(result.s1, w.fold.lists.s1);
       append(result.s0, w.fold.lists.s0);
-      append(next, w.fold.lists.next);
+      take(next, w.fold.lists.next);
     }
     engine.end_round(next.size());
     group.swap(next);
@@ -400,11 +427,11 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
     answered.clear();
     lower.clear();
     upper.clear();
-    for (const Worker& w : engine.workers()) {
-      const FoldLists& lists = w.fold.lists;
-      append(answered, lists.next);
-      lower.insert(lower.end(), lists.lower.begin(), lists.lower.end());
-      upper.insert(upper.end(), lists.upper.begin(), lists.upper.end());
+    for (Worker& w : engine.workers()) {
+      FoldLists& lists = w.fold.lists;
+      take(answered, lists.next);
+      take(lower, lists.lower);
+      take(upper, lists.upper);
     }
     next.clear();
     if (sum_over_shards(shard, answered.size()) <= k) {
@@ -413,12 +440,7 @@ Expected<EliminationResult> eliminate_k(Fleet& fleet, BudgetMirror& mirror,
       // t₁..t_k: the k smallest upper ends over every shard; keep every user whose interval
       // reaches below the k-th of them (that includes t₁..t_k and every interval meeting
       // I_{t_k}). A shard offers its own k smallest.
-      scratch = upper;
-      if (scratch.size() > k) {
-        std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k - 1),
-                         scratch.end());
-        scratch.resize(k);
-      }
+      smallest_values(upper, k, scratch);
       ranked.clear();
       for (double value : scratch) ranked.push_back({value, 0});
       const auto smallest = smallest_over_shards(shard, std::move(ranked), k);
