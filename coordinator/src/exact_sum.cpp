@@ -59,64 +59,69 @@ double round_expansion(std::span<const double> p) {
 
 }  // namespace
 
-void ExactSum::add_bits(std::uint64_t bits) {
+namespace {
+
+// A finite double's place in the digits: |value| = m·2^(position − 1074), m < 2^53, whose bits
+// go to digits k (low, < 2^32) and k + 1 (high, < 2^52), with the value's sign.
+struct Pieces {
+  unsigned k;
+  std::int64_t low, high;
+  bool negative;
+};
+bool non_finite(std::uint64_t bits) {
+  return (bits >> 52 & 0x7ff) == 0x7ff;
+}
+Pieces pieces_of(std::uint64_t bits) {
   const auto field = static_cast<unsigned>(bits >> 52 & 0x7ff);
-  if (field == 0x7ff) {  // ±inf or NaN
+  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
+  if (field != 0) m |= std::uint64_t{1} << 52;
+  const unsigned position = field != 0 ? field - 1 : 0;
+  const unsigned shift = position % 32;
+  return {position / 32, static_cast<std::int64_t>((m << shift) & 0xffffffff),
+          static_cast<std::int64_t>(m >> (32 - shift)), (bits >> 63) != 0};
+}
+
+}  // namespace
+
+void ExactSum::add_copies(std::uint64_t bits, std::uint64_t copies) {
+  if (non_finite(bits)) {  // ±inf or NaN: once is as many times (fsum's rule, see the header)
     special_ += std::bit_cast<double>(bits);
     return;
   }
-  // |value| = m·2^(position − 1074), m < 2^53: its bits go to digits k and k + 1.
-  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
-  if (field != 0) m |= std::uint64_t{1} << 52;
-  const unsigned position = field != 0 ? field - 1 : 0;
-  const unsigned k = position / 32, shift = position % 32;
-  const auto low = static_cast<std::int64_t>((m << shift) & 0xffffffff);
-  const auto high = static_cast<std::int64_t>(m >> (32 - shift));  // < 2^52
-  if (bits >> 63) {
-    digits_[k] -= low;
-    digits_[k + 1] -= high;
-  } else {
-    digits_[k] += low;
-    digits_[k + 1] += high;
-  }
-  if (++adds_since_carry_ == kCarryEvery) {
-    carry(digits_);
-    adds_since_carry_ = 0;
-  }
-}
-
-void ExactSum::add_repeats() {
-  const std::uint64_t bits = last_bits_;
-  const auto field = static_cast<unsigned>(bits >> 52 & 0x7ff);
-  if (field == 0x7ff) {  // ±inf or NaN: adding it again changes nothing
-    repeats_ = 0;
-    return;
-  }
-  std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
-  if (field != 0) m |= std::uint64_t{1} << 52;
-  const unsigned position = field != 0 ? field - 1 : 0;
-  const unsigned k = position / 32, shift = position % 32;
-  const auto low = static_cast<std::int64_t>((m << shift) & 0xffffffff);
-  const auto high = static_cast<std::int64_t>(m >> (32 - shift));
-  const bool negative = bits >> 63;
+  const Pieces p = pieces_of(bits);
   // n copies at once move each digit as n adds would (by < n·2^52), so n is cut where the
   // carry is due: between carries every digit stays below 2^63, as with single adds.
-  while (repeats_ > 0) {
-    const std::uint64_t n = std::min<std::uint64_t>(repeats_, kCarryEvery - adds_since_carry_);
-    const auto times = static_cast<std::int64_t>(n);
-    if (negative) {
-      digits_[k] -= low * times;
-      digits_[k + 1] -= high * times;
-    } else {
-      digits_[k] += low * times;
-      digits_[k + 1] += high * times;
-    }
-    repeats_ -= n;
+  while (copies > 0) {
+    const std::uint64_t n = std::min<std::uint64_t>(copies, kCarryEvery - adds_since_carry_);
+    const auto times = static_cast<std::int64_t>(p.negative ? -n : n);
+    digits_[p.k] += p.low * times;
+    digits_[p.k + 1] += p.high * times;
+    copies -= n;
     adds_since_carry_ += static_cast<unsigned>(n);
     if (adds_since_carry_ == kCarryEvery) {
       carry(digits_);
       adds_since_carry_ = 0;
     }
+  }
+}
+
+void ExactSum::add_new(std::uint64_t bits) {
+  if (repeats_ != 0) {
+    add_copies(last_bits_, repeats_);
+    repeats_ = 0;
+  }
+  last_bits_ = bits;
+  has_last_ = true;
+  if (non_finite(bits)) {
+    special_ += std::bit_cast<double>(bits);
+    return;
+  }
+  const Pieces p = pieces_of(bits);  // one copy: two integer additions
+  digits_[p.k] += p.negative ? -p.low : p.low;
+  digits_[p.k + 1] += p.negative ? -p.high : p.high;
+  if (++adds_since_carry_ == kCarryEvery) {
+    carry(digits_);
+    adds_since_carry_ = 0;
   }
 }
 
@@ -127,7 +132,8 @@ void ExactSum::add_partials(std::span<const double> partials) {
 std::vector<double> ExactSum::partials() const {
   if (repeats_ != 0) {  // the counted repeats too, without changing this sum
     ExactSum whole = *this;
-    whole.add_repeats();
+    whole.add_copies(whole.last_bits_, whole.repeats_);
+    whole.repeats_ = 0;
     return whole.partials();
   }
   if (special_ != 0) return {special_};  // NaN != 0 too

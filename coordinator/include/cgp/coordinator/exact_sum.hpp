@@ -33,10 +33,7 @@ class ExactSum {
       ++repeats_;
       return;
     }
-    if (repeats_ != 0) add_repeats();
-    last_bits_ = bits;
-    has_last_ = true;
-    add_bits(bits);
+    add_new(bits);
   }
   // Adds values whose exact sum is another sum's, e.g. what its partials() returned, several
   // sums' concatenated: the same as adding each, in any order.
@@ -52,10 +49,11 @@ class ExactSum {
  private:
   // Digit i counts units of 2^(32i − 1074); all but the top one are in [0, 2^32) after a carry.
   static constexpr std::size_t kDigits = 67;
-  // Adds the double with these bits to the digits (or to the non-finite sum).
-  void add_bits(std::uint64_t bits);
-  // Adds the counted repeats (repeats_ more copies of the last value) to the digits.
-  void add_repeats();
+  // add() of a value other than the last: the last one's repeats, then this one, go in.
+  void add_new(std::uint64_t bits);
+  // Adds `copies` copies of the double with these bits to the digits (or to the non-finite
+  // sum).
+  void add_copies(std::uint64_t bits, std::uint64_t copies);
   std::array<std::int64_t, kDigits> digits_{};
   unsigned adds_since_carry_ = 0;
   double special_ = 0;           // the non-finite values' sum (0: none)
