@@ -83,12 +83,16 @@ class PlanCache {
     }
     Slot& slot = slots_[DoubleBitsHash{}(rho) % slots_.size()];
     if (!slot.filled || slot.rho != rho) {
-      // plan_noise(lipschitz, ρ, capacity), with its (K, capacity) part done once.
-      auto plan = planner_ ? planner_->plan(rho) : client::plan_noise(lipschitz, rho, capacity);
+      // plan_noise(lipschitz, ρ, capacity), with its (K, capacity) part done once (no planner:
+      // plan_noise refuses every ρ for this K and capacity).
       slot.filled = true;
       slot.rho = rho;
-      slot.ok = plan.has_value();
-      if (plan) slot.plan.set(*plan);
+      slot.ok = false;
+      if (planner_) {
+        auto plan = planner_->plan(rho);
+        slot.ok = plan.has_value();
+        if (plan) slot.plan.set(*plan);
+      }
     }
     return slot.ok ? &slot.plan : nullptr;
   }
@@ -146,7 +150,6 @@ struct FastBatch {
   double run_rho = 0;  // the ρ of the last admitted user
   // Each admitted user's own plan values and input box (add()), so that a batch of short runs
   // (one plan per user, as Alg. 3 asks) is released without walking its runs.
-  bool per_user = false;  // whether add() wrote them for every admitted user
   std::vector<double> sigma = std::vector<double>(kBatch), scale = std::vector<double>(kBatch),
                       grid = std::vector<double>(kBatch), limit = std::vector<double>(kBatch);
   std::vector<std::uint64_t> item_keys;    // noise keys per pair of normals
@@ -156,7 +159,6 @@ struct FastBatch {
 
   void clear() {
     count = 0;
-    per_user = true;
     run_begin.clear(), run_plan.clear();
   }
   // Slot k, admitted at ρ under `plan` with inputs clamped to ±input_limit, releases with noise
@@ -466,17 +468,10 @@ class RoundRunner {
     std::uint64_t* const batch_keys = b.keys.data();
     double* const remaining = b.remaining.data();
     double* const inputs = b.inputs.data();
-    struct {
-      std::uint64_t spent_bits = 0;
-      bool valid = false;
-      Admission admission;
-      double spent_after = 0;
-      std::uint8_t halted_after = 0;
-    } state_memo;  // filter_charge's last outcome for an unhalted user, by its spent total
+    FilterMemo filter_memo;  // the round's one charge
     for (std::size_t first = 0; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
       b.clear();
-      b.per_user = false;  // one run: its plan for everyone
       b.run_begin.push_back(0);
       b.run_plan.push_back(planned);
       std::size_t asked = 0, m = 0;
@@ -498,19 +493,7 @@ class RoundRunner {
           fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, 0, nullptr);
           continue;
         }
-        // The filter's outcome depends on the user's state (spent, halted) alone for the
-        // round's one charge: users in the same unhalted state share the last one worked out.
-        Admission a;
-        const auto spent_bits = std::bit_cast<std::uint64_t>(spent[user]);
-        if (halted[user] == 0 && state_memo.valid && spent_bits == state_memo.spent_bits) {
-          a = state_memo.admission;
-          spent[user] = state_memo.spent_after;
-          halted[user] = state_memo.halted_after;
-        } else {
-          const bool unhalted = halted[user] == 0;
-          a = filter_charge(config, charge, spent[user], halted[user]);
-          if (unhalted) state_memo = {spent_bits, true, a, spent[user], halted[user]};
-        }
+        const Admission a = filter_charge(config, charge, spent[user], halted[user], filter_memo);
         if (a.kind != ReplyKind::answered) {
           fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
           continue;
@@ -615,6 +598,33 @@ class RoundRunner {
     return a;
   }
 
+  // filter_charge for users asked one charge: its outcome depends on the user's filter state
+  // alone, so `memo` keeps the last unhalted user's, and users in that state (every user of a
+  // fresh fleet, then those that answered alike) share it. One memo per charge.
+  struct FilterMemo {
+    std::uint64_t spent_bits = 0;
+    bool valid = false;
+    Admission admission;
+    double spent_after = 0;
+    std::uint8_t halted_after = 0;
+  };
+  [[gnu::always_inline]] static Admission filter_charge(const DeviceConfig& config, double charge,
+                                                        double& spent, std::uint8_t& halted,
+                                                        FilterMemo& memo) {
+    Admission a;
+    const auto spent_bits = std::bit_cast<std::uint64_t>(spent);
+    if (halted == 0 && memo.valid && spent_bits == memo.spent_bits) {
+      a = memo.admission;
+      spent = memo.spent_after;
+      halted = memo.halted_after;
+    } else {
+      const bool unhalted = halted == 0;
+      a = filter_charge(config, charge, spent, halted);
+      if (unhalted) memo = {spent_bits, true, a, spent, halted};
+    }
+    return a;
+  }
+
   // admit() for slot k of the round's replies: the plan when the release goes ahead, nullptr
   // otherwise, the reply filled in either way (but for the values).
   [[gnu::always_inline]] const PlannedNoise* admit_slot(std::size_t k, RecentPlan& plans) {
@@ -663,7 +673,7 @@ class RoundRunner {
     // Normals and the device's grid in one pass, run by run (privatize_normals: the same values
     // as normal_pairs then privatize_with_normals), where runs are long enough to fill vectors
     // (one plan per user, as Alg. 3 asks, would leave most lanes idle).
-    if ((out_dim == 1 || out_dim % 2 == 0) && runs * 16 <= m) {
+    if ((out_dim == 1 || out_dim % 2 == 0) && (runs == 1 || runs * 16 <= m)) {
       for (std::size_t r = 0; r < runs; ++r) {
         const PlannedNoise& plan = b.run_plan[r];
         const std::size_t first = b.run_begin[r], users = run_end(r) - first;
@@ -680,20 +690,17 @@ class RoundRunner {
     }
     // Short runs (one plan per user, as Alg. 3 asks): the same pass with each item's own plan.
     if (out_dim == 1 || out_dim % 2 == 0) {
-      // One item per user (a value, or a pair for 2-D points) reads the users' own plan values
-      // as add() wrote them; otherwise each item takes its user's, run by run.
+      // Runs of more than one (only add() makes them) wrote each user's plan values: one item
+      // per user (a value, or a pair for 2-D points) reads them; longer points repeat them per
+      // pair.
       const std::size_t items = out_dim == 1 ? m : m * blocks;
       const double *sigma = b.sigma.data(), *scale = b.scale.data(), *grid = b.grid.data();
-      if (blocks > 1 || !b.per_user) {
+      if (blocks > 1) {
         b.item_sigma.resize(items), b.item_scale.resize(items), b.item_grid.resize(items);
-        const std::size_t per_user = out_dim == 1 ? 1 : blocks;
-        for (std::size_t r = 0; r < runs; ++r) {
-          const PlannedNoise& plan = b.run_plan[r];
-          for (std::size_t t = b.run_begin[r] * per_user; t < run_end(r) * per_user; ++t) {
-            b.item_sigma[t] = plan.sigma_grid;
-            b.item_scale[t] = plan.scale;
-            b.item_grid[t] = plan.grid;
-          }
+        for (std::size_t t = 0; t < items; ++t) {
+          b.item_sigma[t] = b.sigma[t / blocks];
+          b.item_scale[t] = b.scale[t / blocks];
+          b.item_grid[t] = b.grid[t / blocks];
         }
         sigma = b.item_sigma.data(), scale = b.item_scale.data(), grid = b.item_grid.data();
       }

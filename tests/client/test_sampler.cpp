@@ -144,19 +144,27 @@ TEST_CASE("2-D releases have the right mean and covariance", "[client][sampler][
 // Whether s·2ρu² ≥ 1 (K = 1), exactly: ρ = mantissa·2^e and u = 2^grid_exponent, in arbitrary
 // precision (long double is only a double on armhf, too coarse to tell S from S − 1).
 namespace {
-bool covers_exactly(double rho, int grid_exponent, std::uint64_t s) {
-  using boost::multiprecision::cpp_int;
+// x = mantissa·2^exponent exactly (x > 0 finite), as an arbitrary-precision pair.
+void exact_double(double x, boost::multiprecision::cpp_int& mantissa, int& exponent) {
   int e;
-  const double m = std::frexp(rho, &e);
-  const auto mantissa = static_cast<std::int64_t>(std::ldexp(m, 53));
-  const int power = e - 53 + 1 + 2 * grid_exponent;  // 2ρu² = mantissa·2^power
-  cpp_int value = cpp_int(s) * mantissa;
-  cpp_int one = 1;
-  if (power >= 0)
-    value <<= power;
+  const double m = std::frexp(x, &e);
+  mantissa = static_cast<std::int64_t>(std::ldexp(m, 53));
+  exponent = e - 53;
+}
+// a·2^ea ≥ b·2^eb, exactly.
+bool at_least(boost::multiprecision::cpp_int a, int ea, boost::multiprecision::cpp_int b, int eb) {
+  if (ea >= eb)
+    a <<= ea - eb;
   else
-    one <<= -power;
-  return value >= one;  // s·2ρu² ≥ 1, scaled by 2^-power when power < 0
+    b <<= eb - ea;
+  return a >= b;
+}
+bool covers_exactly(double rho, int grid_exponent, std::uint64_t s) {
+  boost::multiprecision::cpp_int mantissa;
+  int exponent;
+  exact_double(rho, mantissa, exponent);
+  // s·2ρu² = s·mantissa·2^(exponent + 1 + 2g) ≥ 1 = 1·2^0.
+  return at_least(s * mantissa, exponent + 1 + 2 * grid_exponent, 1, 0);
 }
 }  // namespace
 
@@ -199,22 +207,6 @@ TEST_CASE("noise plan: S is the least integer covering K^2/(2 rho u^2), exactly,
 }
 
 namespace {
-// x = mantissa·2^exponent exactly (x > 0 finite), as an arbitrary-precision pair.
-void exact_double(double x, boost::multiprecision::cpp_int& mantissa, int& exponent) {
-  int e;
-  const double m = std::frexp(x, &e);
-  mantissa = static_cast<std::int64_t>(std::ldexp(m, 53));
-  exponent = e - 53;
-}
-// a·2^ea ≥ b·2^eb, exactly.
-bool at_least(boost::multiprecision::cpp_int a, int ea, boost::multiprecision::cpp_int b, int eb) {
-  if (ea >= eb)
-    a <<= ea - eb;
-  else
-    b <<= eb - ea;
-  return a >= b;
-}
-
 // plan_noise's documented plan, from its definition in arbitrary precision, for any K: the grid
 // u = 2^g with g = min(e(σ) − 1 − 24, the largest g with u²·2·capacity·2^42 ≤ K²), σ = K/√(2ρ)
 // in double (e(σ): σ ∈ [2^(e−1), 2^e)); S the least integer with S·2ρu² ≥ K². Only for

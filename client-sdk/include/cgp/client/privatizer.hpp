@@ -51,8 +51,6 @@ class NoisePlanner {
   // there: plan_noise checks ρ before calling this).
   static Expected<NoisePlanner> create(double lipschitz, double capacity);
   Expected<NoisePlan> plan(double rho) const;
-  double lipschitz() const noexcept { return lipschitz_; }
-  double capacity() const noexcept { return capacity_; }
 
  private:
   NoisePlanner() = default;
