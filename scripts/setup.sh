@@ -18,6 +18,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox   # cgp-sim: CLI, JSON, tables, plots
   libfast-float-dev                      # cgp-sim: data files' numbers (fast_float::from_chars)
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
+  libcpp-httplib-dev                     # the coordinator's console (HTTP API and page)
   prometheus-cpp-dev                     # the coordinator's metrics (served with Boost.Beast)
   openssl libssl-dev                     # TLS material checked at start; tests make certificates
   systemd                                # tests: systemd-analyze verify deploy/*.service

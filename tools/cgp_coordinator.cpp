@@ -5,6 +5,7 @@
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
 //                         [--watch-min-tick-seconds S] [--analyst-listen HOST:PORT]
 //                         [--frame local:LON,LAT] [--check-in] [--drain-ms MS]
+//                         [--console HOST:PORT [--console-assets DIR]]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
@@ -36,6 +37,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -267,7 +269,8 @@ struct Arguments {
   long drain_ms = 0;
   bool quiet = false;
   std::size_t queues = 8, frame_loops = 2, reconnect_rate = 1000;
-  std::string metrics_listen, state_file, frame, analyst_listen, frames_listen;
+  std::string metrics_listen, state_file, frame, analyst_listen, frames_listen, console_listen,
+      console_assets;
   cgp::transport::ConnectionLimits analyst_limits =
       cgp::transport::CoordinatorOptions::default_analyst_limits();
   bool no_state = false, check_in = false, init_state = false;
@@ -343,6 +346,12 @@ void serve_flags(CLI::App& sub, Arguments& a) {
   serve->add_option("--keep-results-days", a.keep_days, "finished results kept at most, days")
       ->check(cgp::tools::finite_in(0.001, 36500.0))
       ->capture_default_str();
+  serve->add_option("--console", a.console_listen,
+                    "HOST:PORT for the console: HTTP API and page (docs/console.md; none by "
+                    "default; HTTPS with --tls-cert/--tls-key)");
+  serve->add_option("--console-assets", a.console_assets,
+                    "the console page's folder (default: share/cgpkit/console beside the "
+                    "program's bin folder, if there)");
   serve->add_option("--metrics-listen", a.metrics_listen,
                     "HOST:PORT for Prometheus' GET /metrics (none by default)");
   serve->add_option("--analyst-listen", a.analyst_listen,
@@ -492,6 +501,16 @@ int run_credential(const Arguments& a) {
   return 0;
 }
 
+// The console page installed with the program: share/cgpkit/console beside its bin folder (the
+// build tree has the same layout). Empty when not there: the console serves its API only.
+std::string installed_console_assets() {
+  std::error_code failed;
+  const auto program = std::filesystem::read_symlink("/proc/self/exe", failed);
+  if (failed) return {};
+  const auto assets = program.parent_path().parent_path() / "share" / "cgpkit" / "console";
+  return std::filesystem::is_directory(assets / ".", failed) ? assets.string() : std::string();
+}
+
 int run_serve(const Arguments& a) {
   cgp::transport::ConnectionLimits limits = a.limits;
   // The stamp before the read: a change made while the service starts is seen at the first tick.
@@ -547,6 +566,12 @@ int run_serve(const Arguments& a) {
   options.drain = std::chrono::milliseconds(a.drain_ms);
   options.check_in = a.check_in;
   options.metrics_address = a.metrics_listen;
+  options.console_address = a.console_listen;
+  options.console_assets_dir = a.console_assets;
+  if (!a.console_listen.empty() && a.console_assets.empty())
+    options.console_assets_dir = installed_console_assets();
+  if (a.console_listen.empty() && !a.console_assets.empty())
+    return fail(2, "--console-assets: needs --console");
   options.analyst_address = a.analyst_listen;
   options.analyst_limits.max_connections = a.analyst_limits.max_connections;
   options.analyst_limits.max_connections_per_address = a.analyst_limits.max_connections_per_address;

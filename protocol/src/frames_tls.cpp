@@ -166,6 +166,27 @@ std::string take_ssl_errors() {
   return text;
 }
 
+Status use_certificate_chain(SSL_CTX* context, const std::string& certificate_chain,
+                             const std::string& private_key) {
+  Bio chain = memory_bio(certificate_chain), key_bio = memory_bio(private_key);
+  if (!chain || !key_bio) return tls_error("out of memory reading the PEM files");
+  std::unique_ptr<X509, decltype(&X509_free)> leaf(
+      PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr), X509_free);
+  if (!leaf || SSL_CTX_use_certificate(context, leaf.get()) != 1)
+    return tls_error("the certificate cannot be used");
+  while (X509* extra = PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr))
+    if (SSL_CTX_add0_chain_cert(context, extra) != 1) {
+      X509_free(extra);
+      return tls_error("a chain certificate cannot be added");
+    }
+  ERR_clear_error();  // the end of the chain reads as an error
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
+  if (!key || SSL_CTX_use_PrivateKey(context, key.get()) != 1)
+    return tls_error("the private key cannot be used");
+  return {};
+}
+
 Expected<SslContext> frames_server_context(const std::string& certificate_chain,
                                            const std::string& private_key) {
   if (certificate_chain.empty() || private_key.empty())
@@ -174,22 +195,7 @@ Expected<SslContext> frames_server_context(const std::string& certificate_chain,
   CGP_RETURN_IF_ERROR(check_tls_material(certificate_chain, private_key));
   SslContext context = base_context(TLS_server_method());
   if (!context) return tls_error("cannot make a context");
-  Bio chain = memory_bio(certificate_chain), key_bio = memory_bio(private_key);
-  if (!chain || !key_bio) return tls_error("out of memory reading the PEM files");
-  std::unique_ptr<X509, decltype(&X509_free)> leaf(
-      PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr), X509_free);
-  if (!leaf || SSL_CTX_use_certificate(context.get(), leaf.get()) != 1)
-    return tls_error("the certificate cannot be used");
-  while (X509* extra = PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr))
-    if (SSL_CTX_add0_chain_cert(context.get(), extra) != 1) {
-      X509_free(extra);
-      return tls_error("a chain certificate cannot be added");
-    }
-  ERR_clear_error();  // the end of the chain reads as an error
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
-  if (!key || SSL_CTX_use_PrivateKey(context.get(), key.get()) != 1)
-    return tls_error("the private key cannot be used");
+  CGP_RETURN_IF_ERROR(use_certificate_chain(context.get(), certificate_chain, private_key));
   // Devices reconnect with a full handshake: no session cache to grow with the fleet.
   SSL_CTX_set_session_cache_mode(context.get(), SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(context.get(), 0);

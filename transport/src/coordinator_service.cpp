@@ -15,6 +15,7 @@
 #include "cgp/protocol/log_format.hpp"
 #include "cgp/protocol/status_codec.hpp"
 #include "cgp/v1/analyst.grpc.pb.h"
+#include "console_server.hpp"
 #include "coordinator_state.hpp"
 #include "header_time_service.hpp"
 #include "metrics_endpoint.hpp"
@@ -40,6 +41,7 @@ grpc::Status to_status(grpc::ServerContextBase* context, const Error& error) {
 // desk's gateway and metrics, which ~QueryDesk stops first of all).
 struct CoordinatorService::Impl : QueryDesk {
   std::unique_ptr<detail::AnalystListener> analyst_listener;  // with analyst_address
+  std::unique_ptr<detail::ConsoleServer> console;             // with console_address
   // enrol and revoke one at a time: the roster and the gateway change together.
   std::mutex enrolment_mutex;
 };
@@ -164,6 +166,7 @@ Expected<std::optional<ReconnectPlan>> load_reconnect_plan(const detail::Coordin
 
 CoordinatorService::CoordinatorService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CoordinatorService::~CoordinatorService() {
+  impl_->console.reset();           // no console request starts or runs from here on
   impl_->metrics.reset();           // no scrape reads the gateway while it goes
   impl_->analyst_listener.reset();  // no analyst call starts or runs from here on
   // The totals as this run leaves them (what the gateway counts while it shuts down is lost).
@@ -281,6 +284,18 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     if (!metrics) return metrics.error();
     impl->metrics = std::move(*metrics);
   }
+  if (!options.console_address.empty()) {
+    detail::ConsoleSettings console;
+    console.address = options.console_address;
+    console.assets_dir = options.console_assets_dir;
+    console.tls_certificate_chain = options.gateway.tls_certificate_chain;
+    console.tls_private_key = options.gateway.tls_private_key;
+    console.credential_sha256 = options.analyst_credential_sha256;
+    console.log = options.gateway.log;
+    auto server = detail::ConsoleServer::start(*impl, std::move(console));
+    if (!server) return server.error();
+    impl->console = std::move(*server);
+  }
   impl->fleet =
       std::make_unique<NetworkFleet>(*impl->gateway, options.device_ids, options.dimension,
                                      config->rho_capacity(), options.round_deadline);
@@ -295,6 +310,10 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
 
 int CoordinatorService::metrics_port() const noexcept {
   return impl_->metrics ? impl_->metrics->port() : 0;
+}
+
+int CoordinatorService::console_port() const noexcept {
+  return impl_->console ? impl_->console->port() : 0;
 }
 
 int CoordinatorService::analyst_port() const noexcept {

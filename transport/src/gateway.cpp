@@ -494,6 +494,11 @@ int DeviceGateway::frames_port() const noexcept {
   return impl_->frames ? impl_->frames->port() : 0;
 }
 
+std::vector<RoundSummary> DeviceGateway::recent_rounds() const {
+  std::lock_guard lock(impl_->recent_rounds_mutex);
+  return {impl_->recent_rounds.begin(), impl_->recent_rounds.end()};
+}
+
 GatewayCounters DeviceGateway::counters() const {
   GatewayCounters out = impl_->counters.snapshot();
   // Both device ports share one ledger: its count is every open connection.
@@ -681,12 +686,14 @@ void DeviceGateway::run_round(const coordinator::RoundRequest& request,
     });
   }
 
-  std::uint64_t answered = 0, unanswered = 0, not_reached = 0;
+  std::uint64_t answered = 0, unanswered = 0, not_reached = 0, refused = 0, rejected = 0;
   for (auto kind : replies.kind) {
     const bool silent = kind == ReplyKind::no_answer || kind == ReplyKind::not_delivered;
     answered += silent ? 0 : 1;
     unanswered += kind == ReplyKind::no_answer ? 1 : 0;
     not_reached += kind == ReplyKind::not_delivered ? 1 : 0;
+    refused += kind == ReplyKind::refused ? 1 : 0;
+    rejected += kind == ReplyKind::rejected ? 1 : 0;
   }
   using Milliseconds = std::chrono::duration<double, std::milli>;
   const double send_ms = Milliseconds(sent_at - began).count();
@@ -699,6 +706,25 @@ void DeviceGateway::run_round(const coordinator::RoundRequest& request,
     if (!all_replied) ++c.rounds_to_deadline;
     c.round_wait_microseconds += static_cast<std::uint64_t>(wait_ms * 1000);
   });
+  RoundSummary summary{request.query_id,
+                       request.round,
+                       asked,
+                       sent,
+                       answered,
+                       refused,
+                       rejected,
+                       unanswered,
+                       not_reached,
+                       !all_replied,
+                       Milliseconds(std::chrono::steady_clock::now() - began).count(),
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count()};
+  {
+    std::lock_guard lock(core.recent_rounds_mutex);
+    if (core.recent_rounds.size() == kRecentRounds) core.recent_rounds.pop_front();
+    core.recent_rounds.push_back(std::move(summary));
+  }
   // What the round waited for, and why it ended: the last reply, or the deadline
   // with `waiting_for` devices still silent.
   core.log("event=round query=" + log_value(request.query_id) +

@@ -12,8 +12,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -99,6 +101,8 @@ class GatewayCore {
   HelloWatchdog hellos;
   CounterBoard counters;
   WatchBoard watches;
+  mutable std::mutex recent_rounds_mutex;
+  std::deque<RoundSummary> recent_rounds;  // the latest DeviceGateway::kRecentRounds
 
   // Streams are spread over several completion queues: Debian's libgrpc keeps gRPC's debug
   // check of outstanding operations, a linear scan of the queue's pending tags at every

@@ -528,6 +528,23 @@ cgp::Status QueryDesk::get_result(const v1::ResultRequest* request, v1::QueryRes
   return {};
 }
 
+std::vector<std::string> QueryDesk::recent_result_ids(std::size_t count) const {
+  std::lock_guard lock(results_mutex);
+  std::vector<std::string> ids;
+  for (auto it = result_order.rbegin(); it != result_order.rend() && ids.size() < count; ++it)
+    if (results.count(*it) != 0) ids.push_back(*it);
+  return ids;
+}
+
+bool QueryDesk::read_result(const std::string& id,
+                            const std::function<void(const v1::QueryResult&)>& read) const {
+  std::lock_guard lock(results_mutex);
+  const auto it = results.find(id);
+  if (it == results.end()) return false;
+  read(it->second);
+  return true;
+}
+
 cgp::Status QueryDesk::start_watch(const v1::StartWatchRequest* request, v1::WatchReport* out) {
   v1::WatchSpec spec = request->spec();
   const double now =

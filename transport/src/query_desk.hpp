@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -188,6 +189,15 @@ struct QueryDesk {
   cgp::Status top_regions(const v1::TopRegionsQuery* request, v1::QueryResult* out);
 
   cgp::Status get_result(const v1::ResultRequest* request, v1::QueryResult* out);
+
+  // The newest finished results' ids, newest first, at most `count`.
+  std::vector<std::string> recent_result_ids(std::size_t count) const;
+
+  // Calls `read` with the finished result `id` whole (every user's entries, not a page), under
+  // the results lock: for summaries that must see every user (the console's spending
+  // histogram). False: no such result.
+  bool read_result(const std::string& id,
+                   const std::function<void(const v1::QueryResult&)>& read) const;
 
   // Watches are not queries: no round. Each device charges itself at arming (a laplace watch
   // costs ρ = (ε(1 + 2^-10))²/2 once, public), so the mirror is charged that too — before the

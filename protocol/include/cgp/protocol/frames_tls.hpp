@@ -27,6 +27,10 @@ using Ssl = std::unique_ptr<SSL, SslFree>;
 // says what is wrong: checked at start for both device ports (gRPC takes any bytes as PEM and
 // fails only at the first handshake).
 Status check_tls_material(const std::string& chain, const std::string& key);
+// Puts a PEM certificate chain (leaf first) and its private key on a server context; an error
+// naming "tls" says which part cannot be used. The device frames port and the console use it.
+Status use_certificate_chain(SSL_CTX* context, const std::string& certificate_chain,
+                             const std::string& private_key);
 // The coordinator's: PEM chain and key (checked to belong together: an error naming "tls").
 // A client that offers no ALPN or another protocol fails its handshake.
 Expected<SslContext> frames_server_context(const std::string& certificate_chain,

@@ -68,6 +68,11 @@ struct CoordinatorOptions {
     limits.max_connections_per_address = 64;
     return limits;
   }
+  // The console (docs/console.md): an HTTP API over the same queries as the Analyst API, and
+  // the page in console_assets_dir, on its own "HOST:PORT", with the analyst credential and the
+  // device port's TLS material. Empty: none.
+  std::string console_address;
+  std::string console_assets_dir;  // empty: the API only
   // Prometheus text endpoint (GET /metrics) on its own "HOST:PORT"; empty: none.
   std::string metrics_address;
   // SHA-256 of the analyst credential. Unset: analyst calls are not checked (loopback tests only).
@@ -94,6 +99,7 @@ class CoordinatorService {
   ~CoordinatorService();  // closes every stream
   int port() const noexcept;
   int metrics_port() const noexcept;  // 0 without a metrics endpoint
+  int console_port() const noexcept;  // 0 without a console
   // The analyst's port: analyst_address's, else the device port.
   int analyst_port() const noexcept;
   DeviceGateway& gateway() noexcept;

@@ -181,8 +181,22 @@ struct GatewayCounters {
   std::uint64_t rounds_to_deadline = 0, round_wait_microseconds = 0;
 };
 
+// One round as the gateway ran it (DeviceGateway::recent_rounds): counts only, public values
+// (who was asked and what kind of reply came back), for operators' consoles.
+struct RoundSummary {
+  std::string query_id;
+  std::uint32_t round = 0;
+  std::uint64_t asked = 0, sent = 0, answered = 0, refused = 0, rejected = 0, unanswered = 0,
+                not_reached = 0;
+  bool ended_by_deadline = false;
+  double milliseconds = 0;         // from the first request out to the round's end
+  std::int64_t ended_unix_ms = 0;  // wall clock at the round's end
+};
+
 class DeviceGateway {
  public:
+  // How many of the latest rounds recent_rounds() keeps.
+  static constexpr std::size_t kRecentRounds = 64;
   static Expected<std::unique_ptr<DeviceGateway>> start(const GatewayOptions& options);
   // Plaintext, no credentials.
   static Expected<std::unique_ptr<DeviceGateway>> start(const std::string& address);
@@ -196,6 +210,8 @@ class DeviceGateway {
   int port() const noexcept;
   std::size_t connected() const;
   GatewayCounters counters() const;
+  // The latest rounds (at most kRecentRounds), oldest first.
+  std::vector<RoundSummary> recent_rounds() const;
   // The total connection cap in force (ConnectionLimits::max_connections, or the descriptor
   // budget when that is lower).
   std::size_t max_connections() const noexcept;

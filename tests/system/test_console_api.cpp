@@ -1,0 +1,364 @@
+// The console's HTTP API (docs/console.md) against a live coordinator with a swarm of devices:
+// the same queries and results as the Analyst gRPC API, the credential as a bearer token or a
+// session cookie with its CSRF token, and every bad request a named JSON error that charges
+// nobody.
+#include <httplib.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cgp/analyst/analyst_client.hpp"
+#include "cgp/coordinator/queries.hpp"
+#include "cgp/simulation/device_fleet.hpp"
+#include "cgp/swarm/device_swarm.hpp"
+#include "cgp/transport/coordinator_service.hpp"
+#include "network_fixtures.hpp"
+#include "simulation/fleet_fixtures.hpp"
+#include "support/seed.hpp"
+
+using namespace cgp;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSecret = "console-secret";
+
+struct LiveConsole {
+  std::unique_ptr<transport::CoordinatorService> service;
+  std::unique_ptr<swarm::DeviceSwarm> swarm;
+  std::string address;
+
+  LiveConsole(const std::vector<double>& points, std::size_t n, double budget, std::uint64_t seed,
+              const std::string& assets = "", const test::ThrowawayCertificate* tls = nullptr) {
+    transport::CoordinatorOptions options;
+    options.device_ids = test::device_ids(n);
+    options.device_budget = budget;
+    options.analyst_credential_sha256 = transport::sha256_of(kSecret);
+    options.console_address = "127.0.0.1:0";
+    options.console_assets_dir = assets;
+    if (tls) {
+      options.gateway.tls_certificate_chain = tls->certificate;
+      options.gateway.tls_private_key = tls->key;
+    }
+    auto started = transport::CoordinatorService::start(options);
+    REQUIRE(started.has_value());
+    service = std::move(*started);
+    address = "127.0.0.1:" + std::to_string(service->port());
+    swarm::SwarmOptions swarm_options;
+    swarm_options.coordinator_address = address;
+    swarm_options.config = *DeviceConfig::cgp(budget);
+    swarm_options.seed = seed;
+    if (tls) swarm_options.tls_root_certificate = tls->certificate;
+    swarm = *swarm::DeviceSwarm::start(swarm_options, test::swarm_members(points, n));
+    REQUIRE(service->gateway().wait_for_devices(n, 30s));
+  }
+  ~LiveConsole() {
+    swarm.reset();
+    service.reset();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", service->console_port());
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+};
+
+httplib::Headers bearer(const std::string& credential = kSecret) {
+  return {{"Authorization", "Bearer " + credential}};
+}
+
+json body_of(const httplib::Result& r) {
+  REQUIRE(r);
+  INFO("HTTP " << r->status << ": " << r->body);
+  auto parsed = json::parse(r->body, nullptr, false);
+  REQUIRE_FALSE(parsed.is_discarded());
+  return parsed;
+}
+
+// The response is the named error `code` naming `parameter`, with HTTP status `http`.
+void check_error(const httplib::Result& r, int http, const std::string& code,
+                 const std::string& parameter) {
+  REQUIRE(r);
+  INFO("HTTP " << r->status << ": " << r->body);
+  CHECK(r->status == http);
+  CHECK(r->get_header_value("Content-Type") == "application/json");
+  const json body = body_of(r);
+  REQUIRE(body.contains("error"));
+  CHECK(body["error"]["code"] == code);
+  CHECK(body["error"]["parameter"] == parameter);
+  CHECK(body["error"]["message"].get<std::string>().find(parameter) != std::string::npos);
+}
+
+std::uint64_t requests_sent(const httplib::Client& c_in) {
+  auto& c = const_cast<httplib::Client&>(c_in);
+  const json status = body_of(c.Get("/api/v1/status", bearer()));
+  return std::stoull(status["requests"].get<std::string>());
+}
+
+json range_body(const std::string& id, double rho, const json& region) {
+  return {{"options", {{"query_id", id}, {"method", "PM1"}, {"rounds", 4}, {"rho", rho}}},
+          {"range", region}};
+}
+
+}  // namespace
+
+TEST_CASE("console: a range query over HTTP is the Analyst API's query", "[transport][console]") {
+  CGP_SEEDED(32001);
+  const std::size_t n = 200;
+  const double budget = 1.0;
+  auto points = test::uniform_square(n, 2000, seed);
+  LiveConsole live(points, n, budget, seed);
+  auto http = live.client();
+
+  const json region = {{"box", {{"lo", {400, 400}}, {"hi", {1400, 1400}}}}};
+  auto ran = http.Post("/api/v1/queries/range", bearer(),
+                       range_body("console-1", 0.01, region).dump(), "application/json");
+  const json result = body_of(ran);
+  REQUIRE(ran->status == 200);
+  CHECK(result["query_id"] == "console-1");
+  CHECK(result["kind"] == "range");
+
+  // The same query in process, on devices seeded alike: the same estimate, bit for bit.
+  double lo[2] = {400, 400}, hi[2] = {1400, 1400};
+  coordinator::QueryOptions options;
+  options.method = coordinator::Method::PM1;
+  options.rounds = 4;
+  options.query_id = "console-1";
+  auto local = *simulation::DeviceFleet::create(*DeviceConfig::cgp(budget), points, 2, seed, 1);
+  coordinator::BudgetMirror local_mirror(n, local.initial_budget());
+  auto expected = *coordinator::range_count(local, local_mirror, *geometry::Box::create(lo, hi),
+                                            test::charge_everyone(0.01), options);
+  CHECK(result["estimate"].get<double>() == expected.estimate);
+  CHECK(result["rounds_used"].get<std::uint32_t>() == expected.report.rounds_used);
+
+  // The Analyst API reads the same stored result.
+  auto analyst = *analyst::AnalystClient::connect(
+      {live.address, kSecret, "", 60s, std::nullopt, std::nullopt});
+  auto stored = analyst.result("console-1");
+  REQUIRE(stored.has_value());
+  CHECK(stored->estimate == result["estimate"].get<double>());
+
+  // Spending is a histogram, never a per-user list.
+  for (const char* list :
+       {"charges", "charged", "refused", "rejected", "unanswered", "not_reached"})
+    CHECK_FALSE(result.contains(list));
+  const json& spending = result["spending"];
+  std::uint64_t binned = 0;
+  for (const auto& bin : spending["bins"]) binned += bin["users"].get<std::uint64_t>();
+  std::size_t charged_users = 0;
+  double total = 0;
+  for (const auto charge : expected.report.charged) {
+    const double c = charge.value();
+    charged_users += c > 0 ? 1 : 0;
+    total += c;
+  }
+  CHECK(spending["users_charged"].get<std::size_t>() == charged_users);
+  CHECK(binned == charged_users);
+  CHECK(spending["total_rho"].get<double>() == Approx(total).epsilon(1e-12));
+  CHECK(spending["max_rho"].get<double>() <= 0.01);
+
+  // Read back, listed, and the fleet panel's rounds.
+  CHECK(body_of(http.Get("/api/v1/queries/console-1", bearer())) == result);
+  const json list = body_of(http.Get("/api/v1/queries?limit=5", bearer()));
+  REQUIRE(list["queries"].size() == 1);
+  CHECK(list["queries"][0]["query_id"] == "console-1");
+  const json fleet = body_of(http.Get("/api/v1/fleet", bearer()));
+  CHECK(fleet["connected"].get<std::uint64_t>() == n);
+  REQUIRE(fleet["rounds"].size() == expected.report.rounds_used);
+  for (std::size_t r = 0; r < fleet["rounds"].size(); ++r) {
+    const json& round = fleet["rounds"][r];
+    CHECK(round["query_id"] == "console-1");
+    CHECK(round["asked"].get<std::uint64_t>() == expected.report.asked_per_round[r]);
+    CHECK(round["answered"].get<std::uint64_t>() + round["unanswered"].get<std::uint64_t>() ==
+          round["asked"].get<std::uint64_t>());
+  }
+
+  // The id cannot be used again: ALREADY_EXISTS as on gRPC, and nobody asked.
+  const auto before = requests_sent(http);
+  check_error(http.Post("/api/v1/queries/range", bearer(),
+                        range_body("console-1", 0.01, region).dump(), "application/json"),
+              409, "already_exists", "query_id");
+  CHECK(requests_sent(http) == before);
+}
+
+TEST_CASE("console: the credential, sessions and CSRF", "[transport][console]") {
+  CGP_SEEDED(32002);
+  const std::size_t n = 20;
+  auto points = test::uniform_square(n, 2000, seed);
+  LiveConsole live(points, n, 1.0, seed);
+  auto http = live.client();
+  const std::string query =
+      range_body("", 0.01, {{"box", {{"lo", {0, 0}}, {"hi", {1000, 1000}}}}}).dump();
+
+  check_error(http.Get("/api/v1/status"), 401, "unauthenticated", "credential");
+  check_error(http.Get("/api/v1/status", bearer("wrong")), 401, "unauthenticated", "credential");
+  check_error(http.Post("/api/v1/queries/range", query, "application/json"), 401, "unauthenticated",
+              "credential");
+  check_error(http.Post("/api/v1/session", R"({"credential": "wrong"})", "application/json"), 401,
+              "unauthenticated", "credential");
+  check_error(http.Post("/api/v1/session", R"({"secret": 1})", "application/json"), 400,
+              "malformed_message", "body");
+
+  auto signed_in =
+      http.Post("/api/v1/session", json{{"credential", kSecret}}.dump(), "application/json");
+  REQUIRE(signed_in);
+  REQUIRE(signed_in->status == 200);
+  const std::string cookie_line = signed_in->get_header_value("Set-Cookie");
+  CHECK(cookie_line.find("HttpOnly") != std::string::npos);
+  CHECK(cookie_line.find("SameSite=Strict") != std::string::npos);
+  const std::string cookie = cookie_line.substr(0, cookie_line.find(';'));
+  const std::string csrf = body_of(signed_in)["csrf_token"];
+  CHECK(csrf.size() == 64);
+
+  const httplib::Headers with_cookie{{"Cookie", cookie}};
+  CHECK(http.Get("/api/v1/status", with_cookie)->status == 200);
+  // A POST with the cookie alone (what another site's form could make a browser send) is
+  // refused before anything runs; with the session's token it runs.
+  const auto before = requests_sent(http);
+  check_error(http.Post("/api/v1/queries/range", with_cookie, query, "application/json"), 403,
+              "unauthenticated", "csrf_token");
+  check_error(http.Post("/api/v1/queries/range",
+                        {{"Cookie", cookie}, {"X-CSRF-Token", "0" + csrf.substr(1)}}, query,
+                        "application/json"),
+              403, "unauthenticated", "csrf_token");
+  CHECK(requests_sent(http) == before);
+  auto ran = http.Post("/api/v1/queries/range", {{"Cookie", cookie}, {"X-CSRF-Token", csrf}}, query,
+                       "application/json");
+  REQUIRE(ran);
+  CHECK(ran->status == 200);
+  CHECK(requests_sent(http) > before);
+
+  // Signing out ends the session: the cookie is refused from then on.
+  CHECK(http.Delete("/api/v1/session", {{"Cookie", cookie}, {"X-CSRF-Token", csrf}})->status ==
+        200);
+  check_error(http.Get("/api/v1/status", with_cookie), 401, "unauthenticated", "credential");
+}
+
+TEST_CASE("console: bad requests are named errors and charge nobody", "[transport][console]") {
+  CGP_SEEDED(32003);
+  const std::size_t n = 20;
+  auto points = test::uniform_square(n, 2000, seed);
+  LiveConsole live(points, n, 1.0, seed);
+  auto http = live.client();
+  const auto before = requests_sent(http);
+  const json box = {{"box", {{"lo", {0, 0}}, {"hi", {1000, 1000}}}}};
+
+  check_error(http.Post("/api/v1/queries/range", bearer(), "{not json", "application/json"), 400,
+              "malformed_message", "body");
+  check_error(http.Post("/api/v1/queries/range", bearer(), R"({"options": {}, "rnage": {}})",
+                        "application/json"),
+              400, "malformed_message", "body");
+  check_error(
+      http.Post("/api/v1/queries/range", bearer(), range_body("", 0.01, box).dump(), "text/plain"),
+      415, "invalid_argument", "content_type");
+  check_error(
+      http.Post("/api/v1/queries/range", bearer(), std::string(2 << 20, ' '), "application/json"),
+      413, "too_large", "body");
+  // NaN, infinite, zero and negative ρ, each named as on gRPC.
+  for (const json& rho : {json("NaN"), json("Infinity"), json(0.0), json(-1.0)}) {
+    json q = range_body("", 0.01, box);
+    q["options"]["rho"] = rho;
+    auto r = http.Post("/api/v1/queries/range", bearer(), q.dump(), "application/json");
+    REQUIRE(r);
+    INFO(r->body);
+    CHECK(r->status == 400);
+    CHECK(body_of(r)["error"]["parameter"] == "rho");
+  }
+  // Hostile polygons: a bow tie, a ring of two vertices, a non-finite vertex.
+  const json bow_tie = {{"polygon", {{"outer", {{"xy", {0, 0, 1000, 1000, 1000, 0, 0, 1000}}}}}}};
+  check_error(http.Post("/api/v1/queries/range", bearer(), range_body("", 0.01, bow_tie).dump(),
+                        "application/json"),
+              400, "self_intersecting_polygon", "polygon.outer");
+  const json two = {{"polygon", {{"outer", {{"xy", {0, 0, 1000, 1000}}}}}}};
+  auto r2 = http.Post("/api/v1/queries/range", bearer(), range_body("", 0.01, two).dump(),
+                      "application/json");
+  REQUIRE(r2);
+  CHECK(r2->status == 400);
+  const json nan_vertex = {{"polygon", {{"outer", {{"xy", {0, 0, 1000, "NaN", 1000, 0}}}}}}};
+  auto r3 = http.Post("/api/v1/queries/range", bearer(), range_body("", 0.01, nan_vertex).dump(),
+                      "application/json");
+  REQUIRE(r3);
+  CHECK(r3->status == 400);
+  CHECK(body_of(r3)["error"]["code"] == "not_finite");
+  // kNN with k = 0, KDE without a bandwidth.
+  auto knn = http.Post("/api/v1/queries/knn", bearer(),
+                       json{{"options", {{"rho", 0.01}}}, {"point", {0, 0}}, {"k", 0}}.dump(),
+                       "application/json");
+  REQUIRE(knn);
+  CHECK(knn->status == 400);
+  CHECK(body_of(knn)["error"]["parameter"] == "k");
+  auto kde =
+      http.Post("/api/v1/queries/kde", bearer(),
+                json{{"options", {{"rho", 0.01}}}, {"point", {0, 0}}}.dump(), "application/json");
+  REQUIRE(kde);
+  CHECK(kde->status == 400);
+  CHECK(body_of(kde)["error"]["parameter"] == "bandwidth");
+  // Unknown ids, paths and limits.
+  check_error(http.Get("/api/v1/queries/no-such-query", bearer()), 404, "invalid_argument",
+              "query_id");
+  check_error(http.Get("/api/v1/nothing", bearer()), 404, "invalid_argument", "path");
+  check_error(http.Get("/api/v1/queries?limit=0", bearer()), 400, "out_of_range", "limit");
+  check_error(http.Get("/api/v1/queries?limit=1e9", bearer()), 400, "out_of_range", "limit");
+  CHECK(requests_sent(http) == before);
+  CHECK(body_of(http.Get("/api/v1/status", bearer()))["queries"] == "0");
+}
+
+TEST_CASE("console: the page's files, with their security headers", "[transport][console]") {
+  CGP_SEEDED(32004);
+  const auto assets =
+      std::filesystem::temp_directory_path() / ("cgp-console-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(assets);
+  std::ofstream(assets / "index.html") << "<!doctype html><title>cgpkit console</title>";
+  const std::size_t n = 5;
+  auto points = test::uniform_square(n, 2000, seed);
+  {
+    LiveConsole live(points, n, 1.0, seed, assets.string());
+    auto http = live.client();
+    auto page = http.Get("/");
+    REQUIRE(page);
+    CHECK(page->status == 200);
+    CHECK(page->body.find("cgpkit console") != std::string::npos);
+    CHECK(page->get_header_value("Content-Security-Policy").find("default-src 'self'") !=
+          std::string::npos);
+    CHECK(page->get_header_value("X-Content-Type-Options") == "nosniff");
+    // No file outside the folder.
+    auto outside = http.Get("/../../../../etc/passwd");
+    REQUIRE(outside);
+    CHECK(outside->status != 200);
+    CHECK(outside->body.find("root:") == std::string::npos);
+  }
+  std::filesystem::remove_all(assets);
+}
+
+TEST_CASE("console: HTTPS with the coordinator's TLS material", "[transport][console]") {
+  CGP_SEEDED(32005);
+  test::ThrowawayCertificate tls;
+  const std::size_t n = 5;
+  auto points = test::uniform_square(n, 2000, seed);
+  LiveConsole live(points, n, 1.0, seed, "", &tls);
+  const auto ca = std::filesystem::temp_directory_path() /
+                  ("cgp-console-ca-" + std::to_string(::getpid()) + ".pem");
+  std::ofstream(ca) << tls.certificate;
+  httplib::SSLClient https("127.0.0.1", live.service->console_port());
+  https.set_ca_cert_path(ca.c_str());
+  https.enable_server_certificate_verification(true);
+  auto status = https.Get("/api/v1/status", bearer());
+  REQUIRE(status);
+  CHECK(status->status == 200);
+  CHECK(body_of(status)["connected"] == std::to_string(n));
+  auto signed_in =
+      https.Post("/api/v1/session", json{{"credential", kSecret}}.dump(), "application/json");
+  REQUIRE(signed_in);
+  CHECK(signed_in->get_header_value("Set-Cookie").find("; Secure") != std::string::npos);
+  // Plain HTTP on the HTTPS port gets nothing.
+  httplib::Client plain("127.0.0.1", live.service->console_port());
+  plain.set_read_timeout(5, 0);
+  auto refused = plain.Get("/api/v1/status", bearer());
+  CHECK((!refused || refused->status != 200));
+  std::filesystem::remove(ca);
+}

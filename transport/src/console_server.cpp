@@ -1,0 +1,532 @@
+#include "console_server.hpp"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "cgp/protocol/frames_tls.hpp"
+#include "cgp/protocol/log_format.hpp"
+#include "cgp/protocol/status_codec.hpp"
+#include "connection_admission.hpp"
+#include "console_json.hpp"
+#include "console_sessions.hpp"
+#include "query_desk.hpp"
+
+namespace cgp::transport::detail {
+
+namespace {
+
+constexpr const char* kSessionCookie = "cgp_console_session";
+constexpr const char* kCsrfHeader = "X-CSRF-Token";
+constexpr const char* kJson = "application/json";
+constexpr std::size_t kMaxListedResults = 200;
+
+// httplib's own pool queues every accepted connection without a bound. This one holds at most
+// `max_queued` waiting connections; past that the accepting thread serves the connection itself,
+// so that it stops accepting and new connections wait in the kernel's backlog (bounded) instead
+// of in memory.
+class BoundedPool final : public httplib::TaskQueue {
+ public:
+  BoundedPool(std::size_t threads, std::size_t max_queued) : max_queued_(max_queued) {
+    for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::unique_lock lock(mutex_);
+      if (jobs_.size() < max_queued_) {
+        jobs_.push_back(std::move(fn));
+        ready_.notify_one();
+        return;
+      }
+    }
+    fn();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (auto& worker : workers_) worker.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, nothing left
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  const std::size_t max_queued_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+// The kind of an error as the Analyst API names it (its gRPC code), and its HTTP status.
+struct Kind {
+  const char* name;
+  int http;
+};
+Kind kind_of(ErrorCode code) {
+  switch (protocol::grpc_code_of(code)) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return {"INVALID_ARGUMENT", 400};
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return {"OUT_OF_RANGE", 400};
+    case grpc::StatusCode::NOT_FOUND:
+      return {"NOT_FOUND", 404};
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return {"ALREADY_EXISTS", 409};
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return {"FAILED_PRECONDITION", 422};
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return {"UNAUTHENTICATED", 401};
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return {"PERMISSION_DENIED", 403};
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return {"RESOURCE_EXHAUSTED", 413};
+    case grpc::StatusCode::UNAVAILABLE:
+      return {"UNAVAILABLE", 503};
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return {"DEADLINE_EXCEEDED", 504};
+    default:
+      return {"INTERNAL", 500};
+  }
+}
+
+void send_error(httplib::Response& res, const Error& error, const char* name, int http) {
+  res.status = http;
+  res.set_content(error_json(error, name), kJson);
+}
+void send_error(httplib::Response& res, const Error& error) {
+  const Kind kind = kind_of(error.code);
+  send_error(res, error, kind.name, kind.http);
+}
+
+// The value of cookie `name` in the request's Cookie headers, or "".
+std::string cookie_value(const httplib::Request& req, std::string_view name) {
+  const auto cookies = req.headers.equal_range("Cookie");
+  for (auto it = cookies.first; it != cookies.second; ++it) {
+    std::string_view rest = it->second;
+    while (!rest.empty()) {
+      const auto end = rest.find(';');
+      std::string_view pair = rest.substr(0, end);
+      while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+      const auto equals = pair.find('=');
+      if (equals != std::string_view::npos && pair.substr(0, equals) == name)
+        return std::string(pair.substr(equals + 1));
+      if (end == std::string_view::npos) break;
+      rest.remove_prefix(end + 1);
+    }
+  }
+  return {};
+}
+
+bool is_json(const httplib::Request& req) {
+  std::string type = req.get_header_value("Content-Type");
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.pop_back();
+  for (auto& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return type == kJson;
+}
+
+}  // namespace
+
+struct ConsoleServer::State {
+  QueryDesk& desk;
+  ConsoleSettings settings;
+  ConsoleSessions sessions;
+  std::unique_ptr<httplib::Server> server;
+  std::thread listener;
+  int port = 0;
+  bool tls = false;
+  std::atomic<bool> query_running{false};  // one console query at a time (they queue in the desk)
+
+  State(QueryDesk& d, ConsoleSettings s) : desk(d), settings(std::move(s)) {}
+
+  void log(const std::string& line) const {
+    if (settings.log) settings.log(line);
+  }
+
+  // Who may call: the credential as a bearer token (scripts; no CSRF needed, as a browser never
+  // adds it on its own), or a live session cookie, with its CSRF token on every POST and DELETE.
+  std::optional<Error> refusal(const httplib::Request& req) {
+    if (!settings.credential_sha256) return std::nullopt;
+    const std::string authorization = req.get_header_value("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (authorization.rfind(kBearer, 0) == 0) {
+      if (credential_matches(std::string_view(authorization).substr(kBearer.size()),
+                             *settings.credential_sha256))
+        return std::nullopt;
+      return Error{ErrorCode::unauthenticated, "credential",
+                   "credential: the analyst credential is missing or refused"};
+    }
+    const auto csrf =
+        sessions.find(cookie_value(req, kSessionCookie), ConsoleSessions::Clock::now());
+    if (!csrf)
+      return Error{ErrorCode::unauthenticated, "credential",
+                   "credential: the analyst credential is missing or refused (sign in, or send "
+                   "it as a bearer token)"};
+    if ((req.method == "POST" || req.method == "DELETE") &&
+        !ConsoleSessions::csrf_matches(req.get_header_value(kCsrfHeader), *csrf))
+      return Error{ErrorCode::unauthenticated, "csrf_token",
+                   "csrf_token: a request with the session cookie must carry the session's "
+                   "CSRF token in the X-CSRF-Token header"};
+    return std::nullopt;
+  }
+
+  // Every API handler runs inside this: the credential, a JSON body where there is one, the
+  // desk ready, and no exception out (an unexpected one is a named internal_error).
+  template <class Body>
+  httplib::Server::Handler api(bool takes_body, Body body) {
+    return [this, takes_body, body](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-store");
+      try {
+        if (auto refused = refusal(req)) {
+          const bool csrf = refused->parameter == "csrf_token";
+          send_error(res, *refused, csrf ? "PERMISSION_DENIED" : "UNAUTHENTICATED",
+                     csrf ? 403 : 401);
+          return;
+        }
+        if (takes_body && !is_json(req)) {
+          send_error(res,
+                     Error{ErrorCode::invalid_argument, "content_type",
+                           "content_type: the body must be application/json, got '" +
+                               req.get_header_value("Content-Type") + "'"},
+                     "INVALID_ARGUMENT", 415);
+          return;
+        }
+        if (!desk.ready) {
+          send_error(res, Error{ErrorCode::unavailable, "coordinator",
+                                "coordinator: starting; retry in a moment"});
+          return;
+        }
+        body(req, res);
+      } catch (const std::exception& e) {
+        send_error(res, Error{ErrorCode::internal_error, "console",
+                              std::string("console: unexpected failure: ") + e.what()});
+      }
+    };
+  }
+
+  // A query: its message from the body, one console query at a time, the desk's own method
+  // (which checks every field as the gRPC API does), and the stored result read back whole.
+  template <class Request>
+  httplib::Server::Handler query(cgp::Status (QueryDesk::*method)(const Request*,
+                                                                  v1::QueryResult*)) {
+    return api(true, [this, method](const httplib::Request& req, httplib::Response& res) {
+      Request request;
+      if (auto parsed = message_from_json(req.body, request); !parsed)
+        return send_error(res, parsed.error());
+      if (query_running.exchange(true)) {
+        res.set_header("Retry-After", "1");
+        return send_error(res, Error{ErrorCode::unavailable, "console",
+                                     "console: another console query is running; retry when "
+                                     "it ends"});
+      }
+      struct Done {
+        std::atomic<bool>& flag;
+        ~Done() { flag = false; }
+      } done{query_running};
+      v1::QueryResult out;
+      const cgp::Status ran = (desk.*method)(&request, &out);
+      std::string shown;
+      if (!out.query_id().empty())
+        desk.read_result(out.query_id(),
+                         [&](const v1::QueryResult& full) { shown = console_result_json(full); });
+      if (ran) {
+        res.set_content(shown.empty() ? console_result_json(out) : shown, kJson);
+        return;
+      }
+      // An incomplete query's result exists (with its coverage): the error names it.
+      const Kind kind = kind_of(ran.error().code);
+      auto error = nlohmann::json::parse(error_json(ran.error(), kind.name));
+      if (!shown.empty()) error["result"] = nlohmann::json::parse(shown);
+      res.status = kind.http;
+      res.set_content(error.dump(), kJson);
+    });
+  }
+
+  void routes() {
+    auto& s = *server;
+    s.Post("/api/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-store");
+      try {
+        sign_in(req, res);
+      } catch (const std::exception& e) {
+        send_error(res, Error{ErrorCode::internal_error, "console",
+                              std::string("console: unexpected failure: ") + e.what()});
+      }
+    });
+    s.Delete("/api/v1/session",
+             api(false, [this](const httplib::Request& req, httplib::Response& res) {
+               sessions.close(cookie_value(req, kSessionCookie));
+               res.set_header("Set-Cookie", std::string(kSessionCookie) +
+                                                "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" +
+                                                (tls ? "; Secure" : ""));
+               res.set_content("{}", kJson);
+             }));
+    s.Get("/api/v1/status", api(false, [this](const httplib::Request&, httplib::Response& res) {
+            v1::StatusRequest request;
+            v1::CoordinatorStatus status;
+            if (auto done = desk.status(&request, &status); !done)
+              return send_error(res, done.error());
+            res.set_content(message_to_json(status), kJson);
+          }));
+    s.Get("/api/v1/fleet", api(false, [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(fleet_json(), kJson);
+          }));
+    s.Get("/api/v1/queries",
+          api(false, [this](const httplib::Request& req, httplib::Response& res) {
+            std::size_t limit = 50;
+            if (req.has_param("limit")) {
+              const std::string text = req.get_param_value("limit");
+              char* end = nullptr;
+              const unsigned long long asked = std::strtoull(text.c_str(), &end, 10);
+              if (text.empty() || *end != '\0' || asked == 0 || asked > kMaxListedResults)
+                return send_error(res,
+                                  Error{ErrorCode::out_of_range, "limit",
+                                        "limit: must be 1.." + std::to_string(kMaxListedResults) +
+                                            ", got '" + text + "'"});
+              limit = static_cast<std::size_t>(asked);
+            }
+            nlohmann::json list = nlohmann::json::array();
+            for (const auto& id : desk.recent_result_ids(limit))
+              desk.read_result(id, [&](const v1::QueryResult& r) {
+                list.push_back({{"query_id", r.query_id()},
+                                {"kind", r.kind()},
+                                {"estimate", r.estimate()},
+                                {"rounds_used", r.rounds_used()},
+                                {"seconds", r.seconds()},
+                                {"valid", r.coverage().valid() && r.missing().valid()},
+                                {"users_charged", r.charges_size()}});
+              });
+            res.set_content(nlohmann::json{{"queries", std::move(list)}}.dump(), kJson);
+          }));
+    s.Get(R"(/api/v1/queries/([^/]+))",
+          api(false, [this](const httplib::Request& req, httplib::Response& res) {
+            std::string shown;
+            if (!desk.read_result(req.matches[1], [&](const v1::QueryResult& full) {
+                  shown = console_result_json(full);
+                }))
+              return send_error(res,
+                                Error{ErrorCode::invalid_argument, "query_id",
+                                      "query_id: no finished query has this id (or it is past the "
+                                      "retention bound)"},
+                                "NOT_FOUND", 404);
+            res.set_content(shown, kJson);
+          }));
+    s.Post("/api/v1/queries/range", query(&QueryDesk::range_count));
+    s.Post("/api/v1/queries/kde", query(&QueryDesk::kde));
+    s.Post("/api/v1/queries/knn", query(&QueryDesk::knn));
+    s.Post("/api/v1/queries/top-regions", query(&QueryDesk::top_regions));
+    s.Post("/api/v1/queries/threshold", query(&QueryDesk::threshold));
+    s.Post("/api/v1/watches",
+           api(true, [this](const httplib::Request& req, httplib::Response& res) {
+             v1::StartWatchRequest request;
+             if (auto parsed = message_from_json(req.body, request); !parsed)
+               return send_error(res, parsed.error());
+             v1::WatchReport report;
+             if (auto done = desk.start_watch(&request, &report); !done)
+               return send_error(res, done.error());
+             res.set_content(message_to_json(report), kJson);
+           }));
+    s.Get(R"(/api/v1/watches/([^/]+))",
+          api(false, [this](const httplib::Request& req, httplib::Response& res) {
+            v1::WatchReportRequest request;
+            request.set_watch_id(req.matches[1]);
+            v1::WatchReport report;
+            if (auto done = desk.get_watch(&request, &report); !done)
+              return send_error(res, done.error(), "NOT_FOUND", 404);
+            res.set_content(message_to_json(report), kJson);
+          }));
+  }
+
+  void sign_in(const httplib::Request& req, httplib::Response& res) {
+    if (!is_json(req))
+      return send_error(res,
+                        Error{ErrorCode::invalid_argument, "content_type",
+                              "content_type: the body must be application/json"},
+                        "INVALID_ARGUMENT", 415);
+    const auto body = nlohmann::json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() || !body.contains("credential") ||
+        !body["credential"].is_string())
+      return send_error(res, Error{ErrorCode::malformed_message, "body",
+                                   "body: expected {\"credential\": \"...\"}"});
+    const std::string credential = body["credential"].get<std::string>();
+    if (settings.credential_sha256 && !credential_matches(credential, *settings.credential_sha256))
+      return send_error(res, Error{ErrorCode::unauthenticated, "credential",
+                                   "credential: the analyst credential is refused"});
+    const auto opened = sessions.open(ConsoleSessions::Clock::now());
+    res.set_header("Set-Cookie", std::string(kSessionCookie) + "=" + opened.token +
+                                     "; Path=/; HttpOnly; SameSite=Strict" +
+                                     (tls ? "; Secure" : ""));
+    res.set_content(nlohmann::json{{"csrf_token", opened.csrf}}.dump(), kJson);
+  }
+
+  std::string fleet_json() {
+    v1::StatusRequest request;
+    v1::CoordinatorStatus status;
+    (void)desk.status(&request, &status);
+    nlohmann::json rounds = nlohmann::json::array();
+    for (const auto& r : desk.gateway->recent_rounds())
+      rounds.push_back({{"query_id", r.query_id},
+                        {"round", r.round},
+                        {"asked", r.asked},
+                        {"sent", r.sent},
+                        {"answered", r.answered},
+                        {"refused", r.refused},
+                        {"rejected", r.rejected},
+                        {"unanswered", r.unanswered},
+                        {"not_reached", r.not_reached},
+                        {"ended_by_deadline", r.ended_by_deadline},
+                        {"milliseconds", r.milliseconds},
+                        {"ended_unix_ms", r.ended_unix_ms}});
+    return nlohmann::json{
+        {"enrolled", status.enrolled()},     {"connected", status.connected()},
+        {"queries", status.queries()},       {"rounds_total", status.rounds()},
+        {"requests", status.requests()},     {"replies", status.replies()},
+        {"unanswered", status.unanswered()}, {"query_running", query_running.load()},
+        {"rounds", std::move(rounds)}}
+        .dump();
+  }
+};
+
+ConsoleServer::ConsoleServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+ConsoleServer::~ConsoleServer() {
+  state_->server->stop();
+  if (state_->listener.joinable()) state_->listener.join();
+}
+
+int ConsoleServer::port() const noexcept {
+  return state_->port;
+}
+
+Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
+                                                              ConsoleSettings settings) {
+  auto address = parse_listen_address(settings.address);
+  if (!address)
+    return make_error(ErrorCode::invalid_argument, "console",
+                      "console: " + address.error().message);
+  if (!settings.assets_dir.empty() && !std::filesystem::is_directory(settings.assets_dir))
+    return make_error(ErrorCode::invalid_argument, "console_assets",
+                      "console_assets: '" + settings.assets_dir + "' is not a folder");
+  if (settings.threads == 0 || settings.max_body_bytes == 0)
+    return make_error(ErrorCode::not_positive, "console",
+                      "console: threads and max_body_bytes must be > 0");
+  auto state = std::make_unique<State>(desk, std::move(settings));
+  auto& s = state->settings;
+  if (!s.tls_certificate_chain.empty()) {
+    CGP_RETURN_IF_ERROR(protocol::check_tls_material(s.tls_certificate_chain, s.tls_private_key));
+    std::optional<Error> tls_failed;
+    auto server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& context) {
+      SSL_CTX_set_min_proto_version(&context, TLS1_2_VERSION);
+      if (auto used =
+              protocol::use_certificate_chain(&context, s.tls_certificate_chain, s.tls_private_key);
+          !used) {
+        tls_failed = used.error();
+        return false;
+      }
+      return true;
+    });
+    if (tls_failed) return *tls_failed;
+    if (!server->is_valid())
+      return make_error(ErrorCode::invalid_argument, "console", "console: TLS setup failed");
+    state->server = std::move(server);
+    state->tls = true;
+  } else {
+    state->server = std::make_unique<httplib::Server>();
+  }
+  auto& server = *state->server;
+  const std::size_t threads = s.threads;
+  server.new_task_queue = [threads] { return new BoundedPool(threads, 4 * threads); };
+  server.set_payload_max_length(s.max_body_bytes);
+  server.set_read_timeout(5, 0);
+  server.set_write_timeout(5, 0);
+  server.set_keep_alive_timeout(2);
+  server.set_keep_alive_max_count(100);
+  server.set_default_headers(
+      {{"X-Content-Type-Options", "nosniff"},
+       {"Referrer-Policy", "no-referrer"},
+       {"X-Frame-Options", "DENY"},
+       {"Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data: https:; style-src 'self'; script-src 'self'; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}});
+  // httplib's own errors (no route, body too large, a request it cannot parse) as named errors.
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        switch (res.status) {
+          case 404:
+            send_error(res,
+                       Error{ErrorCode::invalid_argument, "path",
+                             "path: no " + req.method + " " + req.path + " here"},
+                       "NOT_FOUND", 404);
+            break;
+          case 413:
+            send_error(res,
+                       Error{ErrorCode::too_large, "body", "body: larger than the console accepts"},
+                       "RESOURCE_EXHAUSTED", 413);
+            break;
+          default:
+            send_error(res,
+                       Error{ErrorCode::malformed_message, "request",
+                             "request: not an HTTP request the console can read"},
+                       "INVALID_ARGUMENT", res.status);
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        send_error(res, Error{ErrorCode::internal_error, "console", "console: unexpected failure"});
+      });
+  state->routes();
+  if (!s.assets_dir.empty() && !server.set_mount_point("/", s.assets_dir))
+    return make_error(ErrorCode::invalid_argument, "console_assets",
+                      "console_assets: '" + s.assets_dir + "' cannot be served");
+  if (s.assets_dir.empty())
+    server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(
+          "cgpkit console: the page's files are not installed here (--console-assets); the API "
+          "is at /api/v1 (docs/console.md)\n",
+          "text/plain");
+    });
+  const int port = address->port == 0
+                       ? server.bind_to_any_port(address->host)
+                       : (server.bind_to_port(address->host, address->port) ? address->port : -1);
+  if (port <= 0)
+    return make_error(ErrorCode::unavailable, "console",
+                      "console: cannot listen on " + s.address +
+                          " (in use, or not an address "
+                          "of this machine)");
+  state->port = port;
+  state->listener = std::thread([&server] { server.listen_after_bind(); });
+  // stop() does nothing before the server runs: wait for it, so that a destructor right after
+  // start() cannot leave the listener running.
+  for (int waited = 0; !server.is_running() && waited < 5000; ++waited)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  state->log("event=console-listening address=" + protocol::log_value(s.address) +
+             " port=" + std::to_string(port) + (state->tls ? " tls=1" : " tls=0"));
+  return std::unique_ptr<ConsoleServer>(new ConsoleServer(std::move(state)));
+}
+
+}  // namespace cgp::transport::detail

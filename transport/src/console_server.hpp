@@ -1,0 +1,51 @@
+// The console (cgp-coordinator serve --console HOST:PORT): an HTTP API over the same query desk
+// as the Analyst gRPC API, and the static page that uses it (docs/console.md). Off by default,
+// on a port of its own. cpp-httplib (Debian's libcpp-httplib-dev) parses HTTP; this file holds
+// what the console adds: the analyst credential (a bearer token, or a session cookie with a CSRF
+// token), bounded requests, and every error as a named JSON error, mapped from the same error
+// codes as the gRPC API.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cgp/common/expected.hpp"
+#include "cgp/transport/credentials.hpp"
+
+namespace cgp::transport {
+struct QueryDesk;
+namespace detail {
+
+struct ConsoleSettings {
+  std::string address;     // HOST:PORT (port 0: any free one)
+  std::string assets_dir;  // the page's files; empty: the API only
+  // PEM chain and key: HTTPS (and the session cookie is Secure). Empty: plain HTTP.
+  std::string tls_certificate_chain, tls_private_key;
+  // The analyst credential's SHA-256; unset: requests are not checked (loopback tests only).
+  std::optional<CredentialSha256> credential_sha256;
+  std::size_t max_body_bytes = 1 << 20;  // a request body over it is 413
+  std::size_t threads = 8;               // requests served at once
+  std::function<void(const std::string&)> log;
+};
+
+class ConsoleServer {
+ public:
+  // Errors name "console" (the address, the assets folder, TLS material, the port taken).
+  static Expected<std::unique_ptr<ConsoleServer>> start(QueryDesk& desk, ConsoleSettings settings);
+  ~ConsoleServer();  // stops serving; returns when no request runs
+  ConsoleServer(const ConsoleServer&) = delete;
+  ConsoleServer& operator=(const ConsoleServer&) = delete;
+  int port() const noexcept;
+
+  struct State;
+
+ private:
+  explicit ConsoleServer(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace detail
+}  // namespace cgp::transport
