@@ -31,6 +31,7 @@ packages=(
   openjdk-17-jdk-headless libprotobuf-java   # the Java (JNI) binding of the device C ABI and its test
   postgresql-15 libpq-dev                # the live tier's durable state (cluster/); tests run their own server
   haproxy                                # the live tier's device router (TLS SNI -> gateway)
+  chromium chromium-driver python3-selenium   # the console's browser tests (headless)
 )
 
 missing=()

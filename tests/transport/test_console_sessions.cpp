@@ -36,7 +36,7 @@ TEST_CASE("console sessions: a token finds its CSRF token until it expires or is
   CHECK_FALSE(sessions.find(c.token, t0));
 }
 
-TEST_CASE("console sessions: bounded, the oldest goes first; tokens are distinct",
+TEST_CASE("console sessions: bounded, the oldest goes first, tokens are distinct",
           "[transport][console]") {
   ConsoleSessions sessions({/*max_sessions=*/3, /*idle=*/3600s, /*lifetime=*/3600s});
   const auto t0 = ConsoleSessions::Clock::time_point{} + 1000h;

@@ -276,6 +276,15 @@ struct ConsoleServer::State {
                               std::string("console: unexpected failure: ") + e.what()});
       }
     });
+    // Whether the browser's cookie names a live session: the page asks before it shows the
+    // sign-in form (always 200, so that a signed-out page logs no failed request).
+    s.Get("/api/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-store");
+      const bool live =
+          !settings.credential_sha256 ||
+          sessions.find(cookie_value(req, kSessionCookie), ConsoleSessions::Clock::now());
+      res.set_content(nlohmann::json{{"signed_in", live}}.dump(), kJson);
+    });
     s.Delete("/api/v1/session",
              api(false, [this](const httplib::Request& req, httplib::Response& res) {
                sessions.close(cookie_value(req, kSessionCookie));
@@ -386,25 +395,33 @@ struct ConsoleServer::State {
     v1::StatusRequest request;
     v1::CoordinatorStatus status;
     (void)desk.status(&request, &status);
+    auto round_json = [](const RoundSummary& r) {
+      return nlohmann::json{{"query_id", r.query_id},
+                            {"round", r.round},
+                            {"asked", r.asked},
+                            {"sent", r.sent},
+                            {"answered", r.answered},
+                            {"refused", r.refused},
+                            {"rejected", r.rejected},
+                            {"unanswered", r.unanswered},
+                            {"not_reached", r.not_reached},
+                            {"ended_by_deadline", r.ended_by_deadline},
+                            {"milliseconds", r.milliseconds},
+                            {"ended_unix_ms", r.ended_unix_ms}};
+    };
     nlohmann::json rounds = nlohmann::json::array();
-    for (const auto& r : desk.gateway->recent_rounds())
-      rounds.push_back({{"query_id", r.query_id},
-                        {"round", r.round},
-                        {"asked", r.asked},
-                        {"sent", r.sent},
-                        {"answered", r.answered},
-                        {"refused", r.refused},
-                        {"rejected", r.rejected},
-                        {"unanswered", r.unanswered},
-                        {"not_reached", r.not_reached},
-                        {"ended_by_deadline", r.ended_by_deadline},
-                        {"milliseconds", r.milliseconds},
-                        {"ended_unix_ms", r.ended_unix_ms}});
+    for (const auto& r : desk.gateway->recent_rounds()) rounds.push_back(round_json(r));
+    const auto waiting = desk.gateway->round_in_progress();
     return nlohmann::json{
-        {"enrolled", status.enrolled()},     {"connected", status.connected()},
-        {"queries", status.queries()},       {"rounds_total", status.rounds()},
-        {"requests", status.requests()},     {"replies", status.replies()},
-        {"unanswered", status.unanswered()}, {"query_running", query_running.load()},
+        {"enrolled", status.enrolled()},
+        {"connected", status.connected()},
+        {"queries", status.queries()},
+        {"rounds_total", status.rounds()},
+        {"requests", status.requests()},
+        {"replies", status.replies()},
+        {"unanswered", status.unanswered()},
+        {"query_running", query_running.load() || waiting.has_value()},
+        {"round_in_progress", waiting ? round_json(*waiting) : nlohmann::json(nullptr)},
         {"rounds", std::move(rounds)}}
         .dump();
   }

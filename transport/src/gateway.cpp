@@ -499,6 +499,17 @@ std::vector<RoundSummary> DeviceGateway::recent_rounds() const {
   return {impl_->recent_rounds.begin(), impl_->recent_rounds.end()};
 }
 
+std::optional<RoundSummary> DeviceGateway::round_in_progress() const {
+  std::lock_guard lock(impl_->recent_rounds_mutex);
+  if (!impl_->waiting_round) return std::nullopt;
+  RoundSummary now = impl_->waiting_summary;
+  now.answered = now.sent - std::min<std::uint64_t>(now.sent, impl_->waiting_round->awaited());
+  now.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                               impl_->waiting_since)
+                         .count();
+  return now;
+}
+
 GatewayCounters DeviceGateway::counters() const {
   GatewayCounters out = impl_->counters.snapshot();
   // Both device ports share one ledger: its count is every open connection.
@@ -669,6 +680,12 @@ void DeviceGateway::run_round(const coordinator::RoundRequest& request,
   // Collect until every asked device answered, went away, or the deadline passed: late or
   // missing devices are reported as no_answer.
   const auto sent_at = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(core.recent_rounds_mutex);
+    core.waiting_round = round;
+    core.waiting_summary = RoundSummary{request.query_id, request.round, asked, sent};
+    core.waiting_since = began;
+  }
   std::size_t waiting_for = 0;
   const bool all_replied = round->wait_until(sent_at + deadline, waiting_for);
   const auto ended_at = std::chrono::steady_clock::now();
@@ -722,6 +739,7 @@ void DeviceGateway::run_round(const coordinator::RoundRequest& request,
                            .count()};
   {
     std::lock_guard lock(core.recent_rounds_mutex);
+    core.waiting_round.reset();
     if (core.recent_rounds.size() == kRecentRounds) core.recent_rounds.pop_front();
     core.recent_rounds.push_back(std::move(summary));
   }

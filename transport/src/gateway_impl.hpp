@@ -103,6 +103,10 @@ class GatewayCore {
   WatchBoard watches;
   mutable std::mutex recent_rounds_mutex;
   std::deque<RoundSummary> recent_rounds;  // the latest DeviceGateway::kRecentRounds
+  // The round waiting for replies (DeviceGateway::round_in_progress), under the same lock.
+  std::shared_ptr<PendingRound> waiting_round;
+  RoundSummary waiting_summary;
+  std::chrono::steady_clock::time_point waiting_since;
 
   // Streams are spread over several completion queues: Debian's libgrpc keeps gRPC's debug
   // check of outstanding operations, a linear scan of the queue's pending tags at every

@@ -97,6 +97,11 @@ void PendingRound::close() {
       replies_.kind[slot.k] = coordinator::ReplyKind::not_delivered;
 }
 
+std::size_t PendingRound::awaited() {
+  std::lock_guard lock(mutex_);
+  return awaited_;
+}
+
 bool PendingRound::is_open() {
   std::lock_guard lock(mutex_);
   return open_;

@@ -60,6 +60,8 @@ class PendingRound {
   // Late replies are no longer taken; slots whose request never left are not_delivered.
   void close();
   bool is_open();
+  // How many asked devices the round still waits for (a console's live view).
+  std::size_t awaited();
 
  private:
   struct Slot {

@@ -212,6 +212,9 @@ class DeviceGateway {
   GatewayCounters counters() const;
   // The latest rounds (at most kRecentRounds), oldest first.
   std::vector<RoundSummary> recent_rounds() const;
+  // The round waiting for replies now, if any: `answered` counts the devices no longer awaited
+  // (answered, or gone), `milliseconds` the time since it started.
+  std::optional<RoundSummary> round_in_progress() const;
   // The total connection cap in force (ConnectionLimits::max_connections, or the descriptor
   // budget when that is lower).
   std::size_t max_connections() const noexcept;
