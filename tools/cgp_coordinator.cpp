@@ -5,7 +5,7 @@
 //                         [--deadline-ms MS] [--horizon H] [--queues Q] [--quiet]
 //                         [--watch-min-tick-seconds S] [--analyst-listen HOST:PORT]
 //                         [--frame local:LON,LAT] [--check-in] [--drain-ms MS]
-//                         [--console HOST:PORT [--console-assets DIR]]
+//                         [--console HOST:PORT [--console-assets DIR] [--console-tiles URL]]
 //                         [connection limits: see --help]
 //   cgp-coordinator enrol --devices FILE --id ID --credential-out FILE
 //   cgp-coordinator enrol --devices FILE --count N [--prefix P] --secrets-out FILE
@@ -270,7 +270,7 @@ struct Arguments {
   bool quiet = false;
   std::size_t queues = 8, frame_loops = 2, reconnect_rate = 1000;
   std::string metrics_listen, state_file, frame, analyst_listen, frames_listen, console_listen,
-      console_assets;
+      console_assets, console_tiles;
   cgp::transport::ConnectionLimits analyst_limits =
       cgp::transport::CoordinatorOptions::default_analyst_limits();
   bool no_state = false, check_in = false, init_state = false;
@@ -352,6 +352,10 @@ void serve_flags(CLI::App& sub, Arguments& a) {
   serve->add_option("--console-assets", a.console_assets,
                     "the console page's folder (default: share/cgpkit/console beside the "
                     "program's bin folder, if there)");
+  serve->add_option(
+      "--console-tiles", a.console_tiles,
+      "tile server for the console's map, e.g. https://tile.example.org/{z}/{x}/{y}.png "
+      "(needs --frame local:LON,LAT; default: the offline map only)");
   serve->add_option("--metrics-listen", a.metrics_listen,
                     "HOST:PORT for Prometheus' GET /metrics (none by default)");
   serve->add_option("--analyst-listen", a.analyst_listen,
@@ -568,6 +572,9 @@ int run_serve(const Arguments& a) {
   options.metrics_address = a.metrics_listen;
   options.console_address = a.console_listen;
   options.console_assets_dir = a.console_assets;
+  options.console_tiles_url = a.console_tiles;
+  if (a.console_listen.empty() && !a.console_tiles.empty())
+    return fail(2, "--console-tiles: needs --console");
   if (!a.console_listen.empty() && a.console_assets.empty())
     options.console_assets_dir = installed_console_assets();
   if (a.console_listen.empty() && !a.console_assets.empty())

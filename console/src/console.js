@@ -54,11 +54,53 @@ async function signOut() {
 
 // ---- the map and the drawn region ---------------------------------------------------------
 let map, shapeLayer, heatLayer, clicks = [];
-const toLatLng = (x, y) => L.latLng(y, x);
 
-function setupMap() {
-  map = L.map("map", { crs: L.CRS.Simple, minZoom: -10, maxZoom: 4, zoomSnap: 0.25, attributionControl: false });
-  map.fitBounds([toLatLng(-6000, -6000), toLatLng(6000, 6000)]);
+// The map's frame: the data's metres (x, y) ↔ the map's LatLng. Offline, the map is the
+// metres themselves (Leaflet's CRS.Simple, lat = y, lng = x). With a tile server, the map is
+// the web's and the metres are the devices' local frame around its origin: an azimuthal
+// equidistant projection, here on the sphere of the ellipsoid's Gaussian radius at the origin
+// (within a few metres of the devices' WGS 84 one at city scale: the background only — queries
+// are always sent in metres).
+let frame = { toLatLng: (x, y) => L.latLng(y, x), toXY: (ll) => [ll.lng, ll.lat] };
+function localFrame(lon0, lat0) {
+  const a = 6378137, f = 1 / 298.257223563, e2 = f * (2 - f), rad = Math.PI / 180;
+  const p0 = lat0 * rad, l0 = lon0 * rad;
+  const R = a * Math.sqrt(1 - e2) / (1 - e2 * Math.sin(p0) ** 2);
+  return {
+    toLatLng(x, y) {
+      const rho = Math.hypot(x, y);
+      if (rho === 0) return L.latLng(lat0, lon0);
+      const c = rho / R;
+      const phi = Math.asin(Math.cos(c) * Math.sin(p0) + (y * Math.sin(c) * Math.cos(p0)) / rho);
+      const lam = l0 + Math.atan2(x * Math.sin(c), rho * Math.cos(p0) * Math.cos(c) - y * Math.sin(p0) * Math.sin(c));
+      return L.latLng(phi / rad, lam / rad);
+    },
+    toXY(ll) {
+      const phi = ll.lat * rad, dl = ll.lng * rad - l0;
+      const cosC = Math.sin(p0) * Math.sin(phi) + Math.cos(p0) * Math.cos(phi) * Math.cos(dl);
+      const c = Math.acos(Math.min(1, Math.max(-1, cosC)));
+      const k = c === 0 ? 1 : c / Math.sin(c);
+      return [R * k * Math.cos(phi) * Math.sin(dl), R * k * (Math.cos(p0) * Math.sin(phi) - Math.sin(p0) * Math.cos(phi) * Math.cos(dl))];
+    },
+  };
+}
+const toLatLng = (x, y) => frame.toLatLng(x, y);
+// A box in metres as the map's polygon (a box in metres is no box in latitude and longitude).
+const boxLatLngs = (x0, y0, x1, y1) => [toLatLng(x0, y0), toLatLng(x1, y0), toLatLng(x1, y1), toLatLng(x0, y1)];
+
+function setupMap(config) {
+  const tiles = config && config.tiles && config.frame && config.frame.projection === "local";
+  if (tiles) {
+    frame = localFrame(config.frame.origin_lon, config.frame.origin_lat);
+    // Our own attribution control, without Leaflet's prefix (its inline SVG flag has a style
+    // attribute the page's Content-Security-Policy refuses).
+    map = L.map("map", { zoomSnap: 0.25, maxZoom: 19, attributionControl: false });
+    L.control.attribution({ prefix: false }).addTo(map);
+    L.tileLayer(config.tiles, { maxZoom: 19, attribution: `tiles: ${new URL(config.tiles).host}` }).addTo(map);
+  } else {
+    map = L.map("map", { crs: L.CRS.Simple, minZoom: -10, maxZoom: 4, zoomSnap: 0.25, attributionControl: false });
+  }
+  map.fitBounds(L.latLngBounds(boxLatLngs(-6000, -6000, 6000, 6000)));
   // The offline base map: a 1 km graticule, and basemap.geojson (the deployment's own outlines
   // in the data's frame; empty by default).
   const grid = L.layerGroup().addTo(map);
@@ -96,7 +138,7 @@ function onShapeChange() {
 }
 
 function onMapClick(event) {
-  const x = event.latlng.lng, y = event.latlng.lat;
+  const [x, y] = frame.toXY(event.latlng);
   clicks.push([x, y]);
   const s = shape();
   if (s === "box" && clicks.length === 2) {
@@ -142,9 +184,11 @@ function drawRegion() {
   const style = { color: "#d35400", weight: 2, fillOpacity: 0.08 };
   const r = region();
   if (r.box) {
-    L.rectangle([toLatLng(r.box.lo[0], r.box.lo[1]), toLatLng(r.box.hi[0], r.box.hi[1])], style).addTo(shapeLayer);
+    L.polygon(boxLatLngs(r.box.lo[0], r.box.lo[1], r.box.hi[0], r.box.hi[1]), style).addTo(shapeLayer);
   } else if (r.ball) {
-    L.circle(toLatLng(r.ball.center[0], r.ball.center[1]), { ...style, radius: r.ball.radius }).addTo(shapeLayer);
+    const [cx, cy] = r.ball.center, rr = r.ball.radius;
+    const ring = Array.from({ length: 72 }, (_, i) => toLatLng(cx + rr * Math.cos(i * Math.PI / 36), cy + rr * Math.sin(i * Math.PI / 36)));
+    L.polygon(ring, style).addTo(shapeLayer);
   } else {
     const v = polygonVertices().filter((p) => p.length === 2 && p.every(Number.isFinite));
     if (v.length >= 2) L.polygon(v.map((p) => toLatLng(p[0], p[1])), style).addTo(shapeLayer);
@@ -165,12 +209,20 @@ function accuracy() {
     ? { relative: number("relative") } : undefined;
 }
 
-function gridCells() {
+// The region's bounding box in metres.
+function boundingBox() {
   const r = region();
-  const box = r.box || (() => {
-    const b = shapeLayer.getLayers()[0].getBounds();
-    return { lo: [b.getWest(), b.getSouth()], hi: [b.getEast(), b.getNorth()] };
-  })();
+  if (r.box) return r.box;
+  if (r.ball) {
+    const [cx, cy] = r.ball.center, rr = r.ball.radius;
+    return { lo: [cx - rr, cy - rr], hi: [cx + rr, cy + rr] };
+  }
+  const v = polygonVertices();
+  return { lo: [Math.min(...v.map((p) => p[0])), Math.min(...v.map((p) => p[1]))], hi: [Math.max(...v.map((p) => p[0])), Math.max(...v.map((p) => p[1]))] };
+}
+
+function gridCells() {
+  const box = boundingBox();
   const n = Math.max(2, Math.min(60, Math.round(number("cells"))));
   const w = (box.hi[0] - box.lo[0]) / n, h = (box.hi[1] - box.lo[1]) / n;
   const cells = [];
@@ -283,7 +335,7 @@ function drawHeatMap(r, request) {
   const top = new Set(r.top_regions);
   for (const c of counts) {
     const cell = request.regions[c.region].box;
-    L.rectangle([toLatLng(cell.lo[0], cell.lo[1]), toLatLng(cell.hi[0], cell.hi[1])], {
+    L.polygon(boxLatLngs(cell.lo[0], cell.lo[1], cell.hi[0], cell.hi[1]), {
       stroke: top.has(c.region), color: "#ff2d2d", weight: 3,
       fillColor: ramp(Math.max(c.estimate, 0) / most), fillOpacity: 0.55,
     }).bindTooltip(`≈ ${fmt(c.estimate, 1)} users [${fmt(c.lower, 1)}, ${fmt(c.upper, 1)}]${top.has(c.region) ? " — among the busiest" : ""}`)
@@ -335,7 +387,7 @@ async function enter() {
   $("sign-in-panel").hidden = true;
   $("workspace").hidden = false;
   $("sign-out").hidden = false;
-  if (!map) setupMap();
+  if (!map) setupMap(await api.call("GET", "api/v1/console").catch(() => null));
   map.invalidateSize();
   drawRegion();
   await refreshFleet();

@@ -89,14 +89,14 @@ def png_pixels(data):
 class Fleet:
     """A coordinator with its console and a swarm of devices, in a scratch folder."""
 
-    def __init__(self, coordinator, swarm, assets, devices=200):
+    def __init__(self, coordinator, swarm, assets, devices=200, silent=True, extra=()):
         self.dir = tempfile.mkdtemp(prefix="cgp-console-browser-")
         self.processes = []
         self.silent = None
         run = lambda *a: subprocess.run([coordinator, *a], check=True, capture_output=True)
         run("credential", "--out", f"{self.dir}/analyst.key")
         self.credential = open(f"{self.dir}/analyst.key").read().strip()
-        run("enrol", "--devices", f"{self.dir}/devices.csv", "--count", str(devices + 1),
+        run("enrol", "--devices", f"{self.dir}/devices.csv", "--count", str(devices + int(silent)),
             "--secrets-out", f"{self.dir}/secrets.csv")
         self.port, self.console = free_port(), free_port()
         self.processes.append(subprocess.Popen(
@@ -104,7 +104,7 @@ class Fleet:
              "--devices", f"{self.dir}/devices.csv",
              "--analyst-credential", f"{self.dir}/analyst.key", "--budget", "1",
              "--state", f"{self.dir}/state.db", "--deadline-ms", "4000",
-             "--console", f"127.0.0.1:{self.console}", "--console-assets", assets],
+             "--console", f"127.0.0.1:{self.console}", "--console-assets", assets, *extra],
             stderr=open(f"{self.dir}/coordinator.log", "w")))
         self.wait_for(lambda: self.api("GET", "/api/v1/status"), "the console")
         self.processes.append(subprocess.Popen(
@@ -113,6 +113,9 @@ class Fleet:
             stdout=subprocess.DEVNULL, stderr=open(f"{self.dir}/swarm.log", "w")))
         self.wait_for(lambda: int(self.api("GET", "/api/v1/status")["connected"]) == devices,
                       f"{devices} devices")
+        self.devices = devices
+        if not silent:
+            return
         # The silent one: connected, then stopped.
         self.silent = subprocess.Popen(
             [swarm, "--coordinator", f"127.0.0.1:{self.port}", "--count", "1", "--offset",
@@ -157,6 +160,43 @@ class Fleet:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def solid_png(size=256, rgb=(120, 170, 200)):
+    """A size × size PNG of one colour: a tile for the tile server below."""
+    row = b"\x00" + bytes(rgb) * size
+    chunk = lambda kind, body: struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(row * size)) + chunk(b"IEND", b""))
+
+
+class TileServer:
+    """A tile server on loopback that answers every /{z}/{x}/{y}.png with one tile, counting."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        tile, served = solid_png(), []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                served.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(tile)))
+                self.end_headers()
+                self.wfile.write(tile)
+
+            def log_message(self, *args):
+                pass
+
+        self.served = served
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
 def browser(profile):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -172,6 +212,61 @@ def check(condition, message):
     if not condition:
         raise SystemExit(f"FAILED: {message}")
     print(f"ok: {message}", flush=True)
+
+
+def sign_in(driver, wait, fleet):
+    driver.get(f"http://127.0.0.1:{fleet.console}/")
+    wait.until(EC.visibility_of_element_located((By.ID, "credential")))
+    driver.find_element(By.ID, "credential").send_keys(fleet.credential)
+    driver.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
+    wait.until(EC.visibility_of_element_located((By.ID, "map")))
+    try:
+        wait.until(EC.text_to_be_present_in_element(
+            (By.ID, "fleet-summary"), f"{fleet.devices} of {fleet.devices} devices connected"))
+    except Exception:
+        raise SystemExit(f"FAILED: the fleet panel did not show {fleet.devices} devices: "
+                         f"{driver.find_element(By.ID, 'fleet-summary').text!r}; browser console: "
+                         f"{driver.get_log('browser')}")
+
+
+def type_box(driver, x0, y0, x1, y1):
+    for field, value in (("box-x0", x0), ("box-y0", y0), ("box-x1", x1), ("box-y1", y1)):
+        element = driver.find_element(By.ID, field)
+        element.clear()
+        element.send_keys(str(value))
+
+
+def check_tiles(a):
+    """With --frame and --console-tiles: the map is the tile server's, around the frame's origin,
+    and a query drawn on it is still asked in metres."""
+    tiles = TileServer()
+    url = f"http://127.0.0.1:{tiles.port}/{{z}}/{{x}}/{{y}}.png"
+    fleet = Fleet(a.coordinator, a.swarm, a.assets, devices=20, silent=False,
+                  extra=("--frame", "local:-73.97,40.75", "--console-tiles", url))
+    profile = tempfile.mkdtemp(prefix="cgp-chromium-")
+    driver = None
+    try:
+        driver = browser(profile)
+        wait = WebDriverWait(driver, 60)
+        sign_in(driver, wait, fleet)
+        wait.until(lambda d: len(tiles.served) > 0)
+        check(all(p.endswith(".png") for p in tiles.served), f"tiles came from the tile server ({len(tiles.served)} asked)")
+        check(len(driver.find_elements(By.CSS_SELECTOR, "#map img.leaflet-tile")) > 0, "tiles are on the map")
+        type_box(driver, 0, 0, 20000, 20000)
+        driver.find_element(By.ID, "run").click()
+        wait.until(lambda d: d.find_element(By.ID, "result-estimate").text not in ("running…", "–"))
+        query_id = driver.find_element(By.ID, "result-id").text
+        shown = float(driver.find_element(By.ID, "result-estimate").get_attribute("data-value"))
+        stored = fleet.api("GET", f"/api/v1/queries/{query_id}")
+        check(shown == stored["estimate"], f"over tiles, the page shows the API's estimate: {shown}")
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        check(not errors, f"no error in the browser's console over tiles {errors if errors else ''}")
+    finally:
+        if driver is not None:
+            driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+        fleet.close()
+        tiles.close()
 
 
 def main():
@@ -194,13 +289,7 @@ def main():
     try:
         driver = browser(profile)
         wait = WebDriverWait(driver, 60)
-        driver.get(f"http://127.0.0.1:{fleet.console}/")
-        wait.until(EC.visibility_of_element_located((By.ID, "credential")))
-        driver.find_element(By.ID, "credential").send_keys(fleet.credential)
-        driver.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
-        wait.until(EC.visibility_of_element_located((By.ID, "map")))
-        wait.until(EC.text_to_be_present_in_element(
-            (By.ID, "fleet-summary"), f"{fleet.devices} of {fleet.devices} devices connected"))
+        sign_in(driver, wait, fleet)
         check(True, "signed in; the fleet panel shows the connected devices")
 
         # Draw a box with two clicks on the map (the view is ±6 km around the frame's origin).
@@ -241,10 +330,7 @@ def main():
         check(stored["kind"] == "range" and stored["rounds_used"] == 4, "a 4-round range query ran")
 
         # A heat map: counts on a 10 × 10 grid over the city (top regions), top cells outlined.
-        for field, value in (("box-x0", 0), ("box-y0", 0), ("box-x1", 20000), ("box-y1", 20000)):
-            element = driver.find_element(By.ID, field)
-            element.clear()
-            element.send_keys(str(value))
+        type_box(driver, 0, 0, 20000, 20000)
         Select(driver.find_element(By.ID, "kind")).select_by_value("heatmap")
         cells = driver.find_element(By.ID, "cells")
         cells.clear()
@@ -275,6 +361,7 @@ def main():
             driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
         fleet.close()
+    check_tiles(a)
     print("console page: every check passed")
 
 

@@ -9,13 +9,16 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cgp/analyst/analyst_client.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/coordinator/queries.hpp"
 #include "cgp/simulation/device_fleet.hpp"
 #include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/coordinator_service.hpp"
+#include "console_server.hpp"
 #include "network_fixtures.hpp"
 #include "simulation/fleet_fixtures.hpp"
 #include "support/seed.hpp"
@@ -34,7 +37,8 @@ struct LiveConsole {
   std::string address;
 
   LiveConsole(const std::vector<double>& points, std::size_t n, double budget, std::uint64_t seed,
-              const std::string& assets = "", const test::ThrowawayCertificate* tls = nullptr) {
+              const std::string& assets = "", const test::ThrowawayCertificate* tls = nullptr,
+              const std::function<void(transport::CoordinatorOptions&)>& configure = {}) {
     transport::CoordinatorOptions options;
     options.device_ids = test::device_ids(n);
     options.device_budget = budget;
@@ -45,6 +49,7 @@ struct LiveConsole {
       options.gateway.tls_certificate_chain = tls->certificate;
       options.gateway.tls_private_key = tls->key;
     }
+    if (configure) configure(options);
     auto started = transport::CoordinatorService::start(options);
     REQUIRE(started.has_value());
     service = std::move(*started);
@@ -361,4 +366,60 @@ TEST_CASE("console: HTTPS with the coordinator's TLS material", "[transport][con
   auto refused = plain.Get("/api/v1/status", bearer());
   CHECK((!refused || refused->status != 200));
   std::filesystem::remove(ca);
+}
+
+TEST_CASE("console: a tile server for the map, with the devices' frame", "[transport][console]") {
+  CGP_SEEDED(32006);
+  const std::size_t n = 5;
+  auto points = test::uniform_square(n, 2000, seed);
+  const std::string tiles = "https://tiles.example.org:8443/osm/{z}/{x}/{y}.png";
+  LiveConsole live(points, n, 1.0, seed, "", nullptr, [&](transport::CoordinatorOptions& o) {
+    o.gateway.frame = *geometry::LocationFrame::parse("local:-73.97,40.75");
+    o.console_tiles_url = tiles;
+  });
+  auto http = live.client();
+  const json config = body_of(http.Get("/api/v1/console", bearer()));
+  CHECK(config["tiles"] == tiles);
+  CHECK(config["frame"]["projection"] == "local");
+  CHECK(config["frame"]["origin_lon"].get<double>() == -73.97);
+  CHECK(config["frame"]["origin_lat"].get<double>() == 40.75);
+  // The tile server's origin is the one image source allowed besides the console itself.
+  const std::string policy =
+      http.Get("/api/v1/console", bearer())->get_header_value("Content-Security-Policy");
+  CHECK(policy.find("img-src 'self' data: https://tiles.example.org:8443;") != std::string::npos);
+  check_error(http.Get("/api/v1/console"), 401, "unauthenticated", "credential");
+
+  // Without tiles: no frame needed, and no other image source.
+  LiveConsole offline(points, n, 1.0, seed);
+  auto plain = offline.client();
+  CHECK(body_of(plain.Get("/api/v1/console", bearer()))["tiles"].is_null());
+  CHECK(plain.Get("/api/v1/console", bearer())
+            ->get_header_value("Content-Security-Policy")
+            .find("img-src 'self' data:;") != std::string::npos);
+}
+
+TEST_CASE("console: tile URLs that could break out of the page's policy are refused",
+          "[transport][console]") {
+  using transport::detail::tile_origin;
+  CHECK(*tile_origin("https://a.tile.example.org/{z}/{x}/{y}.png") == "https://a.tile.example.org");
+  CHECK(*tile_origin("http://127.0.0.1:8080/{z}/{x}/{y}.png?key=abc") == "http://127.0.0.1:8080");
+  for (const char* bad :
+       {"ftp://example.org/{z}/{x}/{y}.png", "https://example.org/{z}/{x}.png",
+        "https://example.org/{z}/{x}/{y}.png; script-src *",
+        "https://example.org/{z}/{x}/{y}.png 'unsafe-inline'",
+        "https://exa\"mple.org/{z}/{x}/{y}.png", "https://{s}.example.org/{z}/{x}/{y}.png",
+        "https:///{z}/{x}/{y}.png", "https://example.org", ""}) {
+    INFO(bad);
+    auto origin = tile_origin(bad);
+    REQUIRE_FALSE(origin.has_value());
+    CHECK(origin.error().parameter == "console_tiles");
+  }
+  // A tile server needs a local frame to place its tiles: the coordinator refuses to start.
+  transport::CoordinatorOptions options;
+  options.device_ids = test::device_ids(2);
+  options.console_address = "127.0.0.1:0";
+  options.console_tiles_url = "https://tiles.example.org/{z}/{x}/{y}.png";
+  auto started = transport::CoordinatorService::start(options);
+  REQUIRE_FALSE(started.has_value());
+  CHECK(started.error().parameter == "console_tiles");
 }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cgp/common/geometry/projection.hpp"
 #include "cgp/protocol/frames_tls.hpp"
 #include "cgp/protocol/log_format.hpp"
 #include "cgp/protocol/status_codec.hpp"
@@ -149,6 +150,31 @@ bool is_json(const httplib::Request& req) {
 }
 
 }  // namespace
+
+Expected<std::string> tile_origin(const std::string& url) {
+  const auto fail = [&](const std::string& why) {
+    return make_error(ErrorCode::invalid_argument, "console_tiles",
+                      "console_tiles: '" + url + "' " + why);
+  };
+  std::size_t scheme_end = 0;
+  if (url.rfind("https://", 0) == 0)
+    scheme_end = 8;
+  else if (url.rfind("http://", 0) == 0)
+    scheme_end = 7;
+  else
+    return fail("must start with https:// (or http://)");
+  for (const char c : url)
+    if (c <= ' ' || c >= 127 || c == '"' || c == '\'' || c == ',' || c == ';' || c == '\\')
+      return fail("holds a character a tile URL cannot hold (space, quote, comma, semicolon)");
+  for (const char* part : {"{z}", "{x}", "{y}"})
+    if (url.find(part) == std::string::npos) return fail(std::string("has no ") + part);
+  const std::size_t host_end = url.find('/', scheme_end);
+  if (host_end == scheme_end || host_end == std::string::npos) return fail("has no host and path");
+  const std::string origin = url.substr(0, host_end);
+  if (origin.find_first_of("{}?#@") != std::string::npos)
+    return fail("must name its host literally");
+  return origin;
+}
 
 struct ConsoleServer::State {
   QueryDesk& desk;
@@ -300,6 +326,23 @@ struct ConsoleServer::State {
               return send_error(res, done.error());
             res.set_content(message_to_json(status), kJson);
           }));
+    // What the page needs to draw its map: the devices' frame (public: announced to every
+    // device) and the tile server, if any.
+    s.Get("/api/v1/console", api(false, [this](const httplib::Request&, httplib::Response& res) {
+            nlohmann::json frame = nullptr;
+            if (settings.frame)
+              frame = nlohmann::json{
+                  {"projection",
+                   std::string(geometry::projection_kind_name(settings.frame->projection()))},
+                  {"origin_lon", settings.frame->origin_lon()},
+                  {"origin_lat", settings.frame->origin_lat()}};
+            res.set_content(nlohmann::json{{"frame", std::move(frame)},
+                                           {"tiles", settings.tiles_url.empty()
+                                                         ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(settings.tiles_url)}}
+                                .dump(),
+                            kJson);
+          }));
     s.Get("/api/v1/fleet", api(false, [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(fleet_json(), kJson);
           }));
@@ -450,6 +493,16 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
   if (settings.threads == 0 || settings.max_body_bytes == 0)
     return make_error(ErrorCode::not_positive, "console",
                       "console: threads and max_body_bytes must be > 0");
+  std::string image_sources = "'self' data:";
+  if (!settings.tiles_url.empty()) {
+    CGP_ASSIGN_OR_RETURN(const std::string origin, tile_origin(settings.tiles_url));
+    if (!settings.frame ||
+        settings.frame->projection() != geometry::ProjectionKind::local_equidistant)
+      return make_error(ErrorCode::invalid_argument, "console_tiles",
+                        "console_tiles: needs a local frame (--frame local:LON,LAT): the page "
+                        "places the tiles around its origin");
+    image_sources += " " + origin;
+  }
   auto state = std::make_unique<State>(desk, std::move(settings));
   auto& s = state->settings;
   if (!s.tls_certificate_chain.empty()) {
@@ -486,8 +539,9 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
        {"Referrer-Policy", "no-referrer"},
        {"X-Frame-Options", "DENY"},
        {"Content-Security-Policy",
-        "default-src 'self'; img-src 'self' data: https:; style-src 'self'; script-src 'self'; "
-        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}});
+        "default-src 'self'; img-src " + image_sources +
+            "; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
+            "base-uri 'none'; form-action 'self'"}});
   // httplib's own errors (no route, body too large, a request it cannot parse) as named errors.
   server.set_error_handler(
       httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {

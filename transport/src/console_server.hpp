@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cgp/common/expected.hpp"
+#include "cgp/common/geometry/location_frame.hpp"
 #include "cgp/transport/credentials.hpp"
 
 namespace cgp::transport {
@@ -26,10 +27,20 @@ struct ConsoleSettings {
   std::string tls_certificate_chain, tls_private_key;
   // The analyst credential's SHA-256; unset: requests are not checked (loopback tests only).
   std::optional<CredentialSha256> credential_sha256;
+  // A tile server for the page's background ("https://host/{z}/{x}/{y}.png"), drawn around
+  // `frame`'s origin (devices' local frame, which the page needs to place tiles); its origin is
+  // the one image source the page may load besides itself. Empty: the offline map only.
+  std::string tiles_url;
+  std::optional<geometry::LocationFrame> frame;
   std::size_t max_body_bytes = 1 << 20;  // a request body over it is 413
   std::size_t threads = 8;               // requests served at once
   std::function<void(const std::string&)> log;
 };
+
+// The scheme, host and port of a tile URL template: "https://a.example.org/{z}/{x}/{y}.png" →
+// "https://a.example.org". Errors name "console_tiles": not http(s), no {z}/{x}/{y}, or a
+// character that could end a Content-Security-Policy source (space, quote, comma, semicolon).
+Expected<std::string> tile_origin(const std::string& url);
 
 class ConsoleServer {
  public:

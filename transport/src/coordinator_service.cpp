@@ -288,6 +288,8 @@ Expected<std::unique_ptr<CoordinatorService>> CoordinatorService::start(
     detail::ConsoleSettings console;
     console.address = options.console_address;
     console.assets_dir = options.console_assets_dir;
+    console.tiles_url = options.console_tiles_url;
+    console.frame = options.gateway.frame;
     console.tls_certificate_chain = options.gateway.tls_certificate_chain;
     console.tls_private_key = options.gateway.tls_private_key;
     console.credential_sha256 = options.analyst_credential_sha256;

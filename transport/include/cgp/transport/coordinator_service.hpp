@@ -73,6 +73,9 @@ struct CoordinatorOptions {
   // device port's TLS material. Empty: none.
   std::string console_address;
   std::string console_assets_dir;  // empty: the API only
+  // A tile server for the page's background ("https://host/{z}/{x}/{y}.png"), placed around
+  // gateway.frame's origin (needs a local frame). Empty: the offline map only.
+  std::string console_tiles_url;
   // Prometheus text endpoint (GET /metrics) on its own "HOST:PORT"; empty: none.
   std::string metrics_address;
   // SHA-256 of the analyst credential. Unset: analyst calls are not checked (loopback tests only).
