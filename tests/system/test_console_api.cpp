@@ -2,15 +2,21 @@
 // the same queries and results as the Analyst gRPC API, the credential as a bearer token or a
 // session cookie with its CSRF token, and every bad request a named JSON error that charges
 // nobody.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cgp/analyst/analyst_client.hpp"
 #include "cgp/common/geometry/location_frame.hpp"
@@ -103,6 +109,36 @@ std::uint64_t requests_sent(const httplib::Client& c_in) {
   auto& c = const_cast<httplib::Client&>(c_in);
   const json status = body_of(c.Get("/api/v1/status", bearer()));
   return std::stoull(status["requests"].get<std::string>());
+}
+
+// A connection to the console on loopback (-1 if it cannot connect).
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval timeout{20, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  return fd;
+}
+
+// Sends `request` as raw bytes and reads the answer until the console closes the connection.
+std::string raw_exchange(int port, const std::string& request) {
+  const int fd = connect_to(port);
+  REQUIRE(fd >= 0);
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t got; (got = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+    answer.append(buffer, static_cast<std::size_t>(got));
+  ::close(fd);
+  return answer;
 }
 
 json range_body(const std::string& id, double rho, const json& region) {
@@ -422,4 +458,75 @@ TEST_CASE("console: tile URLs that could break out of the page's policy are refu
   auto started = transport::CoordinatorService::start(options);
   REQUIRE_FALSE(started.has_value());
   CHECK(started.error().parameter == "console_tiles");
+}
+
+TEST_CASE("console: hostile HTTP framing is refused by name and never stops the coordinator",
+          "[transport][console]") {
+  CGP_SEEDED(32007);
+  const std::size_t n = 5;
+  auto points = test::uniform_square(n, 2000, seed);
+  LiveConsole live(points, n, 1.0, seed);
+  auto http = live.client();
+  const int port = live.service->console_port();
+  const auto before = requests_sent(http);
+  // Paths that are not UTF-8 (an <img> on any web page can ask for them): a named 404.
+  for (const std::string path : {"/%FF", "/\xff", "/x%C3%28", "/api/v1/queries/%FF"}) {
+    INFO(path);
+    const std::string answer =
+        raw_exchange(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    CHECK(answer.rfind("HTTP/1.1 4", 0) == 0);
+    CHECK(answer.find("\"error\"") != std::string::npos);
+  }
+  // Bodies httplib would read past the size limit or inflate, and many ranges of one file.
+  const std::string bearer_line = std::string("Authorization: Bearer ") + kSecret + "\r\n";
+  const std::string chunked =
+      raw_exchange(port, "POST /api/v1/queries/range HTTP/1.1\r\nHost: x\r\n" + bearer_line +
+                             "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                             "Connection: close\r\n\r\n4\r\n{}  \r\n0\r\n\r\n");
+  CHECK(chunked.rfind("HTTP/1.1 400", 0) == 0);
+  CHECK(chunked.find("\"parameter\":\"transfer_encoding\"") != std::string::npos);
+  auto gzip =
+      http.Post("/api/v1/session", {{"Content-Encoding", "gzip"}}, "{}", "application/json");
+  check_error(gzip, 400, "invalid_argument", "content_encoding");
+  // (httplib cuts even an error into the ranges asked for: the status is what counts here.)
+  auto ranges = http.Get("/api/v1/status", {{"Authorization", std::string("Bearer ") + kSecret},
+                                            {"Range", "bytes=0-1,2-3"}});
+  REQUIRE(ranges);
+  CHECK(ranges->status == 400);
+  // The scheme is case-insensitive; a refusal says which scheme to use.
+  CHECK(http.Get("/api/v1/status", {{"Authorization", std::string("bearer ") + kSecret}})->status ==
+        200);
+  auto refused = http.Get("/api/v1/status");
+  REQUIRE(refused);
+  CHECK(refused->get_header_value("WWW-Authenticate") == "Bearer");
+  check_error(http.Get("/api/v1/queries?limit=+5", bearer()), 400, "out_of_range", "limit");
+  // Still serving, and nobody asked.
+  CHECK(http.Get("/api/v1/status", bearer())->status == 200);
+  CHECK(requests_sent(http) == before);
+}
+
+TEST_CASE("console: a stop does not wait for a client that trickles its request",
+          "[transport][console]") {
+  CGP_SEEDED(32008);
+  const std::size_t n = 3;
+  auto points = test::uniform_square(n, 2000, seed);
+  auto live = std::make_unique<LiveConsole>(points, n, 1.0, seed);
+  // One header byte every 200 ms: never silent long enough for a read timeout.
+  const int fd = connect_to(live->service->console_port());
+  REQUIRE(fd >= 0);
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const std::string start = "GET /api/v1/status HTTP/1.1\r\nX-Slow: ";
+    ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+    while (!stop && ::send(fd, "a", 1, MSG_NOSIGNAL) == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // If the stop waited for the client, this would not return (the client never stops by
+  // itself): the test would hang until ctest's timeout.
+  live.reset();
+  stop = true;
+  trickle.join();
+  ::close(fd);
+  SUCCEED("the coordinator stopped with the slow client still sending");
 }

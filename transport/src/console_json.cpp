@@ -9,6 +9,10 @@
 
 namespace cgp::transport::detail {
 
+std::string json_text(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 Status message_from_json(std::string_view body, google::protobuf::Message& out) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
@@ -81,17 +85,16 @@ std::string console_result_json(const v1::QueryResult& full) {
                    {"rejected", full.rejected_size()},
                    {"unanswered", full.unanswered_size()},
                    {"not_reached", full.not_reached_size()}};
-  return out.dump();
+  return json_text(out);
 }
 
 std::string error_json(const Error& error, std::string_view status) {
-  return nlohmann::json{{"error",
-                         {{"status", status},
-                          {"code", error_code_name(error.code)},
-                          {"code_number", static_cast<int>(error.code)},
-                          {"parameter", error.parameter},
-                          {"message", error.message}}}}
-      .dump();
+  return json_text(nlohmann::json{{"error",
+                                   {{"status", status},
+                                    {"code", error_code_name(error.code)},
+                                    {"code_number", static_cast<int>(error.code)},
+                                    {"parameter", error.parameter},
+                                    {"message", error.message}}}});
 }
 
 }  // namespace cgp::transport::detail

@@ -6,6 +6,7 @@
 
 #include <google/protobuf/message.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,10 @@
 #include "cgp/v1/analyst.pb.h"
 
 namespace cgp::transport::detail {
+
+// JSON text of `value`; bytes that are not UTF-8 (a request's path, a header, an id) become
+// U+FFFD instead of an exception.
+std::string json_text(const nlohmann::json& value);
 
 // `body` as `out`: field names as in the .proto (snake_case) or lowerCamelCase, unknown fields
 // refused. Errors: malformed_message naming "body", with what the parser found.

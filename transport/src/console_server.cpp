@@ -1,6 +1,9 @@
 #include "console_server.hpp"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -115,6 +118,8 @@ Kind kind_of(ErrorCode code) {
 
 void send_error(httplib::Response& res, const Error& error, const char* name, int http) {
   res.status = http;
+  res.set_header("Cache-Control", "no-store");
+  if (http == 401) res.set_header("WWW-Authenticate", "Bearer");
   res.set_content(error_json(error, name), kJson);
 }
 void send_error(httplib::Response& res, const Error& error) {
@@ -139,6 +144,54 @@ std::string cookie_value(const httplib::Request& req, std::string_view name) {
     }
   }
   return {};
+}
+
+// Ends every connection still open on the console's `port`: a worker blocked reading a slow
+// client (httplib's timeouts count silence per read, not the whole request) returns at once,
+// so that a stop never waits for a client. Sockets are found by their local port; the
+// listening socket (no peer) and this process's own client sockets (another local port) are
+// left alone.
+void shut_down_connections(int port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (const dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t length = sizeof local;
+    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &length) != 0)
+      continue;
+    int local_port = -1;
+    if (local.ss_family == AF_INET)
+      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+    else if (local.ss_family == AF_INET6)
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+    length = sizeof peer;
+    if (local_port != port ||
+        ::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &length) != 0)
+      continue;
+    ::shutdown(static_cast<int>(fd), SHUT_RDWR);
+  }
+  ::closedir(dir);
+}
+
+// What httplib would take in unbounded or unchecked: a body it inflates or reads in chunks past
+// the size limit, several ranges of one file built in memory, a NUL in a path (which changes the
+// type a file is served as). Refused before any body is read; nothing else is looked at.
+std::optional<Error> unsafe_framing(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding"))
+    return Error{ErrorCode::invalid_argument, "transfer_encoding",
+                 "transfer_encoding: send the body with a Content-Length, not in chunks"};
+  const std::string encoding = req.get_header_value("Content-Encoding");
+  if (!encoding.empty() && encoding != "identity")
+    return Error{ErrorCode::invalid_argument, "content_encoding",
+                 "content_encoding: the body must not be compressed"};
+  if (req.get_header_value("Range").find(',') != std::string::npos)
+    return Error{ErrorCode::invalid_argument, "range", "range: one range at most"};
+  if (req.path.find('\0') != std::string::npos)
+    return Error{ErrorCode::invalid_argument, "path", "path: holds a NUL byte"};
+  return std::nullopt;
 }
 
 bool is_json(const httplib::Request& req) {
@@ -182,6 +235,7 @@ struct ConsoleServer::State {
   ConsoleSessions sessions;
   std::unique_ptr<httplib::Server> server;
   std::thread listener;
+  std::atomic<bool> listener_done{false};
   int port = 0;
   bool tls = false;
   std::atomic<bool> query_running{false};  // one console query at a time (they queue in the desk)
@@ -197,8 +251,10 @@ struct ConsoleServer::State {
   std::optional<Error> refusal(const httplib::Request& req) {
     if (!settings.credential_sha256) return std::nullopt;
     const std::string authorization = req.get_header_value("Authorization");
-    constexpr std::string_view kBearer = "Bearer ";
-    if (authorization.rfind(kBearer, 0) == 0) {
+    constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive
+    std::string scheme = authorization.substr(0, kBearer.size());
+    for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (scheme == kBearer) {
       if (credential_matches(std::string_view(authorization).substr(kBearer.size()),
                              *settings.credential_sha256))
         return std::nullopt;
@@ -287,7 +343,7 @@ struct ConsoleServer::State {
       auto error = nlohmann::json::parse(error_json(ran.error(), kind.name));
       if (!shown.empty()) error["result"] = nlohmann::json::parse(shown);
       res.status = kind.http;
-      res.set_content(error.dump(), kJson);
+      res.set_content(json_text(error), kJson);
     });
   }
 
@@ -309,7 +365,7 @@ struct ConsoleServer::State {
       const bool live =
           !settings.credential_sha256 ||
           sessions.find(cookie_value(req, kSessionCookie), ConsoleSessions::Clock::now());
-      res.set_content(nlohmann::json{{"signed_in", live}}.dump(), kJson);
+      res.set_content(json_text({{"signed_in", live}}), kJson);
     });
     s.Delete("/api/v1/session",
              api(false, [this](const httplib::Request& req, httplib::Response& res) {
@@ -336,43 +392,45 @@ struct ConsoleServer::State {
                    std::string(geometry::projection_kind_name(settings.frame->projection()))},
                   {"origin_lon", settings.frame->origin_lon()},
                   {"origin_lat", settings.frame->origin_lat()}};
-            res.set_content(nlohmann::json{{"frame", std::move(frame)},
-                                           {"tiles", settings.tiles_url.empty()
-                                                         ? nlohmann::json(nullptr)
-                                                         : nlohmann::json(settings.tiles_url)}}
-                                .dump(),
+            res.set_content(json_text({{"frame", std::move(frame)},
+                                       {"tiles", settings.tiles_url.empty()
+                                                     ? nlohmann::json(nullptr)
+                                                     : nlohmann::json(settings.tiles_url)}}),
                             kJson);
           }));
     s.Get("/api/v1/fleet", api(false, [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(fleet_json(), kJson);
           }));
-    s.Get("/api/v1/queries",
-          api(false, [this](const httplib::Request& req, httplib::Response& res) {
-            std::size_t limit = 50;
-            if (req.has_param("limit")) {
-              const std::string text = req.get_param_value("limit");
-              char* end = nullptr;
-              const unsigned long long asked = std::strtoull(text.c_str(), &end, 10);
-              if (text.empty() || *end != '\0' || asked == 0 || asked > kMaxListedResults)
-                return send_error(res,
-                                  Error{ErrorCode::out_of_range, "limit",
-                                        "limit: must be 1.." + std::to_string(kMaxListedResults) +
-                                            ", got '" + text + "'"});
-              limit = static_cast<std::size_t>(asked);
-            }
-            nlohmann::json list = nlohmann::json::array();
-            for (const auto& id : desk.recent_result_ids(limit))
-              desk.read_result(id, [&](const v1::QueryResult& r) {
-                list.push_back({{"query_id", r.query_id()},
-                                {"kind", r.kind()},
-                                {"estimate", r.estimate()},
-                                {"rounds_used", r.rounds_used()},
-                                {"seconds", r.seconds()},
-                                {"valid", r.coverage().valid() && r.missing().valid()},
-                                {"users_charged", r.charges_size()}});
-              });
-            res.set_content(nlohmann::json{{"queries", std::move(list)}}.dump(), kJson);
-          }));
+    s.Get(
+        "/api/v1/queries", api(false, [this](const httplib::Request& req, httplib::Response& res) {
+          std::size_t limit = 50;
+          if (req.has_param("limit")) {
+            const std::string text = req.get_param_value("limit");
+            char* end = nullptr;
+            const unsigned long long asked = std::strtoull(text.c_str(), &end, 10);
+            const bool digits =
+                !text.empty() && text.size() <= 6 &&
+                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (!digits || *end != '\0' || asked == 0 || asked > kMaxListedResults)
+              return send_error(
+                  res, Error{ErrorCode::out_of_range, "limit",
+                             "limit: must be 1.." + std::to_string(kMaxListedResults) + ", got '" +
+                                 text + "'"});
+            limit = static_cast<std::size_t>(asked);
+          }
+          nlohmann::json list = nlohmann::json::array();
+          for (const auto& id : desk.recent_result_ids(limit))
+            desk.read_result(id, [&](const v1::QueryResult& r) {
+              list.push_back({{"query_id", r.query_id()},
+                              {"kind", r.kind()},
+                              {"estimate", r.estimate()},
+                              {"rounds_used", r.rounds_used()},
+                              {"seconds", r.seconds()},
+                              {"valid", r.coverage().valid() && r.missing().valid()},
+                              {"users_charged", r.charges_size()}});
+            });
+          res.set_content(json_text({{"queries", std::move(list)}}), kJson);
+        }));
     s.Get(R"(/api/v1/queries/([^/]+))",
           api(false, [this](const httplib::Request& req, httplib::Response& res) {
             std::string shown;
@@ -431,7 +489,7 @@ struct ConsoleServer::State {
     res.set_header("Set-Cookie", std::string(kSessionCookie) + "=" + opened.token +
                                      "; Path=/; HttpOnly; SameSite=Strict" +
                                      (tls ? "; Secure" : ""));
-    res.set_content(nlohmann::json{{"csrf_token", opened.csrf}}.dump(), kJson);
+    res.set_content(json_text({{"csrf_token", opened.csrf}}), kJson);
   }
 
   std::string fleet_json() {
@@ -455,18 +513,17 @@ struct ConsoleServer::State {
     nlohmann::json rounds = nlohmann::json::array();
     for (const auto& r : desk.gateway->recent_rounds()) rounds.push_back(round_json(r));
     const auto waiting = desk.gateway->round_in_progress();
-    return nlohmann::json{
-        {"enrolled", status.enrolled()},
-        {"connected", status.connected()},
-        {"queries", status.queries()},
-        {"rounds_total", status.rounds()},
-        {"requests", status.requests()},
-        {"replies", status.replies()},
-        {"unanswered", status.unanswered()},
-        {"query_running", query_running.load() || waiting.has_value()},
-        {"round_in_progress", waiting ? round_json(*waiting) : nlohmann::json(nullptr)},
-        {"rounds", std::move(rounds)}}
-        .dump();
+    return json_text(
+        {{"enrolled", status.enrolled()},
+         {"connected", status.connected()},
+         {"queries", status.queries()},
+         {"rounds_total", status.rounds()},
+         {"requests", status.requests()},
+         {"replies", status.replies()},
+         {"unanswered", status.unanswered()},
+         {"query_running", query_running.load() || waiting.has_value()},
+         {"round_in_progress", waiting ? round_json(*waiting) : nlohmann::json(nullptr)},
+         {"rounds", std::move(rounds)}});
   }
 };
 
@@ -474,6 +531,12 @@ ConsoleServer::ConsoleServer(std::unique_ptr<State> state) : state_(std::move(st
 
 ConsoleServer::~ConsoleServer() {
   state_->server->stop();
+  // The listener returns once its workers have: end the connections they may be blocked on
+  // (again while it waits, for connections accepted just before the stop).
+  while (state_->listener.joinable() && !state_->listener_done) {
+    shut_down_connections(state_->port);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   if (state_->listener.joinable()) state_->listener.join();
 }
 
@@ -532,37 +595,44 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
   server.set_payload_max_length(s.max_body_bytes);
   server.set_read_timeout(5, 0);
   server.set_write_timeout(5, 0);
-  server.set_keep_alive_timeout(2);
-  server.set_keep_alive_max_count(100);
-  server.set_default_headers(
-      {{"X-Content-Type-Options", "nosniff"},
-       {"Referrer-Policy", "no-referrer"},
-       {"X-Frame-Options", "DENY"},
-       {"Content-Security-Policy",
-        "default-src 'self'; img-src " + image_sources +
-            "; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
-            "base-uri 'none'; form-action 'self'"}});
+  // One request per connection: a kept-alive connection holds its worker between requests (a
+  // console tab polls every second), and 8 tabs would hold them all.
+  server.set_keep_alive_max_count(1);
+  httplib::Headers headers{
+      {"X-Content-Type-Options", "nosniff"},
+      {"Referrer-Policy", "no-referrer"},
+      {"X-Frame-Options", "DENY"},
+      {"Content-Security-Policy",
+       "default-src 'self'; img-src " + image_sources +
+           "; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
+           "base-uri 'none'; form-action 'self'"}};
+  if (state->tls) headers.emplace("Strict-Transport-Security", "max-age=31536000");
+  server.set_default_headers(std::move(headers));
   // httplib's own errors (no route, body too large, a request it cannot parse) as named errors.
-  server.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+  server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) noexcept {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        switch (res.status) {
-          case 404:
-            send_error(res,
-                       Error{ErrorCode::invalid_argument, "path",
-                             "path: no " + req.method + " " + req.path + " here"},
-                       "NOT_FOUND", 404);
-            break;
-          case 413:
-            send_error(res,
-                       Error{ErrorCode::too_large, "body", "body: larger than the console accepts"},
-                       "RESOURCE_EXHAUSTED", 413);
-            break;
-          default:
-            send_error(res,
-                       Error{ErrorCode::malformed_message, "request",
-                             "request: not an HTTP request the console can read"},
-                       "INVALID_ARGUMENT", res.status);
+        try {
+          switch (res.status) {
+            case 404:
+              send_error(res,
+                         Error{ErrorCode::invalid_argument, "path",
+                               "path: no " + req.method + " " + req.path + " here"},
+                         "NOT_FOUND", 404);
+              break;
+            case 413:
+              send_error(
+                  res, Error{ErrorCode::too_large, "body", "body: larger than the console accepts"},
+                  "RESOURCE_EXHAUSTED", 413);
+              break;
+            default:
+              send_error(res,
+                         Error{ErrorCode::malformed_message, "request",
+                               "request: not an HTTP request the console can read"},
+                         "INVALID_ARGUMENT", res.status);
+          }
+        } catch (...) {
+          res.set_content("{}", kJson);  // out of memory: an empty error, no exception out
         }
         return httplib::Server::HandlerResponse::Handled;
       }));
@@ -570,6 +640,13 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         send_error(res, Error{ErrorCode::internal_error, "console", "console: unexpected failure"});
       });
+  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (auto refused = unsafe_framing(req)) {
+      send_error(res, *refused, "INVALID_ARGUMENT", 400);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   state->routes();
   if (!s.assets_dir.empty() && !server.set_mount_point("/", s.assets_dir))
     return make_error(ErrorCode::invalid_argument, "console_assets",
@@ -590,7 +667,10 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
                           " (in use, or not an address "
                           "of this machine)");
   state->port = port;
-  state->listener = std::thread([&server] { server.listen_after_bind(); });
+  state->listener = std::thread([&server, &done = state->listener_done] {
+    server.listen_after_bind();
+    done = true;
+  });
   // stop() does nothing before the server runs: wait for it, so that a destructor right after
   // start() cannot leave the listener running.
   for (int waited = 0; !server.is_running() && waited < 5000; ++waited)
