@@ -240,6 +240,22 @@ struct ConsoleServer::State {
   bool tls = false;
   std::atomic<bool> query_running{false};  // one console query at a time (they queue in the desk)
 
+  // One console query or watch at a time (both wait for the desk's query lock, and a worker
+  // waiting there serves nobody else): the slot, released when it goes, or none and a 503 with
+  // Retry-After already written.
+  struct SlotRelease {
+    void operator()(std::atomic<bool>* flag) const noexcept { *flag = false; }
+  };
+  using CallSlot = std::unique_ptr<std::atomic<bool>, SlotRelease>;
+  CallSlot take_call_slot(httplib::Response& res) {
+    if (!query_running.exchange(true)) return CallSlot(&query_running);
+    res.set_header("Retry-After", "1");
+    send_error(res, Error{ErrorCode::unavailable, "console",
+                          "console: another console query or watch is running; retry when it "
+                          "ends"});
+    return nullptr;
+  }
+
   State(QueryDesk& d, ConsoleSettings s) : desk(d), settings(std::move(s)) {}
 
   void log(const std::string& line) const {
@@ -318,16 +334,8 @@ struct ConsoleServer::State {
       Request request;
       if (auto parsed = message_from_json(req.body, request); !parsed)
         return send_error(res, parsed.error());
-      if (query_running.exchange(true)) {
-        res.set_header("Retry-After", "1");
-        return send_error(res, Error{ErrorCode::unavailable, "console",
-                                     "console: another console query is running; retry when "
-                                     "it ends"});
-      }
-      struct Done {
-        std::atomic<bool>& flag;
-        ~Done() { flag = false; }
-      } done{query_running};
+      const CallSlot slot = take_call_slot(res);
+      if (!slot) return;
       v1::QueryResult out;
       const cgp::Status ran = (desk.*method)(&request, &out);
       std::string shown;
@@ -454,6 +462,8 @@ struct ConsoleServer::State {
              v1::StartWatchRequest request;
              if (auto parsed = message_from_json(req.body, request); !parsed)
                return send_error(res, parsed.error());
+             const CallSlot slot = take_call_slot(res);
+             if (!slot) return;
              v1::WatchReport report;
              if (auto done = desk.start_watch(&request, &report); !done)
                return send_error(res, done.error());
