@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config       # toolchain
-  libboost-dev                           # Boost.Geometry (polygons, projections), Boost.Math, Beast (/metrics)
+  libboost-dev                           # Boost.Geometry (polygons, projections), Boost.Math, Beast (/metrics, the console)
   libnanoflann-dev                       # k-d trees for exact kNN
   libprotobuf-dev protobuf-compiler      # cgp.v1 wire protocol
   libeigen3-dev                          # dense linear algebra
@@ -18,7 +18,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev gnuplot-nox   # cgp-sim: CLI, JSON, tables, plots
   libfast-float-dev                      # cgp-sim: data files' numbers (fast_float::from_chars)
   libgrpc++-dev protobuf-compiler-grpc   # transport between coordinator and devices
-  libcpp-httplib-dev                     # the coordinator's console (HTTP API and page)
+  libcpp-httplib-dev                     # the console's tests: an HTTP(S) client
   prometheus-cpp-dev                     # the coordinator's metrics (served with Boost.Beast)
   openssl libssl-dev                     # TLS material checked at start; tests make certificates
   systemd                                # tests: systemd-analyze verify deploy/*.service

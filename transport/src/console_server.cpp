@@ -1,18 +1,8 @@
 #include "console_server.hpp"
 
-#include <dirent.h>
-#include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
+#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <filesystem>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
 
 #include "cgp/common/geometry/projection.hpp"
@@ -20,6 +10,8 @@
 #include "cgp/protocol/log_format.hpp"
 #include "cgp/protocol/status_codec.hpp"
 #include "connection_admission.hpp"
+#include "console_assets.hpp"
+#include "console_http.hpp"
 #include "console_json.hpp"
 #include "console_sessions.hpp"
 #include "query_desk.hpp"
@@ -32,57 +24,6 @@ constexpr const char* kSessionCookie = "cgp_console_session";
 constexpr const char* kCsrfHeader = "X-CSRF-Token";
 constexpr const char* kJson = "application/json";
 constexpr std::size_t kMaxListedResults = 200;
-
-// httplib's own pool queues every accepted connection without a bound. This one holds at most
-// `max_queued` waiting connections; past that the accepting thread serves the connection itself,
-// so that it stops accepting and new connections wait in the kernel's backlog (bounded) instead
-// of in memory.
-class BoundedPool final : public httplib::TaskQueue {
- public:
-  BoundedPool(std::size_t threads, std::size_t max_queued) : max_queued_(max_queued) {
-    for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
-  }
-  void enqueue(std::function<void()> fn) override {
-    {
-      std::unique_lock lock(mutex_);
-      if (jobs_.size() < max_queued_) {
-        jobs_.push_back(std::move(fn));
-        ready_.notify_one();
-        return;
-      }
-    }
-    fn();
-  }
-  void shutdown() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    ready_.notify_all();
-    for (auto& worker : workers_) worker.join();
-  }
-
- private:
-  void work() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;  // stopping, nothing left
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  const std::size_t max_queued_;
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
-};
 
 // The kind of an error as the Analyst API names it (its gRPC code), and its HTTP status.
 struct Kind {
@@ -116,22 +57,21 @@ Kind kind_of(ErrorCode code) {
   }
 }
 
-void send_error(httplib::Response& res, const Error& error, const char* name, int http) {
+void send_error(HttpResponse& res, const Error& error, const char* name, int http) {
   res.status = http;
   res.set_header("Cache-Control", "no-store");
   if (http == 401) res.set_header("WWW-Authenticate", "Bearer");
   res.set_content(error_json(error, name), kJson);
 }
-void send_error(httplib::Response& res, const Error& error) {
+void send_error(HttpResponse& res, const Error& error) {
   const Kind kind = kind_of(error.code);
   send_error(res, error, kind.name, kind.http);
 }
 
 // The value of cookie `name` in the request's Cookie headers, or "".
-std::string cookie_value(const httplib::Request& req, std::string_view name) {
-  const auto cookies = req.headers.equal_range("Cookie");
-  for (auto it = cookies.first; it != cookies.second; ++it) {
-    std::string_view rest = it->second;
+std::string cookie_value(const HttpRequest& req, std::string_view name) {
+  for (const auto& header : req.header_values("Cookie")) {
+    std::string_view rest = header;
     while (!rest.empty()) {
       const auto end = rest.find(';');
       std::string_view pair = rest.substr(0, end);
@@ -146,56 +86,8 @@ std::string cookie_value(const httplib::Request& req, std::string_view name) {
   return {};
 }
 
-// Ends every connection still open on the console's `port`: a worker blocked reading a slow
-// client (httplib's timeouts count silence per read, not the whole request) returns at once,
-// so that a stop never waits for a client. Sockets are found by their local port; the
-// listening socket (no peer) and this process's own client sockets (another local port) are
-// left alone.
-void shut_down_connections(int port) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  while (const dirent* entry = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0') continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t length = sizeof local;
-    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &length) != 0)
-      continue;
-    int local_port = -1;
-    if (local.ss_family == AF_INET)
-      local_port = ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
-    else if (local.ss_family == AF_INET6)
-      local_port = ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
-    length = sizeof peer;
-    if (local_port != port ||
-        ::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &length) != 0)
-      continue;
-    ::shutdown(static_cast<int>(fd), SHUT_RDWR);
-  }
-  ::closedir(dir);
-}
-
-// What httplib would take in unbounded or unchecked: a body it inflates or reads in chunks past
-// the size limit, several ranges of one file built in memory, a NUL in a path (which changes the
-// type a file is served as). Refused before any body is read; nothing else is looked at.
-std::optional<Error> unsafe_framing(const httplib::Request& req) {
-  if (req.has_header("Transfer-Encoding"))
-    return Error{ErrorCode::invalid_argument, "transfer_encoding",
-                 "transfer_encoding: send the body with a Content-Length, not in chunks"};
-  const std::string encoding = req.get_header_value("Content-Encoding");
-  if (!encoding.empty() && encoding != "identity")
-    return Error{ErrorCode::invalid_argument, "content_encoding",
-                 "content_encoding: the body must not be compressed"};
-  if (req.get_header_value("Range").find(',') != std::string::npos)
-    return Error{ErrorCode::invalid_argument, "range", "range: one range at most"};
-  if (req.path.find('\0') != std::string::npos)
-    return Error{ErrorCode::invalid_argument, "path", "path: holds a NUL byte"};
-  return std::nullopt;
-}
-
-bool is_json(const httplib::Request& req) {
-  std::string type = req.get_header_value("Content-Type");
+bool is_json(const HttpRequest& req) {
+  std::string type = req.header("Content-Type");
   type = type.substr(0, type.find(';'));
   while (!type.empty() && type.back() == ' ') type.pop_back();
   for (auto& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -230,13 +122,12 @@ Expected<std::string> tile_origin(const std::string& url) {
 }
 
 struct ConsoleServer::State {
+  using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
   QueryDesk& desk;
   ConsoleSettings settings;
   ConsoleSessions sessions;
-  std::unique_ptr<httplib::Server> server;
-  std::thread listener;
-  std::atomic<bool> listener_done{false};
-  int port = 0;
+  std::optional<ConsoleAssets> assets;
+  std::unique_ptr<HttpServer> server;  // last: stopped before the rest goes
   bool tls = false;
   std::atomic<bool> query_running{false};  // one console query at a time (they queue in the desk)
 
@@ -247,7 +138,7 @@ struct ConsoleServer::State {
     void operator()(std::atomic<bool>* flag) const noexcept { *flag = false; }
   };
   using CallSlot = std::unique_ptr<std::atomic<bool>, SlotRelease>;
-  CallSlot take_call_slot(httplib::Response& res) {
+  CallSlot take_call_slot(HttpResponse& res) {
     if (!query_running.exchange(true)) return CallSlot(&query_running);
     res.set_header("Retry-After", "1");
     send_error(res, Error{ErrorCode::unavailable, "console",
@@ -264,9 +155,9 @@ struct ConsoleServer::State {
 
   // Who may call: the credential as a bearer token (scripts; no CSRF needed, as a browser never
   // adds it on its own), or a live session cookie, with its CSRF token on every POST and DELETE.
-  std::optional<Error> refusal(const httplib::Request& req) {
+  std::optional<Error> refusal(const HttpRequest& req) {
     if (!settings.credential_sha256) return std::nullopt;
-    const std::string authorization = req.get_header_value("Authorization");
+    const std::string authorization = req.header("Authorization");
     constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive
     std::string scheme = authorization.substr(0, kBearer.size());
     for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -284,7 +175,7 @@ struct ConsoleServer::State {
                    "credential: the analyst credential is missing or refused (sign in, or send "
                    "it as a bearer token)"};
     if ((req.method == "POST" || req.method == "DELETE") &&
-        !ConsoleSessions::csrf_matches(req.get_header_value(kCsrfHeader), *csrf))
+        !ConsoleSessions::csrf_matches(req.header(kCsrfHeader), *csrf))
       return Error{ErrorCode::unauthenticated, "csrf_token",
                    "csrf_token: a request with the session cookie must carry the session's "
                    "CSRF token in the X-CSRF-Token header"};
@@ -294,8 +185,8 @@ struct ConsoleServer::State {
   // Every API handler runs inside this: the credential, a JSON body where there is one, the
   // desk ready, and no exception out (an unexpected one is a named internal_error).
   template <class Body>
-  httplib::Server::Handler api(bool takes_body, Body body) {
-    return [this, takes_body, body](const httplib::Request& req, httplib::Response& res) {
+  Handler api(bool takes_body, Body body) {
+    return [this, takes_body, body](const HttpRequest& req, HttpResponse& res) {
       res.set_header("Cache-Control", "no-store");
       try {
         if (auto refused = refusal(req)) {
@@ -308,7 +199,7 @@ struct ConsoleServer::State {
           send_error(res,
                      Error{ErrorCode::invalid_argument, "content_type",
                            "content_type: the body must be application/json, got '" +
-                               req.get_header_value("Content-Type") + "'"},
+                               req.header("Content-Type") + "'"},
                      "INVALID_ARGUMENT", 415);
           return;
         }
@@ -328,9 +219,8 @@ struct ConsoleServer::State {
   // A query: its message from the body, one console query at a time, the desk's own method
   // (which checks every field as the gRPC API does), and the stored result read back whole.
   template <class Request>
-  httplib::Server::Handler query(cgp::Status (QueryDesk::*method)(const Request*,
-                                                                  v1::QueryResult*)) {
-    return api(true, [this, method](const httplib::Request& req, httplib::Response& res) {
+  Handler query(cgp::Status (QueryDesk::*method)(const Request*, v1::QueryResult*)) {
+    return api(true, [this, method](const HttpRequest& req, HttpResponse& res) {
       Request request;
       if (auto parsed = message_from_json(req.body, request); !parsed)
         return send_error(res, parsed.error());
@@ -355,9 +245,34 @@ struct ConsoleServer::State {
     });
   }
 
+  // The API's routes: a method and a path, or a path prefix followed by an id (which holds no
+  // '/').
+  struct Route {
+    const char* method;
+    std::string path;
+    bool takes_id;
+    Handler handler;
+  };
+  std::vector<Route> api_routes;
+  struct Routes {
+    std::vector<Route>& list;
+    void Get(std::string path, Handler h) { list.push_back({"GET", std::move(path), false, h}); }
+    void Post(std::string path, Handler h) { list.push_back({"POST", std::move(path), false, h}); }
+    void Delete(std::string path, Handler h) {
+      list.push_back({"DELETE", std::move(path), false, h});
+    }
+    void GetById(std::string prefix, Handler h) {
+      list.push_back({"GET", std::move(prefix), true, h});
+    }
+  };
+  // The id a request to `prefix`{id} names.
+  static std::string id_of(const HttpRequest& req, const std::string& prefix) {
+    return req.path.substr(prefix.size());
+  }
+
   void routes() {
-    auto& s = *server;
-    s.Post("/api/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
+    Routes s{api_routes};
+    s.Post("/api/v1/session", [this](const HttpRequest& req, HttpResponse& res) {
       res.set_header("Cache-Control", "no-store");
       try {
         sign_in(req, res);
@@ -368,22 +283,21 @@ struct ConsoleServer::State {
     });
     // Whether the browser's cookie names a live session: the page asks before it shows the
     // sign-in form (always 200, so that a signed-out page logs no failed request).
-    s.Get("/api/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
+    s.Get("/api/v1/session", [this](const HttpRequest& req, HttpResponse& res) {
       res.set_header("Cache-Control", "no-store");
       const bool live =
           !settings.credential_sha256 ||
           sessions.find(cookie_value(req, kSessionCookie), ConsoleSessions::Clock::now());
       res.set_content(json_text({{"signed_in", live}}), kJson);
     });
-    s.Delete("/api/v1/session",
-             api(false, [this](const httplib::Request& req, httplib::Response& res) {
+    s.Delete("/api/v1/session", api(false, [this](const HttpRequest& req, HttpResponse& res) {
                sessions.close(cookie_value(req, kSessionCookie));
                res.set_header("Set-Cookie", std::string(kSessionCookie) +
                                                 "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" +
                                                 (tls ? "; Secure" : ""));
                res.set_content("{}", kJson);
              }));
-    s.Get("/api/v1/status", api(false, [this](const httplib::Request&, httplib::Response& res) {
+    s.Get("/api/v1/status", api(false, [this](const HttpRequest&, HttpResponse& res) {
             v1::StatusRequest request;
             v1::CoordinatorStatus status;
             if (auto done = desk.status(&request, &status); !done)
@@ -392,7 +306,7 @@ struct ConsoleServer::State {
           }));
     // What the page needs to draw its map: the devices' frame (public: announced to every
     // device) and the tile server, if any.
-    s.Get("/api/v1/console", api(false, [this](const httplib::Request&, httplib::Response& res) {
+    s.Get("/api/v1/console", api(false, [this](const HttpRequest&, HttpResponse& res) {
             nlohmann::json frame = nullptr;
             if (settings.frame)
               frame = nlohmann::json{
@@ -406,59 +320,57 @@ struct ConsoleServer::State {
                                                      : nlohmann::json(settings.tiles_url)}}),
                             kJson);
           }));
-    s.Get("/api/v1/fleet", api(false, [this](const httplib::Request&, httplib::Response& res) {
+    s.Get("/api/v1/fleet", api(false, [this](const HttpRequest&, HttpResponse& res) {
             res.set_content(fleet_json(), kJson);
           }));
-    s.Get(
-        "/api/v1/queries", api(false, [this](const httplib::Request& req, httplib::Response& res) {
-          std::size_t limit = 50;
-          if (req.has_param("limit")) {
-            const std::string text = req.get_param_value("limit");
-            char* end = nullptr;
-            const unsigned long long asked = std::strtoull(text.c_str(), &end, 10);
-            const bool digits =
-                !text.empty() && text.size() <= 6 &&
-                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-            if (!digits || *end != '\0' || asked == 0 || asked > kMaxListedResults)
-              return send_error(
-                  res, Error{ErrorCode::out_of_range, "limit",
-                             "limit: must be 1.." + std::to_string(kMaxListedResults) + ", got '" +
-                                 text + "'"});
-            limit = static_cast<std::size_t>(asked);
-          }
-          nlohmann::json list = nlohmann::json::array();
-          for (const auto& id : desk.recent_result_ids(limit))
-            desk.read_result(id, [&](const v1::QueryResult& r) {
-              list.push_back({{"query_id", r.query_id()},
-                              {"kind", r.kind()},
-                              {"estimate", r.estimate()},
-                              {"rounds_used", r.rounds_used()},
-                              {"seconds", r.seconds()},
-                              {"valid", r.coverage().valid() && r.missing().valid()},
-                              {"users_charged", r.charges_size()}});
-            });
-          res.set_content(json_text({{"queries", std::move(list)}}), kJson);
-        }));
-    s.Get(R"(/api/v1/queries/([^/]+))",
-          api(false, [this](const httplib::Request& req, httplib::Response& res) {
-            std::string shown;
-            if (!desk.read_result(req.matches[1], [&](const v1::QueryResult& full) {
-                  shown = console_result_json(full);
-                }))
-              return send_error(res,
-                                Error{ErrorCode::invalid_argument, "query_id",
-                                      "query_id: no finished query has this id (or it is past the "
-                                      "retention bound)"},
-                                "NOT_FOUND", 404);
-            res.set_content(shown, kJson);
+    s.Get("/api/v1/queries", api(false, [this](const HttpRequest& req, HttpResponse& res) {
+            std::size_t limit = 50;
+            if (const auto given = req.param("limit")) {
+              const std::string& text = *given;
+              char* end = nullptr;
+              const unsigned long long asked = std::strtoull(text.c_str(), &end, 10);
+              const bool digits = !text.empty() && text.size() <= 6 &&
+                                  std::all_of(text.begin(), text.end(),
+                                              [](char c) { return c >= '0' && c <= '9'; });
+              if (!digits || *end != '\0' || asked == 0 || asked > kMaxListedResults)
+                return send_error(res,
+                                  Error{ErrorCode::out_of_range, "limit",
+                                        "limit: must be 1.." + std::to_string(kMaxListedResults) +
+                                            ", got '" + text + "'"});
+              limit = static_cast<std::size_t>(asked);
+            }
+            nlohmann::json list = nlohmann::json::array();
+            for (const auto& id : desk.recent_result_ids(limit))
+              desk.read_result(id, [&](const v1::QueryResult& r) {
+                list.push_back({{"query_id", r.query_id()},
+                                {"kind", r.kind()},
+                                {"estimate", r.estimate()},
+                                {"rounds_used", r.rounds_used()},
+                                {"seconds", r.seconds()},
+                                {"valid", r.coverage().valid() && r.missing().valid()},
+                                {"users_charged", r.charges_size()}});
+              });
+            res.set_content(json_text({{"queries", std::move(list)}}), kJson);
           }));
+    s.GetById(
+        "/api/v1/queries/", api(false, [this](const HttpRequest& req, HttpResponse& res) {
+          std::string shown;
+          if (!desk.read_result(id_of(req, "/api/v1/queries/"), [&](const v1::QueryResult& full) {
+                shown = console_result_json(full);
+              }))
+            return send_error(res,
+                              Error{ErrorCode::invalid_argument, "query_id",
+                                    "query_id: no finished query has this id (or it is past the "
+                                    "retention bound)"},
+                              "NOT_FOUND", 404);
+          res.set_content(shown, kJson);
+        }));
     s.Post("/api/v1/queries/range", query(&QueryDesk::range_count));
     s.Post("/api/v1/queries/kde", query(&QueryDesk::kde));
     s.Post("/api/v1/queries/knn", query(&QueryDesk::knn));
     s.Post("/api/v1/queries/top-regions", query(&QueryDesk::top_regions));
     s.Post("/api/v1/queries/threshold", query(&QueryDesk::threshold));
-    s.Post("/api/v1/watches",
-           api(true, [this](const httplib::Request& req, httplib::Response& res) {
+    s.Post("/api/v1/watches", api(true, [this](const HttpRequest& req, HttpResponse& res) {
              v1::StartWatchRequest request;
              if (auto parsed = message_from_json(req.body, request); !parsed)
                return send_error(res, parsed.error());
@@ -469,18 +381,52 @@ struct ConsoleServer::State {
                return send_error(res, done.error());
              res.set_content(message_to_json(report), kJson);
            }));
-    s.Get(R"(/api/v1/watches/([^/]+))",
-          api(false, [this](const httplib::Request& req, httplib::Response& res) {
-            v1::WatchReportRequest request;
-            request.set_watch_id(req.matches[1]);
-            v1::WatchReport report;
-            if (auto done = desk.get_watch(&request, &report); !done)
-              return send_error(res, done.error(), "NOT_FOUND", 404);
-            res.set_content(message_to_json(report), kJson);
-          }));
+    s.GetById("/api/v1/watches/", api(false, [this](const HttpRequest& req, HttpResponse& res) {
+                v1::WatchReportRequest request;
+                request.set_watch_id(id_of(req, "/api/v1/watches/"));
+                v1::WatchReport report;
+                if (auto done = desk.get_watch(&request, &report); !done)
+                  return send_error(res, done.error(), "NOT_FOUND", 404);
+                res.set_content(message_to_json(report), kJson);
+              }));
   }
 
-  void sign_in(const httplib::Request& req, httplib::Response& res) {
+  // Every request: an API route, the page's files, or a named error (405 for a path the API has
+  // with another method, 404 for the rest).
+  void handle(const HttpRequest& req, HttpResponse& res) {
+    bool path_known = false;
+    for (const auto& route : api_routes) {
+      const bool matches = route.takes_id
+                               ? req.path.size() > route.path.size() &&
+                                     req.path.starts_with(route.path) &&
+                                     req.path.find('/', route.path.size()) == std::string::npos
+                               : req.path == route.path;
+      if (!matches) continue;
+      path_known = true;
+      if (req.method == route.method) return route.handler(req, res);
+    }
+    if (path_known) {
+      res.set_header("Allow", "GET, POST, DELETE");
+      return send_error(res,
+                        Error{ErrorCode::invalid_argument, "method",
+                              "method: " + req.method + " is not a method of " + req.path},
+                        "INVALID_ARGUMENT", 405);
+    }
+    if (req.method == "GET" && !req.path.starts_with("/api/")) {
+      if (assets && assets->serve(req.path, res)) return;
+      if (!assets && req.path == "/")
+        return res.set_content(
+            "cgpkit console: the page's files are not installed here (--console-assets); the "
+            "API is at /api/v1 (docs/console.md)\n",
+            "text/plain; charset=utf-8");
+    }
+    send_error(res,
+               Error{ErrorCode::invalid_argument, "path",
+                     "path: no " + req.method + " " + req.path + " here"},
+               "NOT_FOUND", 404);
+  }
+
+  void sign_in(const HttpRequest& req, HttpResponse& res) {
     if (!is_json(req))
       return send_error(res,
                         Error{ErrorCode::invalid_argument, "content_type",
@@ -540,18 +486,11 @@ struct ConsoleServer::State {
 ConsoleServer::ConsoleServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 ConsoleServer::~ConsoleServer() {
-  state_->server->stop();
-  // The listener returns once its workers have: end the connections they may be blocked on
-  // (again while it waits, for connections accepted just before the stop).
-  while (state_->listener.joinable() && !state_->listener_done) {
-    shut_down_connections(state_->port);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (state_->listener.joinable()) state_->listener.join();
+  state_->server.reset();  // stops serving and waits for the handlers that run
 }
 
 int ConsoleServer::port() const noexcept {
-  return state_->port;
+  return state_->server->port();
 }
 
 Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
@@ -560,9 +499,6 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
   if (!address)
     return make_error(ErrorCode::invalid_argument, "console",
                       "console: " + address.error().message);
-  if (!settings.assets_dir.empty() && !std::filesystem::is_directory(settings.assets_dir))
-    return make_error(ErrorCode::invalid_argument, "console_assets",
-                      "console_assets: '" + settings.assets_dir + "' is not a folder");
   if (settings.threads == 0 || settings.max_body_bytes == 0)
     return make_error(ErrorCode::not_positive, "console",
                       "console: threads and max_body_bytes must be > 0");
@@ -578,37 +514,20 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
   }
   auto state = std::make_unique<State>(desk, std::move(settings));
   auto& s = state->settings;
-  if (!s.tls_certificate_chain.empty()) {
-    CGP_RETURN_IF_ERROR(protocol::check_tls_material(s.tls_certificate_chain, s.tls_private_key));
-    std::optional<Error> tls_failed;
-    auto server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& context) {
-      SSL_CTX_set_min_proto_version(&context, TLS1_2_VERSION);
-      if (auto used =
-              protocol::use_certificate_chain(&context, s.tls_certificate_chain, s.tls_private_key);
-          !used) {
-        tls_failed = used.error();
-        return false;
-      }
-      return true;
-    });
-    if (tls_failed) return *tls_failed;
-    if (!server->is_valid())
-      return make_error(ErrorCode::invalid_argument, "console", "console: TLS setup failed");
-    state->server = std::move(server);
-    state->tls = true;
-  } else {
-    state->server = std::make_unique<httplib::Server>();
+  if (!s.assets_dir.empty()) {
+    CGP_ASSIGN_OR_RETURN(auto assets, ConsoleAssets::open(s.assets_dir));
+    state->assets.emplace(std::move(assets));
   }
-  auto& server = *state->server;
-  const std::size_t threads = s.threads;
-  server.new_task_queue = [threads] { return new BoundedPool(threads, 4 * threads); };
-  server.set_payload_max_length(s.max_body_bytes);
-  server.set_read_timeout(5, 0);
-  server.set_write_timeout(5, 0);
-  // One request per connection: a kept-alive connection holds its worker between requests (a
-  // console tab polls every second), and 8 tabs would hold them all.
-  server.set_keep_alive_max_count(1);
-  httplib::Headers headers{
+  state->tls = !s.tls_certificate_chain.empty();
+  HttpServerSettings http;
+  http.host = address->host;
+  http.port = address->port;
+  http.tls_certificate_chain = s.tls_certificate_chain;
+  http.tls_private_key = s.tls_private_key;
+  http.max_body_bytes = s.max_body_bytes;
+  http.workers = s.threads;
+  http.max_queued = 4 * s.threads;
+  http.default_headers = {
       {"X-Content-Type-Options", "nosniff"},
       {"Referrer-Policy", "no-referrer"},
       {"X-Frame-Options", "DENY"},
@@ -616,77 +535,19 @@ Expected<std::unique_ptr<ConsoleServer>> ConsoleServer::start(QueryDesk& desk,
        "default-src 'self'; img-src " + image_sources +
            "; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
            "base-uri 'none'; form-action 'self'"}};
-  if (state->tls) headers.emplace("Strict-Transport-Security", "max-age=31536000");
-  server.set_default_headers(std::move(headers));
-  // httplib's own errors (no route, body too large, a request it cannot parse) as named errors.
-  server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) noexcept {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        try {
-          switch (res.status) {
-            case 404:
-              send_error(res,
-                         Error{ErrorCode::invalid_argument, "path",
-                               "path: no " + req.method + " " + req.path + " here"},
-                         "NOT_FOUND", 404);
-              break;
-            case 413:
-              send_error(
-                  res, Error{ErrorCode::too_large, "body", "body: larger than the console accepts"},
-                  "RESOURCE_EXHAUSTED", 413);
-              break;
-            default:
-              send_error(res,
-                         Error{ErrorCode::malformed_message, "request",
-                               "request: not an HTTP request the console can read"},
-                         "INVALID_ARGUMENT", res.status);
-          }
-        } catch (...) {
-          res.set_content("{}", kJson);  // out of memory: an empty error, no exception out
-        }
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        send_error(res, Error{ErrorCode::internal_error, "console", "console: unexpected failure"});
-      });
-  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (auto refused = unsafe_framing(req)) {
-      send_error(res, *refused, "INVALID_ARGUMENT", 400);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
+  if (state->tls)
+    http.default_headers.emplace_back("Strict-Transport-Security", "max-age=31536000");
   state->routes();
-  if (!s.assets_dir.empty() && !server.set_mount_point("/", s.assets_dir))
-    return make_error(ErrorCode::invalid_argument, "console_assets",
-                      "console_assets: '" + s.assets_dir + "' cannot be served");
-  if (s.assets_dir.empty())
-    server.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(
-          "cgpkit console: the page's files are not installed here (--console-assets); the API "
-          "is at /api/v1 (docs/console.md)\n",
-          "text/plain");
-    });
-  const int port = address->port == 0
-                       ? server.bind_to_any_port(address->host)
-                       : (server.bind_to_port(address->host, address->port) ? address->port : -1);
-  if (port <= 0)
-    return make_error(ErrorCode::unavailable, "console",
-                      "console: cannot listen on " + s.address +
-                          " (in use, or not an address "
-                          "of this machine)");
-  state->port = port;
-  state->listener = std::thread([&server, &done = state->listener_done] {
-    server.listen_after_bind();
-    done = true;
-  });
-  // stop() does nothing before the server runs: wait for it, so that a destructor right after
-  // start() cannot leave the listener running.
-  for (int waited = 0; !server.is_running() && waited < 5000; ++waited)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto server = HttpServer::start(
+      std::move(http),
+      [state = state.get()](const HttpRequest& req, HttpResponse& res) { state->handle(req, res); },
+      [](HttpResponse& res, const Error& error, const char* status, int code) {
+        send_error(res, error, status, code);
+      });
+  if (!server) return server.error();
+  state->server = std::move(*server);
   state->log("event=console-listening address=" + protocol::log_value(s.address) +
-             " port=" + std::to_string(port) + (state->tls ? " tls=1" : " tls=0"));
+             " port=" + std::to_string(state->server->port()) + (state->tls ? " tls=1" : " tls=0"));
   return std::unique_ptr<ConsoleServer>(new ConsoleServer(std::move(state)));
 }
 

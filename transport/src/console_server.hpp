@@ -1,8 +1,9 @@
 // The console (cgp-coordinator serve --console HOST:PORT): an HTTP API over the same query desk
 // as the Analyst gRPC API, and the static page that uses it (docs/console.md). Off by default,
-// on a port of its own. cpp-httplib (Debian's libcpp-httplib-dev) parses HTTP; this file holds
-// what the console adds: the analyst credential (a bearer token, or a session cookie with a CSRF
-// token), bounded requests, and every error as a named JSON error, mapped from the same error
+// on a port of its own. HTTP is Boost.Beast behind console_http.hpp (which bounds every request:
+// one deadline, head and body sizes, connections, handlers); this file holds what the console
+// adds: the routes, the analyst credential (a bearer token, or a session cookie with a CSRF
+// token), the page's files, and every error as a named JSON error, mapped from the same error
 // codes as the gRPC API.
 #pragma once
 
