@@ -313,8 +313,8 @@ TEST_CASE("console: bad requests are named errors and charge nobody", "[transpor
   }
   // Hostile polygons: a bow tie, a ring of two vertices, a non-finite vertex.
   const json bow_tie = {{"polygon", {{"outer", {{"xy", {0, 0, 1000, 1000, 1000, 0, 0, 1000}}}}}}};
-  check_error(http.Post("/api/v1/queries/range", bearer(), range_body("", 0.01, bow_tie).dump(),
-                        "application/json"),
+  check_error(http.Post("/api/v1/queries/range", bearer(),
+                        range_body("fixable", 0.01, bow_tie).dump(), "application/json"),
               400, "self_intersecting_polygon", "polygon.outer");
   const json two = {{"polygon", {{"outer", {{"xy", {0, 0, 1000, 1000}}}}}}};
   auto r2 = http.Post("/api/v1/queries/range", bearer(), range_body("", 0.01, two).dump(),
@@ -348,6 +348,16 @@ TEST_CASE("console: bad requests are named errors and charge nobody", "[transpor
   check_error(http.Get("/api/v1/queries?limit=1e9", bearer()), 400, "out_of_range", "limit");
   CHECK(requests_sent(http) == before);
   CHECK(body_of(http.Get("/api/v1/status", bearer()))["queries"] == "0");
+  // A refused query asked no device: its id is free for the query fixed.
+  auto fixed = http.Post("/api/v1/queries/range", bearer(), range_body("fixable", 0.01, box).dump(),
+                         "application/json");
+  REQUIRE(fixed);
+  INFO(fixed->body);
+  CHECK(fixed->status == 200);
+  CHECK(body_of(fixed)["query_id"] == "fixable");
+  check_error(http.Post("/api/v1/queries/range", bearer(), range_body("fixable", 0.01, box).dump(),
+                        "application/json"),
+              409, "already_exists", "query_id");
 }
 
 TEST_CASE("console: the page's files, with their security headers", "[transport][console]") {

@@ -580,6 +580,7 @@ void NetworkFleet::add_devices(std::vector<std::string> device_ids) {
 void NetworkFleet::ask(const coordinator::RoundRequest& request,
                        coordinator::RoundReplies& replies) {
   const std::size_t out_dim = request.statistic == StatisticKind::location ? dimension_ : 1;
+  ++rounds_begun_;
   replies.resize(request.users.size(), out_dim);
   if (before_round_ && !before_round_(request).ok()) {
     std::fill(replies.kind.begin(), replies.kind.end(), coordinator::ReplyKind::not_delivered);

@@ -376,6 +376,7 @@ cgp::Status QueryDesk::run(const v1::QueryOptions& in, const char* kind, v1::Que
   exhausted_now = prepared->exhausted.size();
   if (anyone_asked) {
     intent_error.reset();
+    const std::uint64_t rounds_before = fleet->rounds_begun();
     cgp::Status ran;
     try {
       ran = body(query, charges, *out);
@@ -386,6 +387,9 @@ cgp::Status QueryDesk::run(const v1::QueryOptions& in, const char* kind, v1::Que
       used_ids.insert(query.query_id);
       throw;
     }
+    // Refused before its first round (a region, a point or a grid the engine cannot take):
+    // no device saw the id, nothing was charged, and the analyst may send it again, fixed.
+    if (!ran.ok() && fleet->rounds_begun() == rounds_before) return ran.error();
     // A query that failed after its first round still charged devices: the mirror's view
     // of the charges is kept, whatever happens next, and its intents are settled with it.
     persist_mirror(&query.query_id);

@@ -282,6 +282,9 @@ class NetworkFleet final : public coordinator::Fleet {
   // is not_delivered (nothing released, nothing charged) and the caller reports the error.
   using RoundGate = std::function<Status(const coordinator::RoundRequest&)>;
   void set_before_round(RoundGate gate) { before_round_ = std::move(gate); }
+  // Rounds this fleet has been asked to run, counted before anything of them is written or
+  // sent: a query that fails with this unchanged asked no device.
+  std::uint64_t rounds_begun() const noexcept { return rounds_begun_; }
 
  private:
   DeviceGateway& gateway_;
@@ -291,6 +294,7 @@ class NetworkFleet final : public coordinator::Fleet {
   std::chrono::milliseconds round_deadline_;
   bool check_in_ = false;
   RoundGate before_round_;
+  std::uint64_t rounds_begun_ = 0;  // under the caller's query lock, as ask() is
 };
 
 }  // namespace cgp::transport
