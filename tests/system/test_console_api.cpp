@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -232,7 +233,14 @@ TEST_CASE("console: the credential, sessions and CSRF", "[transport][console]") 
   CGP_SEEDED(32002);
   const std::size_t n = 20;
   auto points = test::uniform_square(n, 2000, seed);
-  LiveConsole live(points, n, 1.0, seed);
+  std::mutex log_mutex;
+  std::vector<std::string> refused_lines;
+  LiveConsole live(points, n, 1.0, seed, "", nullptr, [&](transport::CoordinatorOptions& o) {
+    o.gateway.log = [&](const std::string& line) {
+      std::lock_guard lock(log_mutex);
+      if (line.find("event=console-refused") != std::string::npos) refused_lines.push_back(line);
+    };
+  });
   auto http = live.client();
   const std::string query =
       range_body("", 0.01, {{"box", {{"lo", {0, 0}}, {"hi", {1000, 1000}}}}}).dump();
@@ -245,6 +253,15 @@ TEST_CASE("console: the credential, sessions and CSRF", "[transport][console]") 
               "unauthenticated", "credential");
   check_error(http.Post("/api/v1/session", R"({"secret": 1})", "application/json"), 400,
               "malformed_message", "body");
+  // A wrong credential is logged for the operator (one line a second at most; the rest counted),
+  // a missing one is not.
+  {
+    std::lock_guard lock(log_mutex);
+    REQUIRE_FALSE(refused_lines.empty());
+    CHECK(refused_lines.front().find("peer=127.0.0.1") != std::string::npos);
+    CHECK(refused_lines.front().find("parameter=credential") != std::string::npos);
+    CHECK(refused_lines.front().find("path=/api/v1/status") != std::string::npos);
+  }
 
   auto signed_in =
       http.Post("/api/v1/session", json{{"credential", kSecret}}.dump(), "application/json");

@@ -333,6 +333,9 @@ class Connection final : public ConnectionBase,
     lowest().expires_never();  // the answer may take as long as its query
     auto request = to_request(parser_.get());
     if (!request) return send(refused(server_, request.error(), "INVALID_ARGUMENT", 400));
+    beast::error_code no_peer;
+    const auto peer = lowest().socket().remote_endpoint(no_peer);
+    if (!no_peer) request->peer = peer.address().to_string();
     std::function<void()> job = [self = this->shared_from_this(),
                                  request = std::move(*request)]() mutable {
       HttpResponse response;

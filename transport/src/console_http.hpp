@@ -34,6 +34,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> params;   // the query string, decoded
   std::vector<std::pair<std::string, std::string>> headers;  // as received
   std::string body;
+  std::string peer;  // the client's address, for logs
   // The first value of header `name` (any case), or "".
   std::string header(std::string_view name) const;
   bool has_header(std::string_view name) const;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -153,6 +155,29 @@ struct ConsoleServer::State {
     if (settings.log) settings.log(line);
   }
 
+  // A wrong credential or CSRF token, logged for the operator: at most one line a second, the
+  // lines held back counted in the next (a guessing client cannot flood the log).
+  std::mutex refusal_log_mutex;
+  ConsoleSessions::Clock::time_point refusal_logged_at{};
+  std::uint64_t refusals_held_back = 0;
+  void log_refused(const HttpRequest& req, const Error& why) {
+    std::uint64_t held_back = 0;
+    {
+      std::lock_guard lock(refusal_log_mutex);
+      const auto now = ConsoleSessions::Clock::now();
+      if (now - refusal_logged_at < std::chrono::seconds(1)) {
+        ++refusals_held_back;
+        return;
+      }
+      refusal_logged_at = now;
+      held_back = std::exchange(refusals_held_back, 0);
+    }
+    log("event=console-refused peer=" + protocol::log_value(req.peer) +
+        " method=" + protocol::log_value(req.method) + " path=" + protocol::log_value(req.path) +
+        " parameter=" + protocol::log_value(why.parameter) +
+        " held_back=" + std::to_string(held_back));
+  }
+
   // Who may call: the credential as a bearer token (scripts; no CSRF needed, as a browser never
   // adds it on its own), or a live session cookie, with its CSRF token on every POST and DELETE.
   std::optional<Error> refusal(const HttpRequest& req) {
@@ -191,6 +216,9 @@ struct ConsoleServer::State {
       try {
         if (auto refused = refusal(req)) {
           const bool csrf = refused->parameter == "csrf_token";
+          // A credential or token that was sent and is wrong (not one missing: a signed-out
+          // page asks before it signs in).
+          if (csrf || !req.header("Authorization").empty()) log_refused(req, *refused);
           send_error(res, *refused, csrf ? "PERMISSION_DENIED" : "UNAUTHENTICATED",
                      csrf ? 403 : 401);
           return;
@@ -438,9 +466,13 @@ struct ConsoleServer::State {
       return send_error(res, Error{ErrorCode::malformed_message, "body",
                                    "body: expected {\"credential\": \"...\"}"});
     const std::string credential = body["credential"].get<std::string>();
-    if (settings.credential_sha256 && !credential_matches(credential, *settings.credential_sha256))
-      return send_error(res, Error{ErrorCode::unauthenticated, "credential",
-                                   "credential: the analyst credential is refused"});
+    if (settings.credential_sha256 &&
+        !credential_matches(credential, *settings.credential_sha256)) {
+      const Error refused{ErrorCode::unauthenticated, "credential",
+                          "credential: the analyst credential is refused"};
+      log_refused(req, refused);
+      return send_error(res, refused);
+    }
     const auto opened = sessions.open(ConsoleSessions::Clock::now());
     res.set_header("Set-Cookie", std::string(kSessionCookie) + "=" + opened.token +
                                      "; Path=/; HttpOnly; SameSite=Strict" +
