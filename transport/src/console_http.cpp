@@ -91,7 +91,8 @@ class BoundedWorkers {
 class ConnectionBase {
  public:
   virtual ~ConnectionBase() = default;
-  // Since when it waits for its request (none: the request is read and being answered).
+  // Since when it waits for its request or, answered, for the client to close (none: its
+  // request is being answered). Only such connections are closed to make room.
   std::optional<std::chrono::steady_clock::time_point> waiting_since;
   virtual void close() = 0;
 };
@@ -381,6 +382,9 @@ class Connection final : public ConnectionBase,
   // its FIN and reads what the client still sends (closing with unread bytes would reset the
   // connection, and the client could lose the answer).
   void finish() {
+    // Answered: nothing is owed to it any more, so at the cap it may make room like a
+    // connection that has not sent its request (a client that never closes holds nothing).
+    waiting_since = std::chrono::steady_clock::now();
     if constexpr (kTls) {
       stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {});
     } else {
