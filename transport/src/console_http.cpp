@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "asio_listener.hpp"
 #include "cgp/protocol/frames_tls.hpp"
 
 namespace cgp::transport::detail {
@@ -175,7 +176,6 @@ struct HttpServer::State {
   std::thread thread;
   std::unique_ptr<BoundedWorkers> workers;
 
-  void accept();
   void admit(tcp::socket socket);
 };
 
@@ -410,32 +410,11 @@ class Connection final : public ConnectionBase,
 
 }  // namespace
 
-void HttpServer::State::accept() {
-  acceptor.async_accept([this](beast::error_code error, tcp::socket socket) {
-    if (error == asio::error::operation_aborted) return;  // stopping
-    if (error) {
-      // Out of descriptors (or another accept error): try again a little later, not in a loop.
-      retry.expires_after(std::chrono::milliseconds(50));
-      retry.async_wait([this](beast::error_code waited) {
-        if (!waited) accept();
-      });
-      return;
-    }
-    accept();  // first: nothing below may leave the port without an accept pending
-    try {
-      admit(std::move(socket));
-    } catch (const std::exception&) {  // out of memory: this connection is dropped
-    }
-  });
-}
-
 // At the cap, the connection that has waited longest for its request makes room; when every
 // connection is being answered, the new one is closed.
 void HttpServer::State::admit(tcp::socket socket) {
   if (connections.size() >= settings.max_connections) {
-    ConnectionBase* oldest = nullptr;
-    for (auto* c : connections)
-      if (c->waiting_since && (!oldest || *c->waiting_since < *oldest->waiting_since)) oldest = c;
+    ConnectionBase* oldest = longest_waiting(connections);
     if (!oldest) return;  // the socket closes here
     oldest->close();
     connections.erase(oldest);  // its handlers still run (aborted), and find it gone
@@ -484,35 +463,12 @@ Expected<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerSettings setti
     CGP_RETURN_IF_ERROR(
         protocol::use_certificate_chain(context, s.tls_certificate_chain, s.tls_private_key));
   }
-  beast::error_code error;
-  tcp::resolver resolver(state->io);
-  const auto endpoints = resolver.resolve(s.host, std::to_string(s.port), error);
-  if (error || endpoints.empty())
-    return make_error(ErrorCode::invalid_argument, "console",
-                      "console: cannot resolve '" + s.host + "': " + error.message());
-  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
-  state->acceptor.open(endpoint.protocol(), error);
-  if (!error) state->acceptor.set_option(asio::socket_base::reuse_address(true), error);
-  if (!error) state->acceptor.bind(endpoint, error);
-  if (!error) state->acceptor.listen(asio::socket_base::max_listen_connections, error);
-  if (error)
-    return make_error(ErrorCode::unavailable, "console",
-                      "console: cannot listen on " + s.host + ":" + std::to_string(s.port) +
-                          " (in use, or not an address of this machine): " + error.message());
+  CGP_RETURN_IF_ERROR(listen_on(state->acceptor, s.host, s.port, "console"));
   state->port = state->acceptor.local_endpoint().port();
   state->workers = std::make_unique<BoundedWorkers>(s.workers, s.max_queued);
-  state->accept();
-  state->thread = std::thread([io = &state->io] {
-    // A handler that throws (out of memory while composing an answer) drops its connection,
-    // not the server: run again until stopped.
-    for (;;) {
-      try {
-        io->run();
-        return;
-      } catch (const std::exception&) {
-      }
-    }
-  });
+  accept_each(state->acceptor, state->retry,
+              [state = state.get()](tcp::socket socket) { state->admit(std::move(socket)); });
+  state->thread = run_io_thread(state->io);
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(state)));
 }
 

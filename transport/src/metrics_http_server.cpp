@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "asio_listener.hpp"
 #include "cgp/common/validate.hpp"
 
 namespace cgp::transport::detail {
@@ -34,7 +35,6 @@ struct MetricsHttpServer::State {
   asio::steady_timer retry{io};
   int port = 0;
   std::thread thread;
-  void accept();
   void admit(tcp::socket socket);
 };
 
@@ -102,33 +102,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 }  // namespace
 
-void MetricsHttpServer::State::accept() {
-  acceptor.async_accept([this](beast::error_code error, tcp::socket socket) {
-    if (error == asio::error::operation_aborted) return;  // stopping
-    if (error) {
-      // Out of descriptors (or another accept error): try again a little later, not in a loop.
-      retry.expires_after(std::chrono::milliseconds(50));
-      retry.async_wait([this](beast::error_code waited) {
-        if (!waited) accept();
-      });
-      return;
-    }
-    accept();  // first: nothing below may leave the port without an accept pending
-    try {
-      admit(std::move(socket));
-    } catch (const std::exception&) {  // out of memory: this connection is dropped
-    }
-  });
-}
-
 // At the cap, the connection that has waited longest for a request makes room: idle sockets
 // (an attacker's, or forgotten keep-alives) cannot keep a scraper out. When every connection is
 // busy answering, the new one is closed.
 void MetricsHttpServer::State::admit(tcp::socket socket) {
   if (connections.size() >= limits.max_connections) {
-    Connection* oldest = nullptr;
-    for (auto* c : connections)
-      if (c->waiting_since && (!oldest || *c->waiting_since < *oldest->waiting_since)) oldest = c;
+    Connection* oldest = longest_waiting(connections);
     if (!oldest) return;  // the socket closes here
     oldest->close();
   }
@@ -155,34 +134,11 @@ Expected<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(
   auto state = std::make_unique<State>();
   state->limits = limits;
   state->exposition = std::move(exposition);
-  beast::error_code error;
-  tcp::resolver resolver(state->io);
-  const auto endpoints = resolver.resolve(host, std::to_string(port), error);
-  if (error || endpoints.empty())
-    return make_error(ErrorCode::invalid_argument, "metrics_listen",
-                      "metrics_listen: cannot resolve '" + host + "': " + error.message());
-  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
-  state->acceptor.open(endpoint.protocol(), error);
-  if (!error) state->acceptor.set_option(asio::socket_base::reuse_address(true), error);
-  if (!error) state->acceptor.bind(endpoint, error);
-  if (!error) state->acceptor.listen(asio::socket_base::max_listen_connections, error);
-  if (error)
-    return make_error(ErrorCode::unavailable, "metrics_listen",
-                      "metrics_listen: cannot listen on " + host + ":" + std::to_string(port) +
-                          ": " + error.message());
+  CGP_RETURN_IF_ERROR(listen_on(state->acceptor, host, port, "metrics_listen"));
   state->port = state->acceptor.local_endpoint().port();
-  state->accept();
-  state->thread = std::thread([io = &state->io] {
-    // A handler that throws (out of memory while serialising) drops its connection, not the
-    // server: run again until stopped.
-    for (;;) {
-      try {
-        io->run();
-        return;
-      } catch (const std::exception&) {
-      }
-    }
-  });
+  accept_each(state->acceptor, state->retry,
+              [state = state.get()](tcp::socket socket) { state->admit(std::move(socket)); });
+  state->thread = run_io_thread(state->io);
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(state)));
 }
 
