@@ -78,7 +78,10 @@ class BoundedWorkers {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      job();
+      try {
+        job();
+      } catch (...) {  // out of memory while answering: that connection is dropped, not the pool
+      }
     }
   }
   const std::size_t max_queued_;
@@ -339,17 +342,21 @@ class Connection final : public ConnectionBase,
     if (!no_peer) request->peer = peer.address().to_string();
     std::function<void()> job = [self = this->shared_from_this(),
                                  request = std::move(*request)]() mutable {
+      HttpServer::State& server = self->server_;
       HttpResponse response;
-      response.headers = self->server_.settings.default_headers;
+      response.headers = server.settings.default_headers;
       try {
-        self->server_.handler(request, response);
+        server.handler(request, response);
       } catch (const std::exception& e) {
-        response = refused(self->server_,
+        response = refused(server,
                            Error{ErrorCode::internal_error, "console",
                                  std::string("console: unexpected failure: ") + e.what()},
                            "INTERNAL", 500);
       }
-      asio::post(self->server_.io, [self, response = std::move(response)]() mutable {
+      // The worker keeps no reference once the answer is posted: the connection must end on
+      // the io thread (its destructor leaves `connections`, which only that thread touches),
+      // and the io thread may finish with it before this job is destroyed.
+      asio::post(server.io, [self = std::move(self), response = std::move(response)]() mutable {
         self->send(std::move(response));
       });
     };
