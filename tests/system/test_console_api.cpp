@@ -387,6 +387,7 @@ TEST_CASE("console: the page's files, with their security headers", "[transport]
   std::ofstream(assets / "sub" / "page.js") << "console.log(1);";
   // A link that leads out of the folder is not followed.
   std::filesystem::create_symlink("/etc/passwd", assets / "leak");
+  std::ofstream(assets / ".hidden") << "root: a file left in the folder";
   const std::size_t n = 5;
   auto points = test::uniform_square(n, 2000, seed);
   {
@@ -401,7 +402,7 @@ TEST_CASE("console: the page's files, with their security headers", "[transport]
     CHECK(page->get_header_value("X-Content-Type-Options") == "nosniff");
     // No file outside the folder.
     for (const char* path : {"/../../../../etc/passwd", "/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/leak",
-                             "/sub/..%2f..%2f..%2fetc/passwd", "/sub"}) {
+                             "/sub/..%2f..%2f..%2fetc/passwd", "/sub", "/.hidden"}) {
       INFO(path);
       const std::string answer = raw_exchange(
           live.service->console_port(),
@@ -628,6 +629,61 @@ TEST_CASE("console: a request is bounded as a whole: its deadline, its head, its
     const std::string answer = raw_exchange(port, head);
     CHECK(answer.rfind("HTTP/1.1 431", 0) == 0);
     CHECK(answer.find("\"parameter\":\"headers\"") != std::string::npos);
+  }
+
+  // A client half-way through its request from one address, while another address floods the
+  // console with idle connections: the flood closes its own connections, not the request.
+  {
+    const int victim = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+    REQUIRE(::bind(victim, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<std::uint16_t>(port));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(victim, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    timeval timeout{20, 0};
+    ::setsockopt(victim, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    const std::string first = "GET /api/v1/status HTTP/1.1\r\n";
+    REQUIRE(::send(victim, first.data(), first.size(), MSG_NOSIGNAL) > 0);
+    std::vector<int> flood;
+    for (int i = 0; i < 200; ++i)
+      if (const int fd = connect_to(port); fd >= 0) flood.push_back(fd);
+    const std::string rest = "Host: x\r\n" + std::string("Authorization: Bearer ") + kSecret +
+                             "\r\nConnection: close\r\n\r\n";
+    REQUIRE(::send(victim, rest.data(), rest.size(), MSG_NOSIGNAL) > 0);
+    std::string answer;
+    char buffer[4096];
+    for (ssize_t got; (got = ::recv(victim, buffer, sizeof buffer, 0)) > 0;)
+      answer.append(buffer, static_cast<std::size_t>(got));
+    ::close(victim);
+    for (const int fd : flood) ::close(fd);
+    CHECK(answer.rfind("HTTP/1.1 200", 0) == 0);
+  }
+
+  // A client that waits for "100 Continue" before its body gets it.
+  {
+    const int fd = connect_to(port);
+    REQUIRE(fd >= 0);
+    const std::string body = json{{"credential", kSecret}}.dump();
+    const std::string head =
+        "POST /api/v1/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Expect: 100-continue\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n";
+    REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) > 0);
+    char buffer[4096];
+    const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+    REQUIRE(got > 0);
+    CHECK(std::string(buffer, static_cast<std::size_t>(got)).rfind("HTTP/1.1 100", 0) == 0);
+    REQUIRE(::send(fd, body.data(), body.size(), MSG_NOSIGNAL) > 0);
+    std::string answer;
+    for (ssize_t more; (more = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+      answer.append(buffer, static_cast<std::size_t>(more));
+    ::close(fd);
+    CHECK(answer.rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(answer.find("csrf_token") != std::string::npos);
   }
 
   // 200 idle connections (over the cap of 64): the oldest make room, and a real request is served.

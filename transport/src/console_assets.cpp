@@ -41,8 +41,8 @@ bool ConsoleAssets::serve(const std::string& path, HttpResponse& response) const
     rest.remove_prefix(1);  // the '/'
     const auto end = rest.find('/');
     const std::string_view segment = rest.substr(0, end);
-    if (segment.empty() || segment == "." || segment == ".." ||
-        segment.find('\\') != std::string_view::npos)
+    // No dot segments, and no hidden files (a .git or an editor's backup left in the folder).
+    if (segment.empty() || segment.front() == '.' || segment.find('\\') != std::string_view::npos)
       return false;
     file /= std::string(segment);
     rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);

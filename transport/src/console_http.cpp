@@ -14,6 +14,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -98,8 +99,30 @@ class ConnectionBase {
   // Since when it waits for its request or, answered, for the client to close (none: its
   // request is being answered). Only such connections are closed to make room.
   std::optional<std::chrono::steady_clock::time_point> waiting_since;
+  std::string address;  // the client's, or "" when the socket could not say
   virtual void close() = 0;
 };
+
+// The connection to close at the cap: a waiting one of the address that holds the most
+// connections, the longest waiting of those. A flood from one address then closes its own
+// connections, not another client's request in progress; among one address's connections the
+// longest waiting goes first.
+ConnectionBase* connection_to_close(const std::set<ConnectionBase*>& connections) {
+  std::map<std::string_view, std::size_t> held;
+  for (const auto* c : connections) ++held[c->address];
+  ConnectionBase* chosen = nullptr;
+  std::size_t chosen_held = 0;
+  for (auto* c : connections) {
+    if (!c->waiting_since) continue;
+    const std::size_t n = held[c->address];
+    if (!chosen || n > chosen_held ||
+        (n == chosen_held && *c->waiting_since < *chosen->waiting_since)) {
+      chosen = c;
+      chosen_held = n;
+    }
+  }
+  return chosen;
+}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -267,6 +290,9 @@ class Connection final : public ConnectionBase,
         buffer_(server.settings.max_header_bytes + 4096) {
     server_.connections.insert(this);
     waiting_since = std::chrono::steady_clock::now();
+    beast::error_code no_peer;
+    const auto peer = lowest().socket().remote_endpoint(no_peer);
+    if (!no_peer) address = peer.address().to_string();
   }
   ~Connection() override { server_.connections.erase(this); }
 
@@ -305,6 +331,18 @@ class Connection final : public ConnectionBase,
       if (refusal->second == 405) response.set_header("Allow", "GET, POST, DELETE");
       return send(std::move(response));
     }
+    // A client that waits for leave to send its body gets it (the head passed every check).
+    if (beast::iequals(parser_.get()[http::field::expect], "100-continue")) {
+      continue_ = {http::status::continue_, 11};
+      return http::async_write(
+          stream_, continue_,
+          [self = this->shared_from_this()](beast::error_code written, std::size_t) {
+            if (!written) self->read_body();
+          });
+    }
+    read_body();
+  }
+  void read_body() {
     http::async_read(stream_, buffer_, parser_,
                      [self = this->shared_from_this()](beast::error_code read, std::size_t) {
                        if (read) return self->on_read_error(read);
@@ -337,9 +375,7 @@ class Connection final : public ConnectionBase,
     lowest().expires_never();  // the answer may take as long as its query
     auto request = to_request(parser_.get());
     if (!request) return send(refused(server_, request.error(), "INVALID_ARGUMENT", 400));
-    beast::error_code no_peer;
-    const auto peer = lowest().socket().remote_endpoint(no_peer);
-    if (!no_peer) request->peer = peer.address().to_string();
+    request->peer = address;
     std::function<void()> job = [self = this->shared_from_this(),
                                  request = std::move(*request)]() mutable {
       HttpServer::State& server = self->server_;
@@ -347,11 +383,15 @@ class Connection final : public ConnectionBase,
       response.headers = server.settings.default_headers;
       try {
         server.handler(request, response);
-      } catch (const std::exception& e) {
-        response = refused(server,
-                           Error{ErrorCode::internal_error, "console",
-                                 std::string("console: unexpected failure: ") + e.what()},
-                           "INTERNAL", 500);
+      } catch (...) {
+        // Still answered, and still handed back below: the connection must not end here.
+        response = HttpResponse{500, server.settings.default_headers, {}};
+        try {
+          server.refusal(response,
+                         Error{ErrorCode::internal_error, "console", "console: unexpected failure"},
+                         "INTERNAL", 500);
+        } catch (...) {
+        }
       }
       // The worker keeps no reference once the answer is posted: the connection must end on
       // the io thread (its destructor leaves `connections`, which only that thread touches),
@@ -412,6 +452,7 @@ class Connection final : public ConnectionBase,
   beast::flat_buffer buffer_;  // bounded in the constructor: a head, and a little more
   http::request_parser<http::string_body> parser_;
   http::response<http::string_body> response_;
+  http::response<http::empty_body> continue_;
   std::array<char, 4096> scratch_{};
 };
 
@@ -421,7 +462,7 @@ class Connection final : public ConnectionBase,
 // connection is being answered, the new one is closed.
 void HttpServer::State::admit(tcp::socket socket) {
   if (connections.size() >= settings.max_connections) {
-    ConnectionBase* oldest = longest_waiting(connections);
+    ConnectionBase* oldest = connection_to_close(connections);
     if (!oldest) return;  // the socket closes here
     oldest->close();
     connections.erase(oldest);  // its handlers still run (aborted), and find it gone
