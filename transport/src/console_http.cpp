@@ -131,8 +131,8 @@ int hex_value(char c) {
   return -1;
 }
 
-}  // namespace
-
+// "%41b+c" -> "Ab+c" (in paths) or "Ab c" (in query strings, `plus_is_space`); nullopt when an
+// escape is not two hex digits or the result holds a NUL.
 std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
   std::string out;
   out.reserve(text.size());
@@ -153,15 +153,12 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
   return out;
 }
 
+}  // namespace
+
 std::string HttpRequest::header(std::string_view name) const {
   for (const auto& [key, value] : headers)
     if (same_name(key, name)) return value;
   return {};
-}
-bool HttpRequest::has_header(std::string_view name) const {
-  for (const auto& header : headers)
-    if (same_name(header.first, name)) return true;
-  return false;
 }
 std::vector<std::string> HttpRequest::header_values(std::string_view name) const {
   std::vector<std::string> values;

@@ -37,7 +37,6 @@ struct HttpRequest {
   std::string peer;  // the client's address, for logs
   // The first value of header `name` (any case), or "".
   std::string header(std::string_view name) const;
-  bool has_header(std::string_view name) const;
   // Every value of header `name`, in order.
   std::vector<std::string> header_values(std::string_view name) const;
   // The first value of query parameter `name`.
@@ -90,9 +89,5 @@ class HttpServer {
   explicit HttpServer(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
-
-// "%41b+c" -> "Ab+c" (in paths) or "Ab c" (in query strings, `plus_is_space`); nullopt when an
-// escape is not two hex digits or the result holds a NUL.
-std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space);
 
 }  // namespace cgp::transport::detail
