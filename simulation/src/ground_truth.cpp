@@ -102,9 +102,17 @@ class NearestK {
   std::vector<std::pair<double, UserId>> heap_;
 };
 
+// Whether ids[0..n) are id[0], id[0] + 1, ...
+bool consecutive(const UserId* ids, std::size_t n) {
+  for (std::size_t i = 1; i < n; ++i)
+    if (ids[i] != ids[0] + i) return false;
+  return true;
+}
+
 // The k nearest to p among users 0..n−1 (ids == nullptr) or ids[0..n), by (squared distance,
 // id): one pass, the squared distances a block at a time (2-D by hand; else Eigen over a block
-// of rows, gathered first when the users are a subset), then the few that beat the worst kept.
+// of rows, gathered first when the users of a block are not consecutive), then the few that beat
+// the worst kept.
 std::vector<UserId> scan_nearest(const double* points, std::size_t dimension, const double* p,
                                  std::size_t k, const UserId* ids, std::size_t n) {
   using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -123,7 +131,12 @@ std::vector<UserId> scan_nearest(const double* points, std::size_t dimension, co
       }
     } else {
       const double* block = points + first * dimension;
-      if (ids) {
+      // A block of consecutive users is read in place (a kNN experiment's candidates are
+      // everyone but the query user, so nearly every block is one; copying them cost as much
+      // as the distances).
+      if (ids && consecutive(ids + first, here)) {
+        block = points + std::size_t{ids[first]} * dimension;
+      } else if (ids) {
         for (std::size_t i = 0; i < here; ++i)
           std::copy_n(points + std::size_t{ids[first + i]} * dimension, dimension,
                       rows.data() + i * dimension);

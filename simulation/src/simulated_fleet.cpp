@@ -81,7 +81,7 @@ class PlanCache {
       auto planner = client::NoisePlanner::create(lipschitz, capacity);
       planner_ = planner ? std::optional(*planner) : std::nullopt;
     }
-    Slot& slot = slots_[DoubleBitsHash{}(rho) % slots_.size()];
+    Slot& slot = slots_[DoubleBitsHash{}(rho) & (kSlots - 1)];
     if (!slot.filled || slot.rho != rho) {
       // plan_noise(lipschitz, ρ, capacity), with its (K, capacity) part done once (no planner:
       // plan_noise refuses every ρ for this K and capacity).
@@ -105,7 +105,8 @@ class PlanCache {
   };
   // Alg. 3 asks ~4,000 distinct ρ a round of 20,000 users; measured there (with UserPlan in
   // front), 8,192 slots did as well as 16,384 or 65,536, and better than 4,096.
-  std::vector<Slot> slots_ = std::vector<Slot>(8192);
+  static constexpr std::size_t kSlots = 8192;  // a power of two: the slot is a mask, not a division
+  std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
   double lipschitz_ = 0, capacity_ = 0;
   std::optional<client::NoisePlanner> planner_;  // for (lipschitz_, capacity_), where valid
 };
@@ -439,9 +440,8 @@ class RoundRunner {
       const std::size_t m = b.count;
       if (m == 0) continue;
       const double* released = release_fast(b, nullptr);
-      for (std::size_t j = 0; j < m; ++j)
-        fold.fold(request.users[b.slot[j]], b.rho[j], ReplyKind::answered, Charge{b.known[j]},
-                  Charge{b.charged[j]}, b.remaining[j], released + j * out_dim);
+      fold.fold_answers_each(m, request.users.data(), b.slot.data(), b.rho.data(), b.known.data(),
+                             b.charged.data(), b.remaining.data(), released);
     }
   }
 

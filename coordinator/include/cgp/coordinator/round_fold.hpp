@@ -6,6 +6,7 @@
 // fleet, calls the very same functions over a round's replies, so the two cannot drift.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -189,9 +190,54 @@ class RoundFold {
     }
   }
 
+  // fold_answers for a batch whose users were asked distinct ρ (Alg. 3): answer j was asked
+  // rho[j] for the known charge known[j] and charged charged[j]. fold() for each, in order,
+  // with the round's decision chosen once (not custom).
+  void fold_answers_each(std::size_t count, const UserId* users, const std::uint32_t* slots,
+                         const double* rho, const double* known, const double* charged,
+                         const double* remaining, const double* values) {
+    const bool distance = query_.setup->triple == Triple::distance;
+    const Each each{rho, known, charged};
+    switch (round_.decision) {
+      case Decision::keep:
+        return fold_each<Decision::keep, false>(count, users, slots, each, remaining, values);
+      case Decision::thresholds:
+        return distance ? fold_each<Decision::thresholds, true>(count, users, slots, each,
+                                                                remaining, values)
+                        : fold_each<Decision::thresholds, false>(count, users, slots, each,
+                                                                 remaining, values);
+      case Decision::interval:
+        return distance ? fold_each<Decision::interval, true>(count, users, slots, each, remaining,
+                                                              values)
+                        : fold_each<Decision::interval, false>(count, users, slots, each, remaining,
+                                                               values);
+      case Decision::custom:
+        break;
+    }
+  }
+
   FoldLists lists;
 
  private:
+  // Each answer's asked ρ, known charge and charge (fold_answers_each).
+  struct Each {
+    const double *rho, *known, *charged;
+  };
+  template <Decision kDecision, bool kDistance>
+  void fold_each(std::size_t count, const UserId* users, const std::uint32_t* slots,
+                 const Each& each, const double* remaining, const double* values) {
+    const std::size_t d = query_.estimates->dimension;
+    const Round round = round_;
+    RadiusCache radii = radii_;
+    for (std::size_t j = 0; j < count; ++j) {
+      const UserId u = users[slots[j]];
+      fold_answer(u, each.rho[j], Charge{each.known[j]}, Charge{each.charged[j]}, remaining[j],
+                  values + j * d);
+      decide_as<kDecision, kDistance>(u, round, radii);
+    }
+    radii_ = radii;
+  }
+
   // Users asked the same ρ every round share ρ̄: the square root is taken once per value.
   struct RadiusCache {
     double lambda = -1, rho_bar = -1, radius = 0;
@@ -240,10 +286,32 @@ class RoundFold {
     rho = cap * round_.fraction * kSplitShave;
     if (rho > 0 && rho != last_rho_) {
       last_rho_ = rho;
-      last_charge_ = Charge{privacy::device_charge(rho)};
+      last_charge_ = charges_.get(rho);
     }
     known_charge = rho > 0 ? last_charge_ : Charge{};
   }
+
+  // privacy::device_charge by ρ, direct-mapped: Alg. 3 asks thousands of distinct ρ a round,
+  // each user the same one in every round of a query, so most are found again.
+  class ChargeCache {
+   public:
+    Charge get(double rho) {
+      if (slots_.empty()) slots_.resize(kSlots);
+      const auto bits = std::bit_cast<std::uint64_t>(rho);
+      Slot& slot = slots_[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - kSlotBits)];
+      if (slot.rho_bits != bits) slot = {bits, Charge{privacy::device_charge(rho)}};
+      return slot.charge;
+    }
+
+   private:
+    static constexpr int kSlotBits = 13;
+    static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
+    struct Slot {
+      std::uint64_t rho_bits = 0;  // ρ = +0 is never asked (callers look up ρ > 0 only)
+      Charge charge;
+    };
+    std::vector<Slot> slots_;
+  };
 
   // fold_answer and the decision for a batch, the round and the radius cache in locals (the
   // loop's stores of doubles cannot then alias them and force reloads).
@@ -305,6 +373,7 @@ class RoundFold {
   Round round_;
   double last_rho_ = 0;
   Charge last_charge_;
+  ChargeCache charges_;
   RadiusCache radii_;
   std::vector<double> mean_;
 };
