@@ -229,11 +229,12 @@ class RoundFold {
     const std::size_t d = query_.estimates->dimension;
     const Round round = round_;
     RadiusCache radii = radii_;
+    AppendToLists<kDecision> out(lists, count);
     for (std::size_t j = 0; j < count; ++j) {
       const UserId u = users[slots[j]];
       fold_answer(u, each.rho[j], Charge{each.known[j]}, Charge{each.charged[j]}, remaining[j],
                   values + j * d);
-      decide_as<kDecision, kDistance>(u, round, radii);
+      decide_as<kDecision, kDistance>(u, round, radii, out);
     }
     radii_ = radii;
   }
@@ -251,14 +252,82 @@ class RoundFold {
     }
   };
 
+  // Where decide_as puts a user: the round's lists, one push at a time (a lone answer).
+  struct PushToLists {
+    FoldLists& lists;
+    void s1(UserId u) { lists.s1.push_back(u); }
+    void s0(UserId u) { lists.s0.push_back(u); }
+    void next(UserId u) { lists.next.push_back(u); }
+    void interval(UserId u, double lower, double upper) {
+      lists.next.push_back(u);
+      lists.lower.push_back(lower);
+      lists.upper.push_back(upper);
+    }
+  };
+  // Or a batch's answers, written in place: room for `count` more in every list the decision
+  // writes is made once (no capacity check per user), and the lists are cut to what was
+  // written at the end. The same lists, in the same order, as PushToLists.
+  template <Decision kDecision>
+  class AppendToLists {
+   public:
+    AppendToLists(FoldLists& lists, std::size_t count) : lists_(lists) {
+      next_ = grow(lists.next, count);
+      if constexpr (kDecision == Decision::thresholds) {
+        s1_ = grow(lists.s1, count);
+        s0_ = grow(lists.s0, count);
+      }
+      if constexpr (kDecision == Decision::interval) {
+        lower_ = grow(lists.lower, count);
+        upper_ = grow(lists.upper, count);
+      }
+    }
+    AppendToLists(const AppendToLists&) = delete;
+    AppendToLists& operator=(const AppendToLists&) = delete;
+    ~AppendToLists() {
+      cut(lists_.next, next_);
+      if constexpr (kDecision == Decision::thresholds) {
+        cut(lists_.s1, s1_);
+        cut(lists_.s0, s0_);
+      }
+      if constexpr (kDecision == Decision::interval) {
+        cut(lists_.lower, lower_);
+        cut(lists_.upper, upper_);
+      }
+    }
+    void s1(UserId u) { *s1_++ = u; }
+    void s0(UserId u) { *s0_++ = u; }
+    void next(UserId u) { *next_++ = u; }
+    void interval(UserId u, double lower, double upper) {
+      *next_++ = u;
+      *lower_++ = lower;
+      *upper_++ = upper;
+    }
+
+   private:
+    template <class T>
+    static T* grow(std::vector<T>& list, std::size_t count) {
+      const std::size_t size = list.size();
+      list.resize(size + count);
+      return list.data() + size;
+    }
+    template <class T>
+    static void cut(std::vector<T>& list, const T* end) {
+      list.resize(static_cast<std::size_t>(end - list.data()));
+    }
+    FoldLists& lists_;
+    UserId *next_ = nullptr, *s1_ = nullptr, *s0_ = nullptr;
+    double *lower_ = nullptr, *upper_ = nullptr;
+  };
+
   // PIE-NI's rule for an answer with estimate φ̄ and radius h: S₁, S₀ or G_j.
-  static void threshold(UserId u, double phi, double h, const Round& round, FoldLists& out) {
+  template <class Out>
+  static void threshold(UserId u, double phi, double h, const Round& round, Out& out) {
     if (phi < round.nu_low - h)
-      out.s1.push_back(u);
+      out.s1(u);
     else if (phi > round.nu_high + h)
-      out.s0.push_back(u);
+      out.s0(u);
     else
-      out.next.push_back(u);
+      out.next(u);
   }
 
   // An answer's part of fold() before the decision: the mirror, the estimate, the charge.
@@ -324,44 +393,43 @@ class RoundFold {
     RadiusCache radii = radii_;
     BudgetMirror& mirror = *query_.mirror;
     BudgetMirror::AnswerMemo memo;  // one known charge and one charge for the batch
+    AppendToLists<kDecision> out(lists, count);
     for (std::size_t j = 0; j < count; ++j) {
       const UserId u = users[slots[j]];
       mirror.update_answered(u, known_charge, charged, remaining[j], memo);
       record_answer(u, rho, charged, values + j * d);
-      decide_as<kDecision, kDistance>(u, round, radii);
+      decide_as<kDecision, kDistance>(u, round, radii, out);
     }
     radii_ = radii;
   }
 
-  template <Decision kDecision, bool kDistance>
-  void decide_as(UserId u, const Round& round, RadiusCache& radii) {
+  template <Decision kDecision, bool kDistance, class Out>
+  void decide_as(UserId u, const Round& round, RadiusCache& radii, Out& out) {
     if constexpr (kDecision == Decision::keep) {
-      lists.next.push_back(u);
+      out.next(u);
     } else {
       const Estimates& e = *query_.estimates;
       const double phi = kDistance ? e.sum[u] / e.rho_bar[u] : estimate(u);
       const double h = radii.get(round.lambda, e.rho_bar[u]);
-      if constexpr (kDecision == Decision::thresholds) {
-        threshold(u, phi, h, round, lists);
-      } else {
-        lists.next.push_back(u);
-        lists.lower.push_back(phi - h);
-        lists.upper.push_back(phi + h);
-      }
+      if constexpr (kDecision == Decision::thresholds)
+        threshold(u, phi, h, round, out);
+      else
+        out.interval(u, phi - h, phi + h);
     }
   }
 
   // The round's decision on an answer; true under Decision::custom (the caller's).
   bool decide(UserId u) {
+    PushToLists out{lists};
     switch (round_.decision) {
       case Decision::keep:
-        decide_as<Decision::keep, false>(u, round_, radii_);
+        decide_as<Decision::keep, false>(u, round_, radii_, out);
         return false;
       case Decision::thresholds:
-        decide_as<Decision::thresholds, false>(u, round_, radii_);
+        decide_as<Decision::thresholds, false>(u, round_, radii_, out);
         return false;
       case Decision::interval:
-        decide_as<Decision::interval, false>(u, round_, radii_);
+        decide_as<Decision::interval, false>(u, round_, radii_, out);
         return false;
       case Decision::custom:
         return true;
