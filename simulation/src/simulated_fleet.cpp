@@ -158,8 +158,14 @@ struct FastBatch {
   std::vector<double> inputs, phi, pairs, normals, released;
   std::vector<double> item_sigma, item_scale, item_grid;  // each item's plan (short runs)
 
-  void clear() {
+  // track_runs: add() keeps the runs, which release_fast needs for statistics of more than two
+  // values; one or two values per user are released from each user's own plan values (the
+  // same bits: privatize_normals_each), so those batches skip keeping a copy of every new plan
+  // (Alg. 3 asks each user its own ρ: a run per user).
+  bool track_runs = true;
+  void clear(bool keep_runs) {
     count = 0;
+    track_runs = keep_runs;
     run_begin.clear(), run_plan.clear();
   }
   // Slot k, admitted at ρ under `plan` with inputs clamped to ±input_limit, releases with noise
@@ -167,7 +173,8 @@ struct FastBatch {
   // it). Returns its index.
   std::size_t add(std::size_t k, double asked_rho, const PlannedNoise& plan, double input_limit,
                   std::uint64_t key) {
-    if (run_plan.empty() || (asked_rho != run_rho && !same_plan(plan.plan, run_plan.back().plan))) {
+    if (track_runs && (run_plan.empty() ||
+                       (asked_rho != run_rho && !same_plan(plan.plan, run_plan.back().plan)))) {
       run_begin.push_back(static_cast<std::uint32_t>(count));
       run_plan.push_back(plan);
     }
@@ -380,7 +387,7 @@ class RoundRunner {
     FastBatch& b = thread_batch();
     for (std::size_t first = begin; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
-      b.clear();
+      b.clear(out_dim > 2);
       for (std::size_t k = first; k < last; ++k) {
         const PlannedNoise* plan = admit_slot(k, plans);
         if (plan)
@@ -419,7 +426,7 @@ class RoundRunner {
     const std::size_t end = request.users.size();
     for (std::size_t first = 0; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
-      b.clear();
+      b.clear(out_dim > 2);
       for (std::size_t k = first; k < last; ++k) {
         const UserId user = request.users[k];
         double rho;
@@ -471,7 +478,7 @@ class RoundRunner {
     FilterMemo filter_memo;  // the round's one charge
     for (std::size_t first = 0; first < end; first += kBatch) {
       const std::size_t last = std::min(end, first + kBatch);
-      b.clear();
+      b.clear(true);
       b.run_begin.push_back(0);
       b.run_plan.push_back(planned);
       std::size_t asked = 0, m = 0;
@@ -673,7 +680,8 @@ class RoundRunner {
     // Normals and the device's grid in one pass, run by run (privatize_normals: the same values
     // as normal_pairs then privatize_with_normals), where runs are long enough to fill vectors
     // (one plan per user, as Alg. 3 asks, would leave most lanes idle).
-    if ((out_dim == 1 || out_dim % 2 == 0) && (runs == 1 || runs * 16 <= m)) {
+    // No runs kept (FastBatch::track_runs): each user's own values, below.
+    if ((out_dim == 1 || out_dim % 2 == 0) && runs > 0 && (runs == 1 || runs * 16 <= m)) {
       for (std::size_t r = 0; r < runs; ++r) {
         const PlannedNoise& plan = b.run_plan[r];
         const std::size_t first = b.run_begin[r], users = run_end(r) - first;
