@@ -6,7 +6,6 @@
 // fleet, calls the very same functions over a round's replies, so the two cannot drift.
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -355,32 +354,10 @@ class RoundFold {
     rho = cap * round_.fraction * kSplitShave;
     if (rho > 0 && rho != last_rho_) {
       last_rho_ = rho;
-      last_charge_ = charges_.get(rho);
+      last_charge_ = Charge{privacy::device_charge(rho)};
     }
     known_charge = rho > 0 ? last_charge_ : Charge{};
   }
-
-  // privacy::device_charge by ρ, direct-mapped: Alg. 3 asks thousands of distinct ρ a round,
-  // each user the same one in every round of a query, so most are found again.
-  class ChargeCache {
-   public:
-    Charge get(double rho) {
-      if (slots_.empty()) slots_.resize(kSlots);
-      const auto bits = std::bit_cast<std::uint64_t>(rho);
-      Slot& slot = slots_[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - kSlotBits)];
-      if (slot.rho_bits != bits) slot = {bits, Charge{privacy::device_charge(rho)}};
-      return slot.charge;
-    }
-
-   private:
-    static constexpr int kSlotBits = 13;
-    static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
-    struct Slot {
-      std::uint64_t rho_bits = 0;  // ρ = +0 is never asked (callers look up ρ > 0 only)
-      Charge charge;
-    };
-    std::vector<Slot> slots_;
-  };
 
   // fold_answer and the decision for a batch, the round and the radius cache in locals (the
   // loop's stores of doubles cannot then alias them and force reloads).
@@ -441,7 +418,6 @@ class RoundFold {
   Round round_;
   double last_rho_ = 0;
   Charge last_charge_;
-  ChargeCache charges_;
   RadiusCache radii_;
   std::vector<double> mean_;
 };
