@@ -6,6 +6,7 @@
 // fleet, calls the very same functions over a round's replies, so the two cannot drift.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -270,6 +271,16 @@ class RoundFold {
   class AppendToLists {
    public:
     AppendToLists(FoldLists& lists, std::size_t count) : lists_(lists) {
+      // Every allocation first (what may throw), so that a failure leaves the lists unchanged.
+      reserve(lists.next, count);
+      if constexpr (kDecision == Decision::thresholds) {
+        reserve(lists.s1, count);
+        reserve(lists.s0, count);
+      }
+      if constexpr (kDecision == Decision::interval) {
+        reserve(lists.lower, count);
+        reserve(lists.upper, count);
+      }
       next_ = grow(lists.next, count);
       if constexpr (kDecision == Decision::thresholds) {
         s1_ = grow(lists.s1, count);
@@ -304,7 +315,12 @@ class RoundFold {
 
    private:
     template <class T>
-    static T* grow(std::vector<T>& list, std::size_t count) {
+    static void reserve(std::vector<T>& list, std::size_t count) {
+      if (list.capacity() - list.size() < count)
+        list.reserve(std::max(2 * list.size(), list.size() + count));
+    }
+    template <class T>
+    static T* grow(std::vector<T>& list, std::size_t count) {  // within capacity: no allocation
       const std::size_t size = list.size();
       list.resize(size + count);
       return list.data() + size;
