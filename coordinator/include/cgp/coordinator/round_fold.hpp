@@ -272,37 +272,21 @@ class RoundFold {
    public:
     AppendToLists(FoldLists& lists, std::size_t count) : lists_(lists) {
       // Every allocation first (what may throw), so that a failure leaves the lists unchanged.
-      reserve(lists.next, count);
-      if constexpr (kDecision == Decision::thresholds) {
-        reserve(lists.s1, count);
-        reserve(lists.s0, count);
-      }
-      if constexpr (kDecision == Decision::interval) {
-        reserve(lists.lower, count);
-        reserve(lists.upper, count);
-      }
-      next_ = grow(lists.next, count);
-      if constexpr (kDecision == Decision::thresholds) {
-        s1_ = grow(lists.s1, count);
-        s0_ = grow(lists.s0, count);
-      }
-      if constexpr (kDecision == Decision::interval) {
-        lower_ = grow(lists.lower, count);
-        upper_ = grow(lists.upper, count);
-      }
+      each_list([&](auto& list, auto*&) {
+        if (list.capacity() - list.size() < count)
+          list.reserve(std::max(2 * list.size(), list.size() + count));
+      });
+      each_list([&](auto& list, auto*& at) {  // within capacity: no allocation
+        const std::size_t size = list.size();
+        list.resize(size + count);
+        at = list.data() + size;
+      });
     }
     AppendToLists(const AppendToLists&) = delete;
     AppendToLists& operator=(const AppendToLists&) = delete;
     ~AppendToLists() {
-      cut(lists_.next, next_);
-      if constexpr (kDecision == Decision::thresholds) {
-        cut(lists_.s1, s1_);
-        cut(lists_.s0, s0_);
-      }
-      if constexpr (kDecision == Decision::interval) {
-        cut(lists_.lower, lower_);
-        cut(lists_.upper, upper_);
-      }
+      each_list(
+          [](auto& list, auto*& at) { list.resize(static_cast<std::size_t>(at - list.data())); });
     }
     void s1(UserId u) { *s1_++ = u; }
     void s0(UserId u) { *s0_++ = u; }
@@ -314,20 +298,18 @@ class RoundFold {
     }
 
    private:
-    template <class T>
-    static void reserve(std::vector<T>& list, std::size_t count) {
-      if (list.capacity() - list.size() < count)
-        list.reserve(std::max(2 * list.size(), list.size() + count));
-    }
-    template <class T>
-    static T* grow(std::vector<T>& list, std::size_t count) {  // within capacity: no allocation
-      const std::size_t size = list.size();
-      list.resize(size + count);
-      return list.data() + size;
-    }
-    template <class T>
-    static void cut(std::vector<T>& list, const T* end) {
-      list.resize(static_cast<std::size_t>(end - list.data()));
+    // f(list, its write position) for each list the decision writes.
+    template <class F>
+    void each_list(F&& f) {
+      f(lists_.next, next_);
+      if constexpr (kDecision == Decision::thresholds) {
+        f(lists_.s1, s1_);
+        f(lists_.s0, s0_);
+      }
+      if constexpr (kDecision == Decision::interval) {
+        f(lists_.lower, lower_);
+        f(lists_.upper, upper_);
+      }
     }
     FoldLists& lists_;
     UserId *next_ = nullptr, *s1_ = nullptr, *s0_ = nullptr;
