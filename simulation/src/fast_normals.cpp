@@ -82,10 +82,9 @@ HWY_INLINE void PhiloxWords2(DU du, const C& c, hn::Vec<DU> key_a, hn::Vec<DU> b
 // The Box–Muller radius and angle of one vector's Philox words: z0 = radius·cos(angle),
 // z1 = radius·sin(angle).
 template <class DU, class DD, class C>
-HWY_INLINE void RadiusAngle(DU du, DD dd, const C& c, const hn::Vec<DU> (&w)[4],
-                            hn::Vec<DD>& radius, hn::Vec<DD>& angle) {
+HWY_INLINE void RadiusAngle(DD dd, const C& c, const hn::Vec<DU> (&w)[4], hn::Vec<DD>& radius,
+                            hn::Vec<DD>& angle) {
   const hn::RebindToSigned<DU> di;
-  (void)du;
   // 53 bits each: exact in a double, so the conversion is the same on every target.
   const auto bits1 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(w[0]), w[1]));
   const auto bits2 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(w[2]), w[3]));
@@ -132,8 +131,8 @@ HWY_INLINE void NormalsAt(DU du, DD dd, const C& c, const std::uint64_t* HWY_RES
   hn::Vec<DU> words_a[4], words_b[4];
   PhiloxWords2(du, c, key_a, block_a, key_b, block_b, words_a, words_b);
   hn::Vec<DD> radius_a, angle_a, radius_b, angle_b;
-  RadiusAngle(du, dd, c, words_a, radius_a, angle_a);
-  RadiusAngle(du, dd, c, words_b, radius_b, angle_b);
+  RadiusAngle<DU>(dd, c, words_a, radius_a, angle_a);
+  RadiusAngle<DU>(dd, c, words_b, radius_b, angle_b);
   z0[0] = hn::Mul(radius_a, hn::Cos(dd, angle_a));
   z0[1] = hn::Mul(radius_b, hn::Cos(dd, angle_b));
   if (pairs) {

@@ -102,7 +102,7 @@ class NearestK {
   std::vector<std::pair<double, UserId>> heap_;
 };
 
-// Whether ids[0..n) are id[0], id[0] + 1, ...
+// Whether ids[0..n) are ids[0], ids[0] + 1, ...
 bool consecutive(const UserId* ids, std::size_t n) {
   for (std::size_t i = 1; i < n; ++i)
     if (ids[i] != ids[0] + i) return false;

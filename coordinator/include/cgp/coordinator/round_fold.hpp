@@ -170,73 +170,68 @@ class RoundFold {
   void fold_answers(std::size_t count, const UserId* users, const std::uint32_t* slots, double rho,
                     Charge known_charge, Charge charged, const double* remaining,
                     const double* values) {
-    const bool distance = query_.setup->triple == Triple::distance;
-    switch (round_.decision) {
-      case Decision::keep:
-        return fold_answers<Decision::keep, false>(count, users, slots, rho, known_charge, charged,
-                                                   remaining, values);
-      case Decision::thresholds:
-        return distance ? fold_answers<Decision::thresholds, true>(
-                              count, users, slots, rho, known_charge, charged, remaining, values)
-                        : fold_answers<Decision::thresholds, false>(
-                              count, users, slots, rho, known_charge, charged, remaining, values);
-      case Decision::interval:
-        return distance ? fold_answers<Decision::interval, true>(
-                              count, users, slots, rho, known_charge, charged, remaining, values)
-                        : fold_answers<Decision::interval, false>(
-                              count, users, slots, rho, known_charge, charged, remaining, values);
-      case Decision::custom:
-        break;
-    }
+    SameCharges same{rho, known_charge, charged, query_.mirror, {}};
+    fold_batch(count, users, slots, same, remaining, values);
   }
 
   // fold_answers for a batch whose users were asked distinct ρ (Alg. 3): answer j was asked
-  // rho[j] for the known charge known[j] and charged charged[j]. fold() for each, in order,
-  // with the round's decision chosen once (not custom).
+  // rho[j] for the known charge known[j] and charged charged[j].
   void fold_answers_each(std::size_t count, const UserId* users, const std::uint32_t* slots,
                          const double* rho, const double* known, const double* charged,
                          const double* remaining, const double* values) {
-    const bool distance = query_.setup->triple == Triple::distance;
-    const Each each{rho, known, charged};
-    switch (round_.decision) {
-      case Decision::keep:
-        return fold_each<Decision::keep, false>(count, users, slots, each, remaining, values);
-      case Decision::thresholds:
-        return distance ? fold_each<Decision::thresholds, true>(count, users, slots, each,
-                                                                remaining, values)
-                        : fold_each<Decision::thresholds, false>(count, users, slots, each,
-                                                                 remaining, values);
-      case Decision::interval:
-        return distance ? fold_each<Decision::interval, true>(count, users, slots, each, remaining,
-                                                              values)
-                        : fold_each<Decision::interval, false>(count, users, slots, each, remaining,
-                                                               values);
-      case Decision::custom:
-        break;
-    }
+    EachCharges each{rho, known, charged, query_.mirror};
+    fold_batch(count, users, slots, each, remaining, values);
   }
 
   FoldLists lists;
 
  private:
-  // Each answer's asked ρ, known charge and charge (fold_answers_each).
-  struct Each {
-    const double *rho, *known, *charged;
-  };
-  template <Decision kDecision, bool kDistance>
-  void fold_each(std::size_t count, const UserId* users, const std::uint32_t* slots,
-                 const Each& each, const double* remaining, const double* values) {
-    const std::size_t d = query_.estimates->dimension;
-    const Round round = round_;
-    RadiusCache radii = radii_;
-    AppendToLists<kDecision> out(lists, count);
-    for (std::size_t j = 0; j < count; ++j) {
-      const UserId u = users[slots[j]];
-      fold_answer(u, each.rho[j], Charge{each.known[j]}, Charge{each.charged[j]}, remaining[j],
-                  values + j * d);
-      decide_as<kDecision, kDistance>(u, round, radii, out);
+  // What a batch's answers were asked and charged, and the mirror's reading of answer j of
+  // user u: one ρ, known charge and charge for all (the mirror's outcome kept by its state,
+  // BudgetMirror::AnswerMemo), or each answer's own (fold_answers_each).
+  struct SameCharges {
+    double rho_;
+    Charge known_, charged_;
+    BudgetMirror* mirror;
+    BudgetMirror::AnswerMemo memo;  // serves this one (known charge, charge) pair
+    double rho(std::size_t) const { return rho_; }
+    Charge charged(std::size_t) const { return charged_; }
+    void update_mirror(UserId u, std::size_t, double remaining) {
+      mirror->update_answered(u, known_, charged_, remaining, memo);
     }
-    radii_ = radii;
+  };
+  struct EachCharges {
+    const double *rho_, *known_, *charged_;
+    BudgetMirror* mirror;
+    double rho(std::size_t j) const { return rho_[j]; }
+    Charge charged(std::size_t j) const { return Charge{charged_[j]}; }
+    void update_mirror(UserId u, std::size_t j, double remaining) {
+      mirror->update_with_charge(u, ReplyKind::answered, Charge{known_[j]}, Charge{charged_[j]},
+                                 remaining);
+    }
+  };
+
+  // fold() for each answer of a batch (user users[slots[j]] released values[j·dimension ..] and
+  // has remaining[j] left), in order, with the round's decision chosen once (not custom).
+  template <class Charges>
+  void fold_batch(std::size_t count, const UserId* users, const std::uint32_t* slots,
+                  Charges& charges, const double* remaining, const double* values) {
+    const bool distance = query_.setup->triple == Triple::distance;
+    const auto run = [&]<Decision kDecision, bool kDistance>() {
+      fold_batch_as<kDecision, kDistance>(count, users, slots, charges, remaining, values);
+    };
+    switch (round_.decision) {
+      case Decision::keep:
+        return run.template operator()<Decision::keep, false>();
+      case Decision::thresholds:
+        return distance ? run.template operator()<Decision::thresholds, true>()
+                        : run.template operator()<Decision::thresholds, false>();
+      case Decision::interval:
+        return distance ? run.template operator()<Decision::interval, true>()
+                        : run.template operator()<Decision::interval, false>();
+      case Decision::custom:
+        break;
+    }
   }
 
   // Users asked the same ρ every round share ρ̄: the square root is taken once per value.
@@ -359,20 +354,17 @@ class RoundFold {
 
   // fold_answer and the decision for a batch, the round and the radius cache in locals (the
   // loop's stores of doubles cannot then alias them and force reloads).
-  template <Decision kDecision, bool kDistance>
-  void fold_answers(std::size_t count, const UserId* users, const std::uint32_t* slots, double rho,
-                    Charge known_charge, Charge charged, const double* remaining,
-                    const double* values) {
+  template <Decision kDecision, bool kDistance, class Charges>
+  void fold_batch_as(std::size_t count, const UserId* users, const std::uint32_t* slots,
+                     Charges& charges, const double* remaining, const double* values) {
     const std::size_t d = query_.estimates->dimension;
     const Round round = round_;
     RadiusCache radii = radii_;
-    BudgetMirror& mirror = *query_.mirror;
-    BudgetMirror::AnswerMemo memo;  // one known charge and one charge for the batch
     AppendToLists<kDecision> out(lists, count);
     for (std::size_t j = 0; j < count; ++j) {
       const UserId u = users[slots[j]];
-      mirror.update_answered(u, known_charge, charged, remaining[j], memo);
-      record_answer(u, rho, charged, values + j * d);
+      charges.update_mirror(u, j, remaining[j]);
+      record_answer(u, charges.rho(j), charges.charged(j), values + j * d);
       decide_as<kDecision, kDistance>(u, round, radii, out);
     }
     radii_ = radii;
