@@ -123,7 +123,7 @@ std::vector<double> idx_images(const char* path, std::size_t& dimension) {
 }
 
 // Seconds per noisy value with the fastest generator we have (the simulation's fast noise:
-// vectorized Philox + Box–Muller, simulation/src/fast_normals): one normal per user for 1-D
+// vectorized ARS-7 + Box–Muller, simulation/src/fast_normals): one normal per user for 1-D
 // releases (the cosine only), pairs for higher dimensions. The noise floor of a run is its
 // values times this.
 double normal_cost(bool pairs) {

@@ -9,8 +9,8 @@ packages=(
   libnanoflann-dev                       # k-d trees for exact kNN
   libprotobuf-dev protobuf-compiler      # cgp.v1 wire protocol
   libeigen3-dev                          # dense linear algebra
-  librandom123-dev                       # Philox reference for the fast-noise tests
-  libhwy-dev                             # simulations' fast noise: vectorized Philox and Box–Muller
+  librandom123-dev                       # ARS reference for the fast-noise tests
+  libhwy-dev                             # simulations' fast noise: vectorized ARS (AES) and Box–Muller
   openmpi-bin libopenmpi-dev             # cgp-sim across processes and machines (mpirun)
   libsodium-dev                          # CSPRNG and hashing on the device
   libsqlite3-dev                         # the device ledger

@@ -13,85 +13,172 @@ HWY_BEFORE_NAMESPACE();
 namespace cgp::simulation::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Philox4x32's words live in the low halves of 64-bit lanes, so that one 32×32 → 64 multiply
-// (MulEven, which reads the low halves only) gives both the high and the low word of a product,
-// as Random123's mulhilo32 does.
-template <class D64, class V>
-HWY_INLINE V product(D64 d64, V a, V b) {
-#if HWY_TARGET == HWY_SCALAR
-  const auto low32 = hn::Set(d64, 0xffffffffULL);
-  return hn::And(a, low32) * hn::And(b, low32);  // one lane: a 64-bit multiply of the low words
-#else
-  const hn::Repartition<std::uint32_t, D64> d32;
-  return hn::MulEven(hn::BitCast(d32, a), hn::BitCast(d32, b));
-#endif
-}
-
-// The generator's constants, set once per call.
+// The generator's constants, set once per call: ARS-7's round keys for the stream (the same
+// for every item: the item is the counter), and Box–Muller's.
 template <class DU, class DD>
 struct NormalConstants {
-  explicit NormalConstants(DU du, DD dd, std::uint64_t stream)
-      : low32(hn::Set(du, 0xffffffffULL)),
-        m0(hn::Set(du, 0xD2511F53ULL)),
-        m1(hn::Set(du, 0xCD9E8D57ULL)),
-        w0(hn::Set(du, 0x9E3779B9ULL)),
-        w1(hn::Set(du, 0xBB67AE85ULL)),
-        stream_lo(hn::Set(du, stream & 0xffffffffULL)),
-        stream_hi(hn::Set(du, stream >> 32)),
-        two_pi(hn::Set(dd, 6.283185307179586476925286766559)),
-        pi(hn::Set(dd, 3.141592653589793238462643383280)),
-        ulp53(hn::Set(dd, 0x1p-53)),
-        one(hn::Set(dd, 1.0)),
-        minus_two(hn::Set(dd, -2.0)) {}
-  hn::Vec<DU> low32, m0, m1, w0, w1, stream_lo, stream_hi;
-  hn::Vec<DD> two_pi, pi, ulp53, one, minus_two;
+  explicit NormalConstants(DU, DD dd, std::uint64_t stream_id)
+      : stream(stream_id),
+        octant_unit(hn::Set(dd, 0.78539816339744830961566084581988 * 0x1p-49)),
+        two52(hn::Set(dd, 0x1p52)),
+        two(hn::Set(dd, 2.0)),
+        minus_two(hn::Set(dd, -2.0)) {
+#if HWY_TARGET != HWY_SCALAR  // one lane: ArsBits2 runs the scalar ars_words
+    const auto keys = ars_round_keys(stream_id);
+    const hn::Full128<std::uint64_t> d128;
+    for (std::size_t r = 0; r < kArsRounds + 1; ++r)
+      round_key[r] = hn::BitCast(
+          hn::Repartition<std::uint8_t, decltype(d128)>(),
+          hn::InterleaveLower(d128, hn::Set(d128, keys[r][0]), hn::Set(d128, keys[r][1])));
+#endif
+  }
+  std::uint64_t stream;
+#if HWY_TARGET != HWY_SCALAR
+  hn::Vec<hn::Full128<std::uint8_t>> round_key[kArsRounds + 1];  // one 128-bit block each
+#endif
+  hn::Vec<DD> octant_unit, two52, two, minus_two;  // π/4·2^-49: y's unit
 };
 
-// Philox4x32-10 of two vectors of (key, block) lanes at once: the ten rounds of each are a chain
-// of dependent multiplies, so two chains side by side keep the multiplier busy (measured: a
-// fifth less time per normal on AVX2 than one chain; four chains spill registers). Out: each
-// vector's four words, the low 32 bits of each lane.
-template <class DU, class C>
-HWY_INLINE void PhiloxWords2(DU du, const C& c, hn::Vec<DU> key_a, hn::Vec<DU> block_a,
-                             hn::Vec<DU> key_b, hn::Vec<DU> block_b, hn::Vec<DU> (&a)[4],
-                             hn::Vec<DU> (&b)[4]) {
-  // Only the low 32 bits of each lane are Philox's word; the high bits may carry garbage
-  // (key carries, the high half of a product), which MulEven ignores and the end masks off.
-  auto ka0 = key_a, ka1 = hn::ShiftRight<32>(key_a);
-  auto kb0 = key_b, kb1 = hn::ShiftRight<32>(key_b);
-  auto a0 = c.stream_lo, a1 = c.stream_hi, a2 = block_a, a3 = hn::Zero(du);
-  auto b0 = c.stream_lo, b1 = c.stream_hi, b2 = block_b, b3 = hn::Zero(du);
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      ka0 = hn::Add(ka0, c.w0), ka1 = hn::Add(ka1, c.w1);
-      kb0 = hn::Add(kb0, c.w0), kb1 = hn::Add(kb1, c.w1);
-    }
-    const auto pa0 = product(du, c.m0, a0), pa1 = product(du, c.m1, a2);
-    const auto pb0 = product(du, c.m0, b0), pb1 = product(du, c.m1, b2);
-    a0 = hn::Xor3(hn::ShiftRight<32>(pa1), a1, ka0);
-    b0 = hn::Xor3(hn::ShiftRight<32>(pb1), b1, kb0);
-    a1 = pa1, b1 = pb1;  // their low words
-    a2 = hn::Xor3(hn::ShiftRight<32>(pa0), a3, ka1);
-    b2 = hn::Xor3(hn::ShiftRight<32>(pb0), b3, kb1);
-    a3 = pa0, b3 = pb0;
+#if HWY_TARGET != HWY_SCALAR
+using D128 = hn::Full128<std::uint64_t>;
+
+// The 128-bit blocks of v, lowest first, into pieces[0 .. MaxLanes(d)/2).
+template <class D>
+HWY_INLINE void SplitBlocks(D d, hn::Vec<D> v, hn::Vec<D128>* pieces) {
+  if constexpr (hn::MaxLanes(D()) <= 2) {
+    (void)d;
+    pieces[0] = v;
+  } else {
+    const hn::Half<D> half;
+    SplitBlocks(half, hn::LowerHalf(half, v), pieces);
+    SplitBlocks(half, hn::UpperHalf(half, v), pieces + hn::MaxLanes(half) / 2);
   }
-  a[0] = a0, a[1] = hn::And(a1, c.low32), a[2] = a2, a[3] = hn::And(a3, c.low32);
-  b[0] = b0, b[1] = hn::And(b1, c.low32), b[2] = b2, b[3] = hn::And(b3, c.low32);
+}
+// SplitBlocks' inverse.
+template <class D>
+HWY_INLINE hn::Vec<D> JoinBlocks(D d, const hn::Vec<D128>* pieces) {
+  if constexpr (hn::MaxLanes(D()) <= 2) {
+    (void)d;
+    return pieces[0];
+  } else {
+    const hn::Half<D> half;
+    return hn::Combine(d, JoinBlocks(half, pieces + hn::MaxLanes(half) / 2),
+                       JoinBlocks(half, pieces));
+  }
 }
 
-// The Box–Muller radius and angle of one vector's Philox words: z0 = radius·cos(angle),
-// z1 = radius·sin(angle).
+// ARS-7 of each lane's item, the counter (key, block), under the stream's round keys, for two
+// vectors of items (a, b): each output's low and high 64 bits. A counter fills one 128-bit block;
+// the AES rounds run on one block each (a wider vector would split and join its blocks every
+// round on targets without wide AES), every item its own chain, side by side.
+template <class DU, class C>
+HWY_INLINE void ArsBits2(DU du, const C& c, hn::Vec<DU> key_a, hn::Vec<DU> block_a,
+                         hn::Vec<DU> key_b, hn::Vec<DU> block_b, hn::Vec<DU>& low_a,
+                         hn::Vec<DU>& high_a, hn::Vec<DU>& low_b, hn::Vec<DU>& high_b) {
+  constexpr std::size_t kBlocks = hn::MaxLanes(DU()) / 2;  // per vector
+  const D128 d128;
+  const hn::Repartition<std::uint8_t, D128> d8;
+  hn::Vec<D128> keys[2 * kBlocks], blocks[2 * kBlocks];
+  SplitBlocks(du, key_a, keys), SplitBlocks(du, key_b, keys + kBlocks);
+  SplitBlocks(du, block_a, blocks), SplitBlocks(du, block_b, blocks + kBlocks);
+  hn::Vec<decltype(d8)> state[4 * kBlocks];  // item 2p + h: half h of piece p
+  for (std::size_t p = 0; p < 2 * kBlocks; ++p) {
+    state[2 * p] =
+        hn::Xor(hn::BitCast(d8, hn::InterleaveLower(d128, keys[p], blocks[p])), c.round_key[0]);
+    state[2 * p + 1] =
+        hn::Xor(hn::BitCast(d8, hn::InterleaveUpper(d128, keys[p], blocks[p])), c.round_key[0]);
+  }
+  for (std::size_t r = 1; r < kArsRounds; ++r)
+    for (auto& s : state) s = hn::AESRound(s, c.round_key[r]);
+  for (auto& s : state) s = hn::AESLastRound(s, c.round_key[kArsRounds]);
+  hn::Vec<D128> low[2 * kBlocks], high[2 * kBlocks];
+  for (std::size_t p = 0; p < 2 * kBlocks; ++p) {
+    const auto first = hn::BitCast(d128, state[2 * p]),
+               second = hn::BitCast(d128, state[2 * p + 1]);
+    low[p] = hn::InterleaveLower(d128, first, second);
+    high[p] = hn::InterleaveUpper(d128, first, second);
+  }
+  low_a = JoinBlocks(du, low), high_a = JoinBlocks(du, high);
+  low_b = JoinBlocks(du, low + kBlocks), high_b = JoinBlocks(du, high + kBlocks);
+}
+#else
+// One lane: the portable ars_words.
+template <class DU, class C>
+HWY_INLINE void ArsBits2(DU du, const C& c, hn::Vec<DU> key_a, hn::Vec<DU> block_a,
+                         hn::Vec<DU> key_b, hn::Vec<DU> block_b, hn::Vec<DU>& low_a,
+                         hn::Vec<DU>& high_a, hn::Vec<DU>& low_b, hn::Vec<DU>& high_b) {
+  const auto a =
+      ars_words(hn::GetLane(key_a), c.stream, static_cast<std::uint32_t>(hn::GetLane(block_a)));
+  const auto b =
+      ars_words(hn::GetLane(key_b), c.stream, static_cast<std::uint32_t>(hn::GetLane(block_b)));
+  low_a = hn::Set(du, a[0]), high_a = hn::Set(du, a[1]);
+  low_b = hn::Set(du, b[0]), high_b = hn::Set(du, b[1]);
+}
+#endif
+
+// sin y and cos y for y ∈ [0, π/4]: fdlibm's kernels (__kernel_sin, __kernel_cos: within 1 ulp
+// there, checked against glibc in ctest through normal_pairs).
+template <class DD>
+HWY_INLINE void SinCosKernel(DD dd, hn::Vec<DD> y, hn::Vec<DD>& sine, hn::Vec<DD>& cosine) {
+  const auto z = hn::Mul(y, y);
+  auto s = hn::Set(dd, 1.58969099521155010221e-10);
+  s = hn::MulAdd(s, z, hn::Set(dd, -2.50507602534068634195e-08));
+  s = hn::MulAdd(s, z, hn::Set(dd, 2.75573137070700676789e-06));
+  s = hn::MulAdd(s, z, hn::Set(dd, -1.98412698298579493134e-04));
+  s = hn::MulAdd(s, z, hn::Set(dd, 8.33333333332248946124e-03));
+  s = hn::MulAdd(s, z, hn::Set(dd, -1.66666666666666324348e-01));
+  sine = hn::MulAdd(hn::Mul(y, z), s, y);
+  auto c = hn::Set(dd, -1.13596475577881948265e-11);
+  c = hn::MulAdd(c, z, hn::Set(dd, 2.08757232129817482790e-09));
+  c = hn::MulAdd(c, z, hn::Set(dd, -2.75573143513906633035e-07));
+  c = hn::MulAdd(c, z, hn::Set(dd, 2.48015872894767294178e-05));
+  c = hn::MulAdd(c, z, hn::Set(dd, -1.38888888888741095749e-03));
+  c = hn::MulAdd(c, z, hn::Set(dd, 4.16666666666666019037e-02));
+  // 1 − (z/2 − z²·c)
+  cosine = hn::Sub(hn::Set(dd, 1.0), hn::NegMulAdd(hn::Mul(z, z), c, hn::Mul(hn::Set(dd, 0.5), z)));
+}
+
+// Box–Muller of one vector's generator bits (normal_pairs' definition): z0 = r·cos φ and, when
+// pairs, z1 = r·sin φ. The angle is a 52-bit fraction of a turn, so its reduction is exact
+// integer work: the top three bits pick the octant, the other 49 the offset y ∈ [0, π/4] from
+// the octant's nearer end (odd octants count down from their upper end), and cos φ, sin φ are
+// ±cos y, ±sin y swapped by quadrant.
 template <class DU, class DD, class C>
-HWY_INLINE void RadiusAngle(DD dd, const C& c, const hn::Vec<DU> (&w)[4], hn::Vec<DD>& radius,
-                            hn::Vec<DD>& angle) {
-  const hn::RebindToSigned<DU> di;
-  // 53 bits each: exact in a double, so the conversion is the same on every target.
-  const auto bits1 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(w[0]), w[1]));
-  const auto bits2 = hn::ShiftRight<11>(hn::Or(hn::ShiftLeft<32>(w[2]), w[3]));
-  const auto u1 = hn::Mul(hn::Add(hn::ConvertTo(dd, hn::BitCast(di, bits1)), c.one), c.ulp53);
-  const auto u2 = hn::Mul(hn::ConvertTo(dd, hn::BitCast(di, bits2)), c.ulp53);
-  radius = hn::Sqrt(hn::Mul(c.minus_two, hn::Log(dd, u1)));
-  angle = hn::Sub(hn::Mul(c.two_pi, u2), c.pi);
+HWY_INLINE void BoxMuller(DU du, DD dd, const C& c, hn::Vec<DU> low, hn::Vec<DU> high, bool pairs,
+                          hn::Vec<DD>& z0, hn::Vec<DD>& z1) {
+  // u₁ = 2 − (1 + (low >> 12)·2^-52) ∈ (0, 1]: 52 bits as the mantissa of a double in [1, 2),
+  // exact and the same on every target.
+  const auto one_bits = hn::Set(du, 0x3FF0000000000000ULL);
+  const auto u1 = hn::Sub(c.two, hn::BitCast(dd, hn::Or(hn::ShiftRight<12>(low), one_bits)));
+  const auto radius = hn::Sqrt(hn::Mul(c.minus_two, hn::Log(dd, u1)));
+  const auto turn = hn::ShiftRight<12>(high);  // φ = 2π·turn·2^-52
+  const auto bit = hn::Set(du, 1);
+  const auto odd = hn::And(hn::ShiftRight<49>(turn), bit);
+  const auto offset_mask = hn::Set(du, (std::uint64_t{1} << 49) - 1);
+  const auto offset = hn::And(turn, offset_mask);
+  // y's 2^-49 units: the offset, or 2^49 − offset in an odd octant (exact, ≤ 2^49).
+  const auto units = hn::IfThenElse(hn::RebindMask(du, hn::Eq(odd, bit)),
+                                    hn::Sub(hn::Set(du, std::uint64_t{1} << 49), offset), offset);
+  // units < 2^52 as a double, exactly: the mantissa of 2^52 + units, minus 2^52.
+  const auto two52 = hn::Set(du, 0x4330000000000000ULL);
+  const auto y = hn::Mul(hn::Sub(hn::BitCast(dd, hn::Or(units, two52)), c.two52), c.octant_unit);
+  hn::Vec<DD> sine, cosine;
+  SinCosKernel(dd, y, sine, cosine);
+  // φ = Q·π/2 ± y, Q = (octant + odd)/2 mod 4: (cos φ, sin φ) = (C, ±S), (∓S, C), (−C, ∓S) or
+  // (±S, −C) for Q = 0, 1, 2, 3, with ±S = S in even octants and −S in odd ones.
+  const auto quadrant = hn::ShiftRight<1>(hn::Add(hn::ShiftRight<49>(turn), odd));
+  const auto signed_sine = hn::Xor(sine, hn::BitCast(dd, hn::ShiftLeft<63>(odd)));
+  const auto swap = hn::RebindMask(dd, hn::Eq(hn::And(quadrant, bit), bit));
+  const auto first = hn::IfThenElse(swap, signed_sine, cosine);
+  const auto second = hn::IfThenElse(swap, cosine, signed_sine);
+  // cos φ < 0 for Q ∈ {1, 2}: bit 1 of Q + 1; sin φ < 0 for Q ∈ {2, 3}: bit 1 of Q.
+  const auto cos_sign = hn::BitCast(dd, hn::ShiftLeft<62>(hn::Add(quadrant, bit)));
+  const auto sign_bit = hn::BitCast(dd, hn::Set(du, std::uint64_t{1} << 63));
+  z0 = hn::Mul(radius, hn::Xor(first, hn::And(cos_sign, sign_bit)));
+  if (pairs) {
+    const auto sin_sign = hn::BitCast(dd, hn::ShiftLeft<62>(quadrant));
+    z1 = hn::Mul(radius, hn::Xor(second, hn::And(sin_sign, sign_bit)));
+  }
 }
 
 // Loads lanes i .. i + here of keys and blocks (blocks == nullptr: 0), zero-padded past here
@@ -128,17 +215,10 @@ HWY_INLINE void NormalsAt(DU du, DD dd, const C& c, const std::uint64_t* HWY_RES
   hn::Vec<DU> key_a, block_a, key_b, block_b;
   LoadItems(du, keys, blocks, i, here < lanes ? here : lanes, key_a, block_a);
   LoadItems(du, keys, blocks, i + lanes, here > lanes ? here - lanes : 0, key_b, block_b);
-  hn::Vec<DU> words_a[4], words_b[4];
-  PhiloxWords2(du, c, key_a, block_a, key_b, block_b, words_a, words_b);
-  hn::Vec<DD> radius_a, angle_a, radius_b, angle_b;
-  RadiusAngle<DU>(dd, c, words_a, radius_a, angle_a);
-  RadiusAngle<DU>(dd, c, words_b, radius_b, angle_b);
-  z0[0] = hn::Mul(radius_a, hn::Cos(dd, angle_a));
-  z0[1] = hn::Mul(radius_b, hn::Cos(dd, angle_b));
-  if (pairs) {
-    z1[0] = hn::Mul(radius_a, hn::Sin(dd, angle_a));
-    z1[1] = hn::Mul(radius_b, hn::Sin(dd, angle_b));
-  }
+  hn::Vec<DU> low_a, high_a, low_b, high_b;
+  ArsBits2(du, c, key_a, block_a, key_b, block_b, low_a, high_a, low_b, high_b);
+  BoxMuller(du, dd, c, low_a, high_a, pairs, z0[0], z1[0]);
+  BoxMuller(du, dd, c, low_b, high_b, pairs, z0[1], z1[1]);
 }
 
 HWY_ATTR void NormalPairs(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
@@ -312,19 +392,98 @@ const char* normal_pairs_target() noexcept {
   return HWY_DYNAMIC_DISPATCH(TargetName)();
 }
 
-std::array<std::uint32_t, 4> philox_words(std::uint64_t key, std::uint64_t stream,
-                                          std::uint32_t block) noexcept {
-  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
-  std::array<std::uint32_t, 4> c = {static_cast<std::uint32_t>(stream),
-                                    static_cast<std::uint32_t>(stream >> 32), block, 0};
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) k0 += 0x9E3779B9U, k1 += 0xBB67AE85U;
-    const std::uint64_t p0 = std::uint64_t{0xD2511F53U} * c[0];
-    const std::uint64_t p1 = std::uint64_t{0xCD9E8D57U} * c[2];
-    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<std::uint32_t>(p1),
-         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<std::uint32_t>(p0)};
+namespace {
+
+// AES's S-box, computed: the inverse in GF(2^8) (x^254; 0 for 0), then the affine map.
+constexpr std::uint8_t gf_times2(std::uint8_t x) {
+  return static_cast<std::uint8_t>((x << 1) ^ ((x & 0x80) ? 0x1b : 0));
+}
+constexpr std::uint8_t gf_multiply(std::uint8_t a, std::uint8_t b) {
+  std::uint8_t product = 0;
+  for (; b != 0; b >>= 1, a = gf_times2(a))
+    if (b & 1) product ^= a;
+  return product;
+}
+constexpr std::array<std::uint8_t, 256> make_sbox() {
+  std::array<std::uint8_t, 256> box{};
+  for (unsigned x = 0; x < 256; ++x) {
+    std::uint8_t inverse = 1, power = static_cast<std::uint8_t>(x);
+    for (unsigned e = 254; e != 0; e >>= 1, power = gf_multiply(power, power))
+      if (e & 1) inverse = gf_multiply(inverse, power);
+    if (x == 0) inverse = 0;
+    const auto rotl = [](std::uint8_t v, int n) {
+      return static_cast<std::uint8_t>((v << n) | (v >> (8 - n)));
+    };
+    box[x] = static_cast<std::uint8_t>(inverse ^ rotl(inverse, 1) ^ rotl(inverse, 2) ^
+                                       rotl(inverse, 3) ^ rotl(inverse, 4) ^ 0x63);
   }
-  return c;
+  return box;
+}
+constexpr std::array<std::uint8_t, 256> kSbox = make_sbox();
+static_assert(kSbox[0] == 0x63 && kSbox[1] == 0x7c && kSbox[0x53] == 0xed, "FIPS-197's S-box");
+
+using Block = std::array<std::uint8_t, 16>;  // byte i: bits 8i .. 8i + 7 of the 128-bit value
+
+Block to_block(std::uint64_t low, std::uint64_t high) {
+  Block b{};
+  for (int i = 0; i < 8; ++i) {
+    b[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(low >> (8 * i));
+    b[static_cast<std::size_t>(i + 8)] = static_cast<std::uint8_t>(high >> (8 * i));
+  }
+  return b;
+}
+
+// One AES encryption round as x86's AESENC (last: AESENCLAST, without MixColumns): SubBytes,
+// ShiftRows, MixColumns, then the round key added. The state is column-major: byte 4c + r is
+// row r of column c.
+Block aes_round(const Block& state, const Block& round_key, bool last) {
+  Block shifted{};
+  for (std::size_t c = 0; c < 4; ++c)
+    for (std::size_t r = 0; r < 4; ++r) shifted[4 * c + r] = kSbox[state[4 * ((c + r) % 4) + r]];
+  Block out = shifted;
+  if (!last) {
+    for (std::size_t c = 0; c < 4; ++c) {
+      const std::uint8_t* a = &shifted[4 * c];
+      const auto times3 = [](std::uint8_t v) {
+        return static_cast<std::uint8_t>(gf_times2(v) ^ v);
+      };
+      out[4 * c + 0] = static_cast<std::uint8_t>(gf_times2(a[0]) ^ times3(a[1]) ^ a[2] ^ a[3]);
+      out[4 * c + 1] = static_cast<std::uint8_t>(a[0] ^ gf_times2(a[1]) ^ times3(a[2]) ^ a[3]);
+      out[4 * c + 2] = static_cast<std::uint8_t>(a[0] ^ a[1] ^ gf_times2(a[2]) ^ times3(a[3]));
+      out[4 * c + 3] = static_cast<std::uint8_t>(times3(a[0]) ^ a[1] ^ a[2] ^ gf_times2(a[3]));
+    }
+  }
+  for (std::size_t i = 0; i < 16; ++i) out[i] ^= round_key[i];
+  return out;
+}
+
+}  // namespace
+
+std::array<std::array<std::uint64_t, 2>, kArsRounds + 1> ars_round_keys(
+    std::uint64_t stream) noexcept {
+  // Random123's Weyl increments: the golden ratio and √3 − 1, in 64-bit fixed point.
+  constexpr std::uint64_t kWeylLow = 0x9E3779B97F4A7C15ULL, kWeylHigh = 0xBB67AE8584CAA73BULL;
+  std::array<std::array<std::uint64_t, 2>, kArsRounds + 1> keys{};
+  std::uint64_t low = stream, high = 0;
+  for (std::size_t r = 0; r <= kArsRounds; ++r, low += kWeylLow, high += kWeylHigh)
+    keys[r] = {low, high};
+  return keys;
+}
+
+std::array<std::uint64_t, 2> ars_words(std::uint64_t user_key, std::uint64_t stream,
+                                       std::uint32_t block) noexcept {
+  const auto keys = ars_round_keys(stream);
+  Block state = to_block(user_key, block);
+  const Block first = to_block(keys[0][0], keys[0][1]);
+  for (std::size_t i = 0; i < 16; ++i) state[i] ^= first[i];
+  for (std::size_t r = 1; r <= kArsRounds; ++r)
+    state = aes_round(state, to_block(keys[r][0], keys[r][1]), r == kArsRounds);
+  std::array<std::uint64_t, 2> words{};
+  for (int i = 7; i >= 0; --i) {
+    words[0] = words[0] << 8 | state[static_cast<std::size_t>(i)];
+    words[1] = words[1] << 8 | state[static_cast<std::size_t>(i + 8)];
+  }
+  return words;
 }
 
 }  // namespace cgp::simulation

@@ -1,14 +1,21 @@
-// Standard normals for the simulation's fast noise: Philox4x32-10 (Salmon et al., SC'11), a
-// counter-based generator, keyed by (run seed, user) and counted by (round stream, block),
-// turned into pairs of normals by Box–Muller — both vectorized with Highway (libhwy) and
-// dispatched at run time to the widest instruction set the CPU has (AVX-512, AVX2, SSE4, or
-// portable code).
+// Standard normals for the simulation's fast noise: ARS-7 (Salmon et al., SC'11: AES rounds
+// under a Weyl key schedule), a counter-based generator keyed by the round's stream and counted
+// by (user key, block), turned into pairs of normals by Box–Muller — both vectorized with
+// Highway (libhwy; AES-NI where the CPU has it, Highway's portable AES elsewhere) and dispatched
+// at run time to the widest instruction set the CPU has (AVX-512, AVX2, SSE4, or portable code).
 //
 // There is no generator state: an item's normals depend on its (key, stream, block) only, never
 // on the batch it is computed in, the lane it lands in or the thread — so results are the same
 // for any thread count and batch size. Across instruction sets the transcendental functions may
-// differ in the last bit (Highway's log/sin/cos are within 3 ulp), which moves a released value
-// by one grid unit (u ≤ 2^-24·σ) with probability about 2^-20 per sample.
+// differ in the last bit (Highway's log is within 3 ulp; sine and cosine are fdlibm's kernels,
+// with or without fused multiply-adds), which moves a released value by one grid unit
+// (u ≤ 2^-24·σ) with probability about 2^-20 per sample.
+//
+// Cost (cgp_bench_coordinator floor, AVX2 with AES-NI): Philox4x32-10 with Highway's cos and sin
+// took ~11 ns a single normal and ~6.7 ns a value in pairs; ARS-7 with the angle reduced exactly
+// (a fixed-point fraction of a turn: its octant is its top bits) takes ~6.2 ns and ~3.3 ns.
+// Random123 documents both generators as Crush-resistant; ARS-7 is its default ARS, with "a
+// considerable safety margin" of rounds.
 //
 // Not for devices: a simulated release needs the right law, not secrecy (the device's own noise
 // is client-sdk's exact sampler).
@@ -20,16 +27,29 @@
 
 namespace cgp::simulation {
 
-// Philox4x32-10 of counter {stream low, stream high, block, 0} under key {key low, key high}.
-// The scalar reference the vector code is tested against (and against Random123's own).
-std::array<std::uint32_t, 4> philox_words(std::uint64_t key, std::uint64_t stream,
-                                          std::uint32_t block) noexcept;
+// ARS-7, the rounds of the fast noise's generator: Random123's default ARS (AES rounds with a
+// Weyl key schedule, "a considerable safety margin over the minimum number of rounds with no
+// known statistical flaws", ars.h).
+inline constexpr std::size_t kArsRounds = 7;
 
-// For each item i < count, the pair (r·cos θ, r·sin θ) of independent N(0, 1) from the Philox
-// words of (keys[i], stream, blocks[i]) (blocks == nullptr: block 0): u₁ ∈ (0, 1] from the first
-// 53 bits, u₂ ∈ [0, 1) from the next 53, r = √(−2 ln u₁), θ = 2π·u₂ − π.
+// ARS-7's round keys for a stream: k_r = (stream, 0) + r·(0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B),
+// r = 0 .. 7, each as (low, high) 64-bit halves.
+std::array<std::array<std::uint64_t, 2>, kArsRounds + 1> ars_round_keys(
+    std::uint64_t stream) noexcept;
+
+// ARS-7 (Random123's ars4x32_R(7, ·, ·)) of the counter (user_key, block) — low 64 bits the
+// user's key, high 64 bits the block — under the key (stream, 0): the output's low and high 64
+// bits. Portable code: the scalar reference the vector code is tested against (and against
+// Random123's own, with AES-NI).
+std::array<std::uint64_t, 2> ars_words(std::uint64_t user_key, std::uint64_t stream,
+                                       std::uint32_t block) noexcept;
+
+// For each item i < count, the pair (r·cos θ, r·sin θ) of independent N(0, 1) from the ARS-7
+// output (low, high) = ars_words(keys[i], stream, blocks[i]) (blocks == nullptr: block 0):
+// u₁ = 1 − (low >> 12)·2^-52 ∈ (0, 1], u₂ = (high >> 12)·2^-52 ∈ [0, 1), r = √(−2 ln u₁),
+// θ = 2π·u₂.
 //   pairs = true:  out[2i] = r·cos θ, out[2i + 1] = r·sin θ;
-//   pairs = false: out[i] = r·cos θ (one normal per item; the sine is not computed).
+//   pairs = false: out[i] = r·cos θ (one normal per item).
 void normal_pairs(std::uint64_t stream, const std::uint64_t* keys, const std::uint32_t* blocks,
                   std::size_t count, double* out, bool pairs) noexcept;
 

@@ -2,10 +2,13 @@
 // runs: each must give exactly what the one-at-a-time definition gives, for any batch.
 #include <catch2/catch.hpp>
 
-#include <Random123/philox.h>
 #include <hwy/targets.h>
+#if defined(__AES__)  // x86 with -maes (tests/CMakeLists.txt): Random123's ARS needs AES-NI
+#include <Random123/ars.h>
+#endif
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <random>
@@ -25,11 +28,10 @@ namespace {
 // The Box–Muller of normal_pairs' documentation, with glibc's scalar functions.
 std::pair<double, double> reference_pair(std::uint64_t key, std::uint64_t stream,
                                          std::uint32_t block) {
-  const auto w = philox_words(key, stream, block);
-  const std::uint64_t a = (std::uint64_t{w[0]} << 32 | w[1]) >> 11;
-  const std::uint64_t b = (std::uint64_t{w[2]} << 32 | w[3]) >> 11;
-  const double u1 = (static_cast<double>(a) + 1) * 0x1p-53, u2 = static_cast<double>(b) * 0x1p-53;
-  const double r = std::sqrt(-2 * std::log(u1)), theta = 2 * M_PI * u2 - M_PI;
+  const auto [low, high] = ars_words(key, stream, block);
+  const double u1 = 1 - static_cast<double>(low >> 12) * 0x1p-52;
+  const double theta = 2 * M_PI * (static_cast<double>(high >> 12) * 0x1p-52);
+  const double r = std::sqrt(-2 * std::log(u1));
   return {r * std::cos(theta), r * std::sin(theta)};
 }
 
@@ -39,24 +41,58 @@ double normal_cdf(double x) {
 
 }  // namespace
 
-TEST_CASE("philox4x32 is Random123's Philox4x32-10", "[simulation][noise]") {
-  CGP_SEEDED(1210);
-  std::mt19937_64 rng(seed);
-  const r123::Philox4x32 philox;
-  for (int i = 0; i < 1000; ++i) {
-    const std::uint64_t key = rng(), stream = rng();
-    const auto block = static_cast<std::uint32_t>(rng());
-    const r123::Philox4x32::ctr_type counter = {
-        {static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32), block, 0}};
-    const r123::Philox4x32::key_type k = {
-        {static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32)}};
-    const auto expected = philox(counter, k);
-    const auto got = philox_words(key, stream, block);
-    for (int w = 0; w < 4; ++w) CHECK(got[static_cast<std::size_t>(w)] == expected[w]);
+// Known answers: Random123's ARS4x32_R<7> (ars.h, AES-NI) of the counter {key low, key high,
+// block, 0} under the key {stream low, stream high, 0, 0}, printed once on an x86 machine: the
+// portable ars_words must give them on any machine.
+TEST_CASE("ars_words gives Random123's ARS-7 known answers", "[simulation][noise]") {
+  struct Known {
+    std::uint64_t key, stream;
+    std::uint32_t block;
+    std::array<std::uint64_t, 2> words;
+  };
+  const Known known[] = {
+      {0, 0, 0, {0xc45798f3dacf61ffULL, 0x101e27f3113c7eebULL}},
+      {1, 2, 3, {0x05b5459a64a7e08aULL, 0x5c7348de59fe156fULL}},
+      {~0ULL, ~0ULL, 0xffffffffU, {0xd0f4c4c3bd306cc7ULL, 0xad2905768cfc647dULL}},
+      {0x0123456789abcdefULL,
+       0xfedcba9876543210ULL,
+       7,
+       {0xd5ca7ce2d695dc69ULL, 0xb7700805c0be9c0aULL}},
+  };
+  for (const Known& k : known) {
+    INFO("key " << k.key << " stream " << k.stream << " block " << k.block);
+    CHECK(ars_words(k.key, k.stream, k.block) == k.words);
   }
 }
 
-TEST_CASE("normal_pairs is Box-Muller of the Philox words and the same for any batch",
+TEST_CASE("ars_words is Random123's ARS-7 where the CPU has AES-NI", "[simulation][noise]") {
+#if defined(__AES__)
+  if (!__builtin_cpu_supports("aes")) {
+    WARN("this CPU has no AES-NI: Random123's ARS cannot run here (known answers still checked)");
+    return;
+  }
+  CGP_SEEDED(1210);
+  std::mt19937_64 rng(seed);
+  const r123::ARS4x32_R<kArsRounds> ars;
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint64_t key = rng(), stream = rng();
+    const auto block = static_cast<std::uint32_t>(rng());
+    const r123::ARS4x32_R<kArsRounds>::ctr_type counter = {
+        {static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32), block, 0}};
+    const r123::ARS4x32_R<kArsRounds>::key_type k = {
+        {static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32), 0, 0}};
+    const auto expected = ars(counter, k);
+    const auto got = ars_words(key, stream, block);
+    CHECK(got[0] == (std::uint64_t{expected[1]} << 32 | expected[0]));
+    CHECK(got[1] == (std::uint64_t{expected[3]} << 32 | expected[2]));
+  }
+#else
+  WARN("not built with AES-NI: the known answers stand in for Random123 here");
+  CHECK(ars_words(0, 0, 0)[0] == 0xc45798f3dacf61ffULL);
+#endif
+}
+
+TEST_CASE("normal_pairs is Box-Muller of the ARS words and the same for any batch",
           "[simulation][noise]") {
   CGP_SEEDED(1211);
   INFO("target " << normal_pairs_target());
@@ -135,10 +171,12 @@ TEST_CASE("normal_pairs draws standard normals", "[simulation][noise][statistica
   const double critical = std::sqrt(std::log(2 / 1e-7) / 2) / std::sqrt(n);
   INFO("KS D = " << d << ", critical " << critical);
   CHECK(d <= critical);
-  // The power of the test: a σ 1% too small is refused at the same threshold.
+  // The power of the test: a σ 2% too small is refused at the same threshold. Its distance
+  // from Φ is max |Φ(z/0.98) − Φ(z)| ≈ 0.02·φ(1)·1 ≈ 0.0049, well past the critical 0.0029 (a
+  // 1% error, ≈ 0.0024, sits below it: detecting it was luck of the sample).
   double shrunk = 0;
   for (std::size_t i = 0; i < z.size(); ++i) {
-    const double f = normal_cdf(0.99 * z[i]);
+    const double f = normal_cdf(0.98 * z[i]);
     shrunk = std::max(shrunk, std::abs(f - static_cast<double>(i) / n));
   }
   CHECK(shrunk > critical);

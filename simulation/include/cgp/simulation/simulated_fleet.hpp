@@ -5,7 +5,7 @@
 //
 // Noise, a choice recorded with every result (SimulationNoise):
 //   fast (the default): the device's clamp, grid and σ, with standard normals from a
-//     counter-based generator (Philox) keyed by (run seed, user) and counted by (query, round,
+//     counter-based generator (ARS-7, AES rounds) for (run seed, user) and (query, round,
 //     coordinate), rounded to the grid — the device's released law to within the grid;
 //   exact: the device's own exact discrete Gaussian sampler (CKS), fed by SimulationRandom
 //     seeded by (run seed, user) with a stream from (query, round) — for fidelity runs.
