@@ -314,12 +314,6 @@ void Estimates::reset(std::size_t users, std::size_t release_dimension) {
   rho_bar.assign(users, 0.0);
 }
 
-void Estimates::mean(UserId user, double* out) const noexcept {
-  const double* s = sum.data() + static_cast<std::size_t>(user) * dimension;
-  const double total = rho_bar[user];
-  for (std::size_t t = 0; t < dimension; ++t) out[t] = s[t] / total;
-}
-
 Expected<EliminationResult> eliminate_noninteractive(Fleet& fleet, BudgetMirror& mirror,
                                                      const EliminationSetup& setup,
                                                      const UserCharges& charges, double nu_low,

@@ -98,8 +98,13 @@ struct Estimates {
     for (std::size_t t = 0; t < dimension; ++t) s[t] = 0;
     rho_bar[user] = 0;
   }
-  // (1/ρ̄) Σ r_s v_s into out[0 .. dimension); ρ̄ > 0.
-  void mean(UserId user, double* out) const noexcept;
+  // (1/ρ̄) Σ r_s v_s into out[0 .. dimension); ρ̄ > 0. Inline: the engine's batch folds call
+  // it once per answer.
+  void mean(UserId user, double* out) const noexcept {
+    const double* s = sum.data() + static_cast<std::size_t>(user) * dimension;
+    const double total = rho_bar[user];
+    for (std::size_t t = 0; t < dimension; ++t) out[t] = s[t] / total;
+  }
 };
 
 struct EliminationResult {

@@ -363,12 +363,32 @@ class RoundFold {
     const std::size_t d = query_.estimates->dimension;
     const Round round = round_;
     RadiusCache radii = radii_;
-    AppendToLists<kDecision> out(lists, count);
-    for (std::size_t j = 0; j < count; ++j) {
-      const UserId u = users[slots[j]];
-      charges.update_mirror(u, j, remaining[j]);
-      record_answer(u, charges.rho(j), charges.charged(j), values + j * d);
-      decide_as<kDecision, kDistance>(u, round, radii, out);
+    constexpr bool kBatchPhi = kDecision != Decision::keep && !kDistance;
+    if constexpr (kBatchPhi) batch_means_.resize(count * d), batch_phi_.resize(count);
+    AppendToLists<kDecision> out(lists, count);  // after every other allocation
+    if constexpr (!kBatchPhi) {
+      for (std::size_t j = 0; j < count; ++j) {
+        const UserId u = users[slots[j]];
+        charges.update_mirror(u, j, remaining[j]);
+        record_answer(u, charges.rho(j), charges.charged(j), values + j * d);
+        decide_as<kDecision, kDistance>(u, round, radii, out);
+      }
+    } else {
+      // A point triple's φ̄ is φ of the mean release: the batch's means go through φ in one
+      // call (Usefulness::evaluate's batch form, the same bits as one at a time), whose square
+      // roots then overlap instead of each waiting on the last.
+      for (std::size_t j = 0; j < count; ++j) {
+        const UserId u = users[slots[j]];
+        charges.update_mirror(u, j, remaining[j]);
+        record_answer(u, charges.rho(j), charges.charged(j), values + j * d);
+      }
+      const Estimates& e = *query_.estimates;
+      for (std::size_t j = 0; j < count; ++j) e.mean(users[slots[j]], batch_means_.data() + j * d);
+      query_.setup->phi.evaluate(batch_means_.data(), count, d, batch_phi_.data());
+      for (std::size_t j = 0; j < count; ++j) {
+        const UserId u = users[slots[j]];
+        decide_with<kDecision>(u, batch_phi_[j], radii.get(round.lambda, e.rho_bar[u]), round, out);
+      }
     }
     radii_ = radii;
   }
@@ -380,12 +400,16 @@ class RoundFold {
     } else {
       const Estimates& e = *query_.estimates;
       const double phi = kDistance ? e.sum[u] / e.rho_bar[u] : estimate(u);
-      const double h = radii.get(round.lambda, e.rho_bar[u]);
-      if constexpr (kDecision == Decision::thresholds)
-        threshold(u, phi, h, round, out);
-      else
-        out.interval(u, phi - h, phi + h);
+      decide_with<kDecision>(u, phi, radii.get(round.lambda, e.rho_bar[u]), round, out);
     }
+  }
+  // The decision on an answer whose estimate is φ̄ = phi and radius h (thresholds, interval).
+  template <Decision kDecision, class Out>
+  static void decide_with(UserId u, double phi, double h, const Round& round, Out& out) {
+    if constexpr (kDecision == Decision::thresholds)
+      threshold(u, phi, h, round, out);
+    else
+      out.interval(u, phi - h, phi + h);
   }
 
   // The round's decision on an answer; true under Decision::custom (the caller's).
@@ -413,6 +437,7 @@ class RoundFold {
   Charge last_charge_;
   RadiusCache radii_;
   std::vector<double> mean_;
+  std::vector<double> batch_means_, batch_phi_;  // a point triple's batch (fold_batch_as)
 };
 
 }  // namespace cgp::coordinator
