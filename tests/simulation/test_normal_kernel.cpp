@@ -146,7 +146,9 @@ TEST_CASE("normal_pairs is Box-Muller of the ARS words and the same for any batc
 // 10^6 normals (5·10^5 pairs, one key each) against Φ by one-sample KS: P[√n·D > c] ≤
 // 2·exp(−2c²), c = √(ln(2/1e-7)/2) ≈ 2.90, D_crit ≈ 0.0029 at a false-failure rate ≤ 1e-7.
 // The two halves of a pair are independent: their sample correlation is within 6/√m
-// (false-failure rate < 1e-8).
+// (false-failure rate < 1e-8). A pair's angle is uniform on the circle (the angle's exact
+// reduction puts each octant's sines and cosines back with their signs): KS of
+// atan2(z₁, z₀)/2π against U[0, 1) over the 5·10^5 pairs, D_crit = 2.90/√m at ≤ 1e-7.
 TEST_CASE("normal_pairs draws standard normals", "[simulation][noise][statistical]") {
   CGP_SEEDED(1212);
   std::mt19937_64 rng(seed);
@@ -160,6 +162,18 @@ TEST_CASE("normal_pairs draws standard normals", "[simulation][noise][statistica
   const double correlation = cross / static_cast<double>(pairs);
   INFO("correlation " << correlation);
   CHECK(std::abs(correlation) <= 6 / std::sqrt(static_cast<double>(pairs)));
+  std::vector<double> turns(pairs);
+  for (std::size_t i = 0; i < pairs; ++i)
+    turns[i] = std::atan2(z[2 * i + 1], z[2 * i]) / (2 * M_PI) + 0.5;
+  std::sort(turns.begin(), turns.end());
+  double angle_d = 0;
+  for (std::size_t i = 0; i < pairs; ++i)
+    angle_d = std::max({angle_d, std::abs(turns[i] - static_cast<double>(i) / pairs),
+                        std::abs(static_cast<double>(i + 1) / pairs - turns[i])});
+  const double angle_critical =
+      std::sqrt(std::log(2 / 1e-7) / 2) / std::sqrt(static_cast<double>(pairs));
+  INFO("angle KS D = " << angle_d << ", critical " << angle_critical);
+  CHECK(angle_d <= angle_critical);
   std::sort(z.begin(), z.end());
   const double n = static_cast<double>(z.size());
   double d = 0;
