@@ -117,7 +117,8 @@ HWY_INLINE void ArsBits2(DU du, const C& c, hn::Vec<DU> key_a, hn::Vec<DU> block
 #endif
 
 // sin y and cos y for y ∈ [0, π/4]: fdlibm's kernels (__kernel_sin, __kernel_cos: within 1 ulp
-// there, checked against glibc in ctest through normal_pairs).
+// of glibc's sin and cos of y there, measured over 10^6 points; ctest holds the normals to 1e-13
+// of a glibc reference).
 template <class DD>
 HWY_INLINE void SinCosKernel(DD dd, hn::Vec<DD> y, hn::Vec<DD>& sine, hn::Vec<DD>& cosine) {
   const auto z = hn::Mul(y, y);

@@ -1,8 +1,10 @@
 // Standard normals for the simulation's fast noise: ARS-7 (Salmon et al., SC'11: AES rounds
 // under a Weyl key schedule), a counter-based generator keyed by the round's stream and counted
 // by (user key, block), turned into pairs of normals by Box–Muller — both vectorized with
-// Highway (libhwy; AES-NI where the CPU has it, Highway's portable AES elsewhere) and dispatched
-// at run time to the widest instruction set the CPU has (AVX-512, AVX2, SSE4, or portable code).
+// Highway (libhwy) and dispatched at run time to the widest instruction set the CPU has
+// (AVX-512, AVX2, SSE4, SSSE3, or portable scalar code). The AES rounds are AES-NI on AVX-512,
+// AVX2 and SSE4, Highway's portable AES on SSSE3 (and EMU128), and ars_words' own on the scalar
+// target.
 //
 // There is no generator state: an item's normals depend on its (key, stream, block) only, never
 // on the batch it is computed in, the lane it lands in or the thread — so results are the same

@@ -166,7 +166,9 @@ class RoundFold {
 
   // Answers j < count of one batch, each asked the same ρ for the same known charge and
   // charged the same: user users[slots[j]] released values[j·dimension ..] and has remaining[j]
-  // left. fold() for each, in order, with the round's decision chosen once (not custom).
+  // left. fold() for each, in order, with the round's decision chosen once (not custom). The
+  // users are distinct (as a round's are): a point triple's batch records every answer before it
+  // decides any.
   void fold_answers(std::size_t count, const UserId* users, const std::uint32_t* slots, double rho,
                     Charge known_charge, Charge charged, const double* remaining,
                     const double* values) {
