@@ -139,10 +139,10 @@ HWY_INLINE void SinCosKernel(DD dd, hn::Vec<DD> y, hn::Vec<DD>& sine, hn::Vec<DD
   cosine = hn::Sub(hn::Set(dd, 1.0), hn::NegMulAdd(hn::Mul(z, z), c, hn::Mul(hn::Set(dd, 0.5), z)));
 }
 
-// Box–Muller of one vector's generator bits (normal_pairs' definition): z0 = r·cos φ and, when
-// pairs, z1 = r·sin φ. The angle is a 52-bit fraction of a turn, so its reduction is exact
+// Box–Muller of one vector's generator bits (normal_pairs' definition): z0 = r·cos θ and, when
+// pairs, z1 = r·sin θ. The angle is a 52-bit fraction of a turn, so its reduction is exact
 // integer work: the top three bits pick the octant, the other 49 the offset y ∈ [0, π/4] from
-// the octant's nearer end (odd octants count down from their upper end), and cos φ, sin φ are
+// the octant's nearer end (odd octants count down from their upper end), and cos θ, sin θ are
 // ±cos y, ±sin y swapped by quadrant.
 template <class DU, class DD, class C>
 HWY_INLINE void BoxMuller(DU du, DD dd, const C& c, hn::Vec<DU> low, hn::Vec<DU> high, bool pairs,
@@ -152,7 +152,7 @@ HWY_INLINE void BoxMuller(DU du, DD dd, const C& c, hn::Vec<DU> low, hn::Vec<DU>
   const auto one_bits = hn::Set(du, 0x3FF0000000000000ULL);
   const auto u1 = hn::Sub(c.two, hn::BitCast(dd, hn::Or(hn::ShiftRight<12>(low), one_bits)));
   const auto radius = hn::Sqrt(hn::Mul(c.minus_two, hn::Log(dd, u1)));
-  const auto turn = hn::ShiftRight<12>(high);  // φ = 2π·turn·2^-52
+  const auto turn = hn::ShiftRight<12>(high);  // θ = 2π·turn·2^-52
   const auto bit = hn::Set(du, 1);
   const auto odd = hn::And(hn::ShiftRight<49>(turn), bit);
   const auto offset_mask = hn::Set(du, (std::uint64_t{1} << 49) - 1);
@@ -161,18 +161,19 @@ HWY_INLINE void BoxMuller(DU du, DD dd, const C& c, hn::Vec<DU> low, hn::Vec<DU>
   const auto units = hn::IfThenElse(hn::RebindMask(du, hn::Eq(odd, bit)),
                                     hn::Sub(hn::Set(du, std::uint64_t{1} << 49), offset), offset);
   // units < 2^52 as a double, exactly: the mantissa of 2^52 + units, minus 2^52.
-  const auto two52 = hn::Set(du, 0x4330000000000000ULL);
-  const auto y = hn::Mul(hn::Sub(hn::BitCast(dd, hn::Or(units, two52)), c.two52), c.octant_unit);
+  const auto two52_bits = hn::Set(du, 0x4330000000000000ULL);
+  const auto y =
+      hn::Mul(hn::Sub(hn::BitCast(dd, hn::Or(units, two52_bits)), c.two52), c.octant_unit);
   hn::Vec<DD> sine, cosine;
   SinCosKernel(dd, y, sine, cosine);
-  // φ = Q·π/2 ± y, Q = (octant + odd)/2 mod 4: (cos φ, sin φ) = (C, ±S), (∓S, C), (−C, ∓S) or
+  // θ = Q·π/2 ± y, Q = (octant + odd)/2 mod 4: (cos θ, sin θ) = (C, ±S), (∓S, C), (−C, ∓S) or
   // (±S, −C) for Q = 0, 1, 2, 3, with ±S = S in even octants and −S in odd ones.
   const auto quadrant = hn::ShiftRight<1>(hn::Add(hn::ShiftRight<49>(turn), odd));
   const auto signed_sine = hn::Xor(sine, hn::BitCast(dd, hn::ShiftLeft<63>(odd)));
   const auto swap = hn::RebindMask(dd, hn::Eq(hn::And(quadrant, bit), bit));
   const auto first = hn::IfThenElse(swap, signed_sine, cosine);
   const auto second = hn::IfThenElse(swap, cosine, signed_sine);
-  // cos φ < 0 for Q ∈ {1, 2}: bit 1 of Q + 1; sin φ < 0 for Q ∈ {2, 3}: bit 1 of Q.
+  // cos θ < 0 for Q ∈ {1, 2}: bit 1 of Q + 1; sin θ < 0 for Q ∈ {2, 3}: bit 1 of Q.
   const auto cos_sign = hn::BitCast(dd, hn::ShiftLeft<62>(hn::Add(quadrant, bit)));
   const auto sign_bit = hn::BitCast(dd, hn::Set(du, std::uint64_t{1} << 63));
   z0 = hn::Mul(radius, hn::Xor(first, hn::And(cos_sign, sign_bit)));

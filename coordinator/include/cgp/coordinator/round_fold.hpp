@@ -368,22 +368,16 @@ class RoundFold {
     constexpr bool kBatchPhi = kDecision != Decision::keep && !kDistance;
     if constexpr (kBatchPhi) batch_means_.resize(count * d), batch_phi_.resize(count);
     AppendToLists<kDecision> out(lists, count);  // after every other allocation
-    if constexpr (!kBatchPhi) {
-      for (std::size_t j = 0; j < count; ++j) {
-        const UserId u = users[slots[j]];
-        charges.update_mirror(u, j, remaining[j]);
-        record_answer(u, charges.rho(j), charges.charged(j), values + j * d);
-        decide_as<kDecision, kDistance>(u, round, radii, out);
-      }
-    } else {
+    for (std::size_t j = 0; j < count; ++j) {
+      const UserId u = users[slots[j]];
+      charges.update_mirror(u, j, remaining[j]);
+      record_answer(u, charges.rho(j), charges.charged(j), values + j * d);
+      if constexpr (!kBatchPhi) decide_as<kDecision, kDistance>(u, round, radii, out);
+    }
+    if constexpr (kBatchPhi) {
       // A point triple's φ̄ is φ of the mean release: the batch's means go through φ in one
       // call (Usefulness::evaluate's batch form, the same bits as one at a time), whose square
       // roots then overlap instead of each waiting on the last.
-      for (std::size_t j = 0; j < count; ++j) {
-        const UserId u = users[slots[j]];
-        charges.update_mirror(u, j, remaining[j]);
-        record_answer(u, charges.rho(j), charges.charged(j), values + j * d);
-      }
       const Estimates& e = *query_.estimates;
       for (std::size_t j = 0; j < count; ++j) e.mean(users[slots[j]], batch_means_.data() + j * d);
       query_.setup->phi.evaluate(batch_means_.data(), count, d, batch_phi_.data());
