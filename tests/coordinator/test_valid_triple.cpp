@@ -7,6 +7,7 @@
 #include "cgp/common/privacy/confidence.hpp"
 #include "cgp/coordinator/elimination.hpp"
 #include "cgp/coordinator/valid_triple.hpp"
+#include "support/binomial_limit.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
@@ -30,8 +31,8 @@ TEST_CASE("Estimates is the rho-weighted mean of Fact 6.2", "[coordinator][tripl
 
 // Corollaries 6.1 and 6.2: after rounds 1..j of a doubling split, the estimate is within
 // h = λ(d, β)/√(2ρ̄_j) with probability ≥ 1 − β. Over N trials the number of misses is
-// Binomial(N, p ≤ β); we fail only above Nβ + 5.73·√(Nβ(1−β)), which a correct bound exceeds
-// with probability < 1e-8 (normal approximation, N·β ≥ 500); 30 checks: < 3e-7 per run.
+// Binomial(N, p ≤ β); we fail only above a limit a correct bound exceeds with probability
+// ≤ 1e-8 (the exact binomial tail); 30 checks: ≤ 3e-7 per run.
 TEST_CASE("valid triples: the confidence radius covers the truth with probability 1 - beta",
           "[coordinator][triple][statistical]") {
   CGP_SEEDED(6101);
@@ -58,13 +59,14 @@ TEST_CASE("valid triples: the confidence radius covers the truth with probabilit
         if (std::sqrt(error) > *confidence_radius(d, beta, average.rho_bar[0])) ++misses[j];
       }
     }
-    double limit = trials * beta + 5.73 * std::sqrt(trials * beta * (1 - beta));
+    const int limit = test::binomial_upper_limit(trials, beta, 1e-8);
+    const int lower_limit = test::binomial_lower_limit(trials, beta, 1e-8);
     for (std::size_t j = 0; j < parts.size(); ++j) {
       INFO("d = " << d << " round " << j + 1 << " misses " << misses[j] << " limit " << limit);
       CHECK(misses[j] <= limit);
       // λ(2, β) is exact for d = 2, so the miss rate is β there: a bound that is far too
       // loose would also be a bug.
-      if (d == 2) CHECK(misses[j] >= trials * beta - 5.73 * std::sqrt(trials * beta * (1 - beta)));
+      if (d == 2) CHECK(misses[j] >= lower_limit);
     }
   }
 }

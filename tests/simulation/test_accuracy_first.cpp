@@ -10,6 +10,7 @@
 #include "cgp/coordinator/adaptive_budget.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
+#include "support/binomial_limit.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
@@ -196,9 +197,9 @@ TEST_CASE("accuracy-first range count with no reachable target is PM1 with the d
 TEST_CASE("accuracy-first range counts cover the truth at rate 1 - beta0 and stop early",
           "[coordinator][accuracy_first][statistical]") {
   CGP_SEEDED(1405);
-  // Over R runs the interval misses the truth in Binomial(R, p ≤ β₀) runs;
-  // R·β₀ + 5.73·√(R·β₀(1 − β₀)) is exceeded with probability < 1e-8 (normal approximation), as
-  // in the Lemma 5.2 test. The users near the edges stay undecided longest.
+  // Over R runs the interval misses the truth in Binomial(R, p ≤ β₀) runs; more than the limit
+  // with probability ≤ 1e-8 (the exact binomial tail), as in the Lemma 5.2 test. The users near the
+  // edges stay undecided longest.
   const std::size_t n = 5000;
   const auto points = test::uniform_square(n, 10000, seed);
   const auto range = square(3000, 3000, 4000);
@@ -231,7 +232,7 @@ TEST_CASE("accuracy-first range counts cover the truth at rate 1 - beta0 and sto
       charged += result->report.charged[u].value();
     }
   }
-  const double limit = runs * beta0 + 5.73 * std::sqrt(runs * beta0 * (1 - beta0));
+  const int limit = test::binomial_upper_limit(runs, beta0, 1e-8);
   INFO(misses << " misses, " << certified << " certified (" << wrong_certified
               << " beyond the target) in " << runs << " runs");
   CHECK(misses <= limit);
@@ -265,7 +266,7 @@ TEST_CASE("accuracy-first KDE covers the truth and certifies an absolute target"
       CHECK(result->upper - result->lower <= 2 * 0.02 + 1e-12);
     }
   }
-  const double limit = runs * beta0 + 5.73 * std::sqrt(runs * beta0 * (1 - beta0));
+  const int limit = test::binomial_upper_limit(runs, beta0, 1e-8);
   INFO(misses << " misses, " << certified << " certified in " << runs << " runs");
   CHECK(misses <= limit);
   CHECK(certified > runs / 2);

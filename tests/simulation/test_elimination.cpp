@@ -7,6 +7,7 @@
 #include "cgp/coordinator/elimination.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
+#include "support/binomial_limit.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -14,14 +15,14 @@ using namespace cgp::coordinator;
 using namespace cgp::simulation;
 
 // Lemmas 5.2 and 5.3 promise failure probability ≤ β₀ per run. Over R independent runs the
-// failures are Binomial(R, p ≤ β₀); a correct implementation exceeds Rβ₀ + 5.73·√(Rβ₀(1−β₀))
-// with probability < 1e-8 (normal approximation, Rβ₀ = 20). The bound is loose (a union bound),
+// failures are Binomial(R, p ≤ β₀); a correct implementation exceeds the limit with probability
+// ≤ 1e-8 (the exact binomial tail). The bound is loose (a union bound),
 // so the observed rate is usually far below β₀; the test guards against a systematic excess.
 namespace {
 constexpr int kRuns = 400;
 constexpr double kBeta0 = 0.05;
-double binomial_limit() {
-  return kRuns * kBeta0 + 5.73 * std::sqrt(kRuns * kBeta0 * (1 - kBeta0));
+int binomial_limit() {
+  return test::binomial_upper_limit(kRuns, kBeta0, 1e-8);
 }
 }  // namespace
 

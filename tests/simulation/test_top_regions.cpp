@@ -7,6 +7,7 @@
 #include "cgp/coordinator/top_regions.hpp"
 #include "cgp/simulation/ground_truth.hpp"
 #include "fleet_fixtures.hpp"
+#include "support/binomial_limit.hpp"
 #include "support/errors.hpp"
 #include "support/seed.hpp"
 
@@ -49,8 +50,8 @@ TEST_CASE("top regions finds the true top k and covers every count at rate 1 - b
   std::vector<std::size_t> true_top(order.begin(), order.begin() + k);
   std::sort(true_top.begin(), true_top.end());
 
-  // Over R runs the joint intervals miss in Binomial(R, p ≤ β₀) runs; R·β₀ + 5.73·σ is exceeded
-  // with probability < 1e-8 (normal approximation). A certified wrong top k needs a miss.
+  // Over R runs the joint intervals miss in Binomial(R, p ≤ β₀) runs; more than the limit with
+  // probability ≤ 1e-8 (the exact binomial tail). A certified wrong top k needs a miss.
   const int runs = 60;
   const double beta0 = 0.05;
   int misses = 0, wrong = 0, certified = 0;
@@ -81,9 +82,9 @@ TEST_CASE("top regions finds the true top k and covers every count at rate 1 - b
       charged += result->report.charged[u].value();
     }
   }
-  const double limit = runs * beta0 + 5.73 * std::sqrt(runs * beta0 * (1 - beta0));
-  INFO(misses << " runs missed a count, " << certified << " certified, " << wrong
-              << " certified a wrong top k, of " << runs);
+  const int limit = test::binomial_upper_limit(runs, beta0, 1e-8);
+  INFO(misses << " runs missed a count (limit " << limit << "), " << certified << " certified, "
+              << wrong << " certified a wrong top k, of " << runs);
   CHECK(misses <= limit);
   CHECK(wrong <= misses);
   CHECK(certified > runs / 2);  // enough budget to separate ranks ~25 users apart
