@@ -313,27 +313,29 @@ TEST_CASE("batch distances give the same bits as one point at a time", "[simulat
   CGP_SEEDED(1214);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> coordinate(-5000, 5000);
-  for (std::size_t d : {1, 2, 3, 7}) {
+  // 303: a batch that is not a whole number of the four users summed side by side.
+  constexpr std::size_t n = 303;
+  for (std::size_t d : {1, 2, 3, 7, 50}) {
     INFO("dimension " << d);
-    std::vector<double> points(300 * d), p(d), lo(d), hi(d);
+    std::vector<double> points(n * d), p(d), lo(d), hi(d);
     for (double& v : points) v = coordinate(rng);
     for (std::size_t t = 0; t < d; ++t) p[t] = coordinate(rng), lo[t] = -1000, hi[t] = 1500;
     std::vector<geometry::Region> regions = {*geometry::Box::create(lo, hi),
                                              *geometry::Ball::create(p, 2000)};
     if (d == 2) regions.push_back(*geometry::Polygon::create({{0, 0}, {3000, 0}, {1000, 2500}}));
-    std::vector<double> batch(300);
-    geometry::euclidean_distances(p, points.data(), 300, batch.data());
-    for (std::size_t i = 0; i < 300; ++i)
+    std::vector<double> batch(n);
+    geometry::euclidean_distances(p, points.data(), n, batch.data());
+    for (std::size_t i = 0; i < n; ++i)
       CHECK(batch[i] == geometry::euclidean_distance({points.data() + i * d, d}, p));
     for (const auto& region : regions) {
-      geometry::signed_distances(region, points.data(), 300, batch.data());
-      for (std::size_t i = 0; i < 300; ++i)
+      geometry::signed_distances(region, points.data(), n, batch.data());
+      for (std::size_t i = 0; i < n; ++i)
         CHECK(batch[i] == geometry::signed_distance(region, {points.data() + i * d, d}));
       client::StatisticSpec spec;
       spec.kind = StatisticKind::signed_distance_to_region;
       spec.region = &region;
-      std::vector<double> evaluated(300);
-      client::evaluate_unchecked(spec, points.data(), 300, d, evaluated.data());
+      std::vector<double> evaluated(n);
+      client::evaluate_unchecked(spec, points.data(), n, d, evaluated.data());
       CHECK(evaluated == batch);
     }
   }
