@@ -10,6 +10,39 @@
 #include "cgp/common/validate.hpp"
 
 namespace cgp::coordinator {
+namespace {
+
+// Whether ids rise strictly. Blocks without an early exit, so that the compiler vectorizes the
+// comparisons (std::adjacent_find's exit per element kept it to one at a time: ~3% of a 2-D kNN
+// run, which checks 200,000 candidates per query).
+bool strictly_ascending(const std::vector<UserId>& ids) {
+  constexpr std::size_t kBlock = 1024;
+  for (std::size_t first = 1; first < ids.size(); first += kBlock) {
+    const std::size_t last = std::min(ids.size(), first + kBlock);
+    bool falls = false;
+    for (std::size_t i = first; i < last; ++i) falls |= ids[i - 1] >= ids[i];
+    if (falls) return false;
+  }
+  return true;
+}
+
+// The least cap that is not finite and > 0, or caps.size().
+std::size_t first_bad_cap(const std::vector<Charge>& caps) {
+  constexpr std::size_t kBlock = 1024;
+  for (std::size_t first = 0; first < caps.size(); first += kBlock) {
+    const std::size_t last = std::min(caps.size(), first + kBlock);
+    bool bad = false;
+    // x > 0 && x ≤ max: finite and positive (NaN fails both).
+    for (std::size_t k = first; k < last; ++k)
+      bad |= !(caps[k].value() > 0 && caps[k].value() <= std::numeric_limits<double>::max());
+    if (!bad) continue;
+    for (std::size_t k = first; k < last; ++k)
+      if (!(std::isfinite(caps[k].value()) && caps[k].value() > 0)) return k;
+  }
+  return caps.size();
+}
+
+}  // namespace
 
 UserCharges UserCharges::everyone(Charge cap) {
   UserCharges c;
@@ -46,16 +79,13 @@ Status UserCharges::validate(std::size_t fleet_size, bool allow_empty) const {
   if (uniform_) {
     CGP_RETURN_IF_ERROR(require_finite_positive("charge", caps_[0].value()));
   } else {
-    for (std::size_t k = 0; k < caps_.size(); ++k)
-      if (!(std::isfinite(caps_[k].value()) && caps_[k].value() > 0))  // the name only on failure
-        return require_finite_positive(indexed_name("charge", k), caps_[k].value());
+    if (const std::size_t k = first_bad_cap(caps_); k < caps_.size())  // named only on failure
+      return require_finite_positive(indexed_name("charge", k), caps_[k].value());
   }
   if (users_.empty()) return {};
   // Strictly ascending (as a query's group, or everyone but a few, comes): in the fleet and
   // listed once without a table of the fleet's size.
-  if (std::adjacent_find(users_.begin(), users_.end(), std::greater_equal<>()) == users_.end() &&
-      users_.back() < fleet_size)
-    return {};
+  if (strictly_ascending(users_) && users_.back() < fleet_size) return {};
   std::vector<char> listed(fleet_size, 0);
   for (UserId u : users_) {
     if (u >= fleet_size)

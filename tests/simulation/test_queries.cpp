@@ -289,6 +289,30 @@ TEST_CASE("queries reject bad parameters by name", "[coordinator][queries]") {
                     ErrorCode::invalid_argument, "users");
   CGP_REQUIRE_ERROR(kde(fleet, mirror, p, 1, UserCharges::uniform(Charge{1e-3}, {}), o),
                     ErrorCode::invalid_argument, "users");
+  {
+    // Long lists are checked a block at a time: a repeat at every pair around the first block
+    // boundaries, and a bad cap past the first block, are still found and named.
+    auto big_points = test::uniform_square(3000, 100, 2);
+    auto big = test::make_fleet(big_points, 2, 1.0, 2);
+    BudgetMirror big_mirror(big.size(), big.initial_budget());
+    std::vector<UserId> ascending(2500);
+    for (std::size_t k = 0; k < ascending.size(); ++k) ascending[k] = static_cast<UserId>(k);
+    for (std::size_t at : {1u, 1023u, 1024u, 1025u, 2048u, 2499u}) {
+      INFO("repeat at " << at);
+      auto repeated = ascending;
+      repeated[at] = repeated[at - 1];
+      CGP_REQUIRE_ERROR(kde(big, big_mirror, p, 1, UserCharges::uniform(Charge{1e-3}, repeated), o),
+                        ErrorCode::invalid_argument, "users");
+    }
+    std::vector<Charge> big_caps(ascending.size(), Charge{1e-3});
+    big_caps[1500] = Charge{std::nan("")};
+    CGP_REQUIRE_ERROR(kde(big, big_mirror, p, 1, UserCharges::per_user(ascending, big_caps), o),
+                      ErrorCode::not_finite, "charge[1500]");
+    big_caps[1500] = Charge{1e-3};
+    big_caps[2499] = Charge{0};
+    CGP_REQUIRE_ERROR(kde(big, big_mirror, p, 1, UserCharges::per_user(ascending, big_caps), o),
+                      ErrorCode::not_positive, "charge[2499]");
+  }
   CGP_REQUIRE_ERROR(threshold(fleet, mirror, 0, 0.5, 10, Charge{0}, o), ErrorCode::not_positive,
                     "charge");
   o.beta = 1.5;
