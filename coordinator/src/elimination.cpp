@@ -141,21 +141,30 @@ class Engine {
     if (charges.is_uniform()) {
       uniform_rho_ = privacy::rho_within_charge(charges.cap(0).value());
     } else {
-      rho_by_user_.assign(n, 0.0);
       // Users share caps (Alg. 3: thousands of distinct ones among many more users): each is
-      // converted once, through a small table by the cap's bits (a slot keeps its last cap).
+      // converted once, through a small table by the cap's bits (a slot keeps its last cap),
+      // and users of one converted cap share a class, whose ρ a round converts and a fleet
+      // plans once (RoundFold::Query). Class 0 is ρ = 0: users not in the query.
+      class_by_user_.assign(n, 0);
+      class_rho_.assign(1, 0.0);
       constexpr std::size_t kSlots = 4096;
       struct Converted {
-        double cap = 0, rho = 0;  // cap 0: empty (caps are > 0)
+        double cap = 0;  // 0: empty (caps are > 0)
+        std::uint32_t rho_class = 0;
       };
       std::vector<Converted> converted(kSlots);
       for (std::size_t k = 0; k < group.size(); ++k) {
         const double cap = charges.cap(k).value();
         const std::uint64_t bits = std::bit_cast<std::uint64_t>(cap);
         Converted& slot = converted[(bits * 0x9e3779b97f4a7c15ULL >> 32) % kSlots];
-        if (slot.cap != cap) slot = {cap, privacy::rho_within_charge(cap)};
-        rho_by_user_[group[k]] = slot.rho;
+        if (slot.cap != cap) {
+          slot = {cap, static_cast<std::uint32_t>(class_rho_.size())};
+          class_rho_.push_back(privacy::rho_within_charge(cap));
+        }
+        class_by_user_[group[k]] = slot.rho_class;
       }
+      class_round_rho_.resize(class_rho_.size());
+      class_round_charge_.resize(class_rho_.size());
     }
 
     RoundRequest request;
@@ -175,7 +184,12 @@ class Engine {
     query.charged = result_.report.charged.data();
     query.setup = &setup_;
     query.uniform_rho = uniform_rho_;
-    query.rho_by_user = rho_by_user_.empty() ? nullptr : rho_by_user_.data();
+    if (!class_by_user_.empty()) {
+      query.class_by_user = class_by_user_.data();
+      query.classes = class_rho_.size();
+      query.class_round_rho = class_round_rho_.data();
+      query.class_round_charge = class_round_charge_.data();
+    }
     for (Worker& w : workers_) {
       w.request = request;
       w.fold.start_query(query);
@@ -195,6 +209,10 @@ class Engine {
     const bool chunked = fleet_.concurrency() > 0;
     const std::size_t chunk = chunked ? kChunk : std::max<std::size_t>(1, group.size());
     const std::size_t chunks = (group.size() + chunk - 1) / chunk;
+    // Each class's ρ and charge this round, once for all its users (RoundFold::asked_at's).
+    for (std::size_t c = 0; c < class_rho_.size(); ++c)
+      RoundFold::asked_at(class_rho_[c], round.fraction, class_round_rho_[c],
+                          class_round_charge_[c]);
     for (Worker& w : workers_) w.fold.start_round(round);
     parallel_chunks(
         chunks, static_cast<unsigned>(workers_.size()),
@@ -272,8 +290,12 @@ class Engine {
   Fleet& fleet_;
   BudgetMirror& mirror_;
   const EliminationSetup& setup_;
-  double uniform_rho_ = 0;           // the ρ every user is asked over the query, if uniform
-  std::vector<double> rho_by_user_;  // else by user id (0 for users not asked)
+  double uniform_rho_ = 0;  // the ρ every user is asked over the query, if uniform
+  // Else each user's class (0: not asked) and each class's ρ over the query, and this round's
+  // ρ and charge per class.
+  std::vector<std::uint32_t> class_by_user_;
+  std::vector<double> class_rho_, class_round_rho_;
+  std::vector<Charge> class_round_charge_;
   std::vector<double> fractions_;
   std::uint64_t group_users_ = 0;  // |G| over every shard
   std::uint64_t asked_ = 0;        // this shard's users asked in the last round

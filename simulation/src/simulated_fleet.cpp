@@ -4,7 +4,6 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -103,8 +102,8 @@ class PlanCache {
     bool filled = false, ok = false;
     PlannedNoise plan;
   };
-  // Alg. 3 asks ~4,000 distinct ρ a round of 20,000 users; measured there (with UserPlan in
-  // front), 8,192 slots did as well as 16,384 or 65,536, and better than 4,096.
+  // Alg. 3 asks ~4,000 distinct ρ a round of 20,000 users; measured there (with a per-user memo
+  // in front), 8,192 slots did as well as 16,384 or 65,536, and better than 4,096.
   static constexpr std::size_t kSlots = 8192;  // a power of two: the slot is a mask, not a division
   std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
   double lipschitz_ = 0, capacity_ = 0;
@@ -194,6 +193,24 @@ FastBatch& thread_batch() {
   return batch;
 }
 
+// A class of ρ's plan (RoundFold::rho_classes: users of one class are asked the same ρ in a
+// round), for rounds that ask users distinct ρ (Alg. 3): looked up in the thread's PlanCache once
+// per class and query, then read by class. An entry says which (ρ, K, capacity) it was made for,
+// so an entry of another query, round or fleet is a miss, not a wrong plan. One table per
+// thread (chunks of a round run concurrently, and may share classes), grown to a query's
+// classes.
+struct ClassPlan {
+  double rho = 0, lipschitz = 0, capacity = 0;  // ρ = 0: none yet
+  bool ok = false;                              // plan_noise made `plan` (else it refused this ρ)
+  PlannedNoise plan;
+};
+
+ClassPlan* thread_class_plans(std::size_t classes) {
+  thread_local std::vector<ClassPlan> plans;
+  if (plans.size() < classes) plans.resize(classes);
+  return plans.data();
+}
+
 }  // namespace
 
 std::string_view noise_name(SimulationNoise noise) noexcept {
@@ -229,24 +246,6 @@ struct SimulatedFleet::State {
     keys.resize(spent.size());
     for (std::size_t u = 0; u < keys.size(); ++u)
       keys[u] = user_key(seed, global_id(static_cast<UserId>(u)));
-  }
-  // Each user's last plan, for rounds that ask users distinct ρ (Alg. 3): with an even split a
-  // user is asked the same ρ in every round of a query, so its plan is looked up in the
-  // thread's PlanCache once a query, then read here in user order. Made on the first such round
-  // (80 bytes a user), for fleets of up to kUserPlansMax users (at most 640 MiB; larger fleets
-  // use the PlanCache alone); emptied when the capacity changes (reset).
-  static constexpr std::size_t kUserPlansMax = std::size_t{1} << 23;
-  struct UserPlan {
-    double rho = 0, lipschitz = 0;  // ρ = 0: none yet
-    bool ok = false;                // plan_noise made `plan` (else it refused this ρ)
-    PlannedNoise plan;
-  };
-  static_assert(sizeof(UserPlan) <= 80, "kUserPlansMax bounds the memo by 80 bytes a user");
-  std::vector<UserPlan> user_plans;
-  std::once_flag user_plans_made;  // chunks of a round run concurrently
-  UserPlan* plans_by_user() {
-    std::call_once(user_plans_made, [&] { user_plans.resize(spent.size()); });
-    return user_plans.data();
   }
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
@@ -330,8 +329,6 @@ std::span<const double> SimulatedFleet::location(UserId user) const noexcept {
 }
 
 void SimulatedFleet::reset(std::uint64_t seed, const DeviceConfig& config) {
-  if (config.rho_capacity() != state_->config.rho_capacity())
-    for (State::UserPlan& entry : state_->user_plans) entry = State::UserPlan{};
   state_->config = config;
   reset(seed);
 }
@@ -420,8 +417,8 @@ class RoundRunner {
       if (plan && client::plan_covers(plan->plan, extent))
         return run_uniform(fold, uniform_rho, uniform_known, *plan);
     }
-    if (fits && s.spent.size() <= SimulatedFleet::State::kUserPlansMax)
-      plans.by_user = s.plans_by_user();  // users asked distinct ρ
+    if (fits && fold.rho_classes() > 0)
+      plans.by_class = thread_class_plans(fold.rho_classes());  // users asked distinct ρ
     FastBatch& b = thread_batch();
     const std::size_t end = request.users.size();
     for (std::size_t first = 0; first < end; first += kBatch) {
@@ -432,7 +429,7 @@ class RoundRunner {
         double rho;
         Charge known;
         if (!fold.ask(user, rho, known)) continue;
-        const Admission a = admit(user, rho, plans);
+        const Admission a = admit(user, rho, plans, plans.by_class ? fold.rho_class(user) : 0);
         if (a.kind != ReplyKind::answered) {
           fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
           continue;
@@ -540,8 +537,8 @@ class RoundRunner {
   // `plan` stays valid until the next cache.find, which only `admit` calls.
   struct RecentPlan {
     PlanCache& cache;
-    SimulatedFleet::State::UserPlan* by_user = nullptr;  // users' last plans, where kept
-    double rho = 0;  // no plan yet: callers never look up ρ ≤ 0
+    ClassPlan* by_class = nullptr;  // the plans of the query's classes of ρ, where kept
+    double rho = 0;                 // no plan yet: callers never look up ρ ≤ 0
     const PlannedNoise* plan = nullptr;
     bool covered = false;  // plan && plan_covers(*plan, extent)
   };
@@ -555,7 +552,8 @@ class RoundRunner {
 
   // Admission and charge of a request at ρ to `user`, the device's own rules (plan_release,
   // PrivacyFilter); an admitted charge is committed before anything is released.
-  [[gnu::always_inline]] Admission admit(UserId user, double rho, RecentPlan& plans) {
+  [[gnu::always_inline]] Admission admit(UserId user, double rho, RecentPlan& plans,
+                                         std::uint32_t rho_class = 0) {
     Admission a;
     // A request this fleet cannot evaluate, and ρ ≤ 0 or NaN: a device rejects the request
     // itself and says nothing about its budget.
@@ -563,18 +561,20 @@ class RoundRunner {
     // plan_release, in two steps so that plan_noise's work is kept across rounds.
     if (rho != plans.rho) {
       plans.rho = rho;
-      if (plans.by_user) {
-        SimulatedFleet::State::UserPlan& entry = plans.by_user[user];
-        if (entry.rho != rho || entry.lipschitz != lipschitz) {
-          const PlannedNoise* found = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
+      const double capacity = s.config.rho_capacity();
+      if (plans.by_class) {
+        ClassPlan& entry = plans.by_class[rho_class];
+        if (entry.rho != rho || entry.lipschitz != lipschitz || entry.capacity != capacity) {
+          const PlannedNoise* found = plans.cache.find(lipschitz, rho, capacity);
           entry.rho = rho;
           entry.lipschitz = lipschitz;
+          entry.capacity = capacity;
           entry.ok = found != nullptr;
           if (found) entry.plan = *found;
         }
         plans.plan = entry.ok ? &entry.plan : nullptr;
       } else {
-        plans.plan = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
+        plans.plan = plans.cache.find(lipschitz, rho, capacity);
       }
       plans.covered = plans.plan && client::plan_covers(plans.plan->plan, extent);
     }

@@ -100,6 +100,15 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
     }
     const UserCharges charges = c.per_user ? UserCharges::per_user(users, caps)
                                            : UserCharges::everyone(Charge{budget * 0.4});
+    // Per-user caps change from query to query (as Alg. 3's do): a class of ρ of one query is
+    // another ρ in the next, so plans a fleet kept by class must not carry over.
+    const auto charges_of = [&](int query) {
+      if (!c.per_user || query < 2) return charges;
+      std::vector<Charge> scaled(caps);
+      for (std::size_t k = 0; k < scaled.size(); ++k)
+        scaled[k] = Charge{caps[k].value() * (1 - 0.1 * query) * (k % 3 == 0 ? 0.5 : 1)};
+      return UserCharges::per_user(users, scaled);
+    };
     // The first query spends on the devices behind the mirrors' backs (mirrors of its own),
     // so the next ones meet device refusals (and sticky halts); by the last, the mirrors know
     // that some users cannot pay and stop asking them.
@@ -138,21 +147,22 @@ TEST_CASE("folded rounds give the engine's own results bit for bit", "[simulatio
     std::size_t refused = 0, asked = 0;
     for (int query = 0; query < 4; ++query) {
       const EliminationSetup setup = setup_of(query);
+      const UserCharges query_charges = charges_of(query);
       BudgetMirror& ma = query == 0 ? unknown_a : mirror_a;
       BudgetMirror& mb = query == 0 ? unknown_b : mirror_b;
       std::optional<Expected<EliminationResult>> a, b;
       switch (c.kind) {
         case Kind::noninteractive:
-          a = eliminate_noninteractive(*folded, ma, setup, charges, 0, 400);
-          b = eliminate_noninteractive(unfolded, mb, setup, charges, 0, 400);
+          a = eliminate_noninteractive(*folded, ma, setup, query_charges, 0, 400);
+          b = eliminate_noninteractive(unfolded, mb, setup, query_charges, 0, 400);
           break;
         case Kind::k_nearest:
-          a = eliminate_k(*folded, ma, setup, charges, 25);
-          b = eliminate_k(unfolded, mb, setup, charges, 25);
+          a = eliminate_k(*folded, ma, setup, query_charges, 25);
+          b = eliminate_k(unfolded, mb, setup, query_charges, 25);
           break;
         case Kind::once:
-          a = release_once(*folded, ma, setup, charges);
-          b = release_once(unfolded, mb, setup, charges);
+          a = release_once(*folded, ma, setup, query_charges);
+          b = release_once(unfolded, mb, setup, query_charges);
           break;
       }
       REQUIRE(a->has_value());

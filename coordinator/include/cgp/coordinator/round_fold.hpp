@@ -55,8 +55,14 @@ class RoundFold {
     Estimates* estimates = nullptr;
     Charge* charged = nullptr;  // the report's charge per user id
     const EliminationSetup* setup = nullptr;
-    double uniform_rho = 0;               // the ρ every user is asked over the query, or
-    const double* rho_by_user = nullptr;  // each user's (when not null)
+    double uniform_rho = 0;  // the ρ every user is asked over the query, or
+    // (when class_by_user is not null) each user's class of ρ, 0 to classes − 1: users of one
+    // class are asked the same ρ, whose conversion the engine makes once a round for all of them
+    // (class_round_rho, class_round_charge: what asked_at gives), and a fleet plans once.
+    const std::uint32_t* class_by_user = nullptr;
+    std::size_t classes = 0;
+    const double* class_round_rho = nullptr;
+    const Charge* class_round_charge = nullptr;
   };
   // The round's part of the rules.
   struct Round {
@@ -81,7 +87,13 @@ class RoundFold {
   // (privacy::device_charge, once per distinct ρ). When the mirror says u cannot pay (or its ρ
   // is 0: not in the query), u goes on the not-asked list and false is returned.
   bool ask(UserId u, double& rho, Charge& known_charge) {
-    asked_at(query_.rho_by_user ? query_.rho_by_user[u] : query_.uniform_rho, rho, known_charge);
+    if (query_.class_by_user) {
+      const std::uint32_t c = query_.class_by_user[u];
+      rho = query_.class_round_rho[c];
+      known_charge = query_.class_round_charge[c];
+    } else {
+      asked_at(query_.uniform_rho, rho, known_charge);
+    }
     if (!(rho > 0)) {
       lists.not_asked.push_back(u);
       return false;
@@ -95,7 +107,7 @@ class RoundFold {
   // ask() gives every user), and true; else false. A fleet then checks the mirror itself with
   // mirror_admits, and counts the users it asks with count_asked.
   bool uniform_request(double& rho, Charge& known_charge) {
-    if (query_.rho_by_user) return false;
+    if (query_.class_by_user) return false;
     asked_at(query_.uniform_rho, rho, known_charge);
     return rho > 0;
   }
@@ -107,6 +119,11 @@ class RoundFold {
     return false;
   }
   void count_asked(std::size_t users) noexcept { lists.asked += users; }
+  // The classes of ρ of a query whose users are asked distinct ρ (0 when every user is asked
+  // the same), and user u's: users of one class are asked the same ρ in a round, so a fleet may
+  // keep one plan per class.
+  std::size_t rho_classes() const noexcept { return query_.class_by_user ? query_.classes : 0; }
+  std::uint32_t rho_class(UserId u) const noexcept { return query_.class_by_user[u]; }
   // Starts loading what the rules read and write of user u (its mirror entry, estimate and
   // charge): a fleet calls it some users ahead, so that a round over a sparse group of a large
   // fleet waits on memory for several users at once instead of one after the other.
@@ -357,6 +374,15 @@ class RoundFold {
     known_charge = rho > 0 ? last_charge_ : Charge{};
   }
 
+ public:
+  // asked_at for a round asking `fraction` of each user's ρ, without the memo (the engine's
+  // conversion of a class of ρ, Query::class_round_rho).
+  static void asked_at(double cap, double fraction, double& rho, Charge& known_charge) {
+    rho = cap * fraction * kSplitShave;
+    known_charge = rho > 0 ? Charge{privacy::device_charge(rho)} : Charge{};
+  }
+
+ private:
   // fold_answer and the decision for a batch, the round and the radius cache in locals (the
   // loop's stores of doubles cannot then alias them and force reloads).
   template <Decision kDecision, bool kDistance, class Charges>
