@@ -374,7 +374,33 @@ TEST_CASE("ExactSum adds runs of equal values exactly, across carries and partia
       interleaved.add(0.0);  // +0 between any two: no run is longer than one
     }
     CHECK(interleaved.partials() == sum.partials());
+    // The same runs given as (value, copies), some of them split or empty, some next to a run of
+    // the same value added one at a time: the same sum.
+    ExactSum counted;
+    for (std::size_t i = 0; i < values.size();) {
+      std::size_t end = i;
+      while (end < values.size() && values[end] == values[i] &&
+             std::signbit(values[end]) == std::signbit(values[i]))
+        ++end;
+      const std::size_t length = end - i, first = rng() % (length + 1);
+      counted.add(values[i], first);
+      if (rng() % 2) counted.add(values[i], 0);
+      if (rng() % 3 == 0 && length > first) {
+        counted.add(values[i]);
+        counted.add(values[i], length - first - 1);
+      } else {
+        counted.add(values[i], length - first);
+      }
+      i = end;
+    }
+    CHECK(counted.partials() == sum.partials());
   }
+  ExactSum copies_of_inf;
+  copies_of_inf.add(kInf, 3000);
+  copies_of_inf.add(1.0, 10);
+  CHECK(copies_of_inf.value() == kInf);
+  copies_of_inf.add(-kInf, 3);
+  CHECK(std::isnan(copies_of_inf.value()));
   ExactSum with_inf;
   for (int i = 0; i < 3000; ++i) with_inf.add(kInf);
   for (int i = 0; i < 10; ++i) with_inf.add(1.0);

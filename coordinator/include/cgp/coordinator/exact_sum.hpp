@@ -35,6 +35,16 @@ class ExactSum {
     }
     add_new(bits);
   }
+  // `copies` copies of value at once (the same as that many add(value)).
+  void add(double value, std::uint64_t copies) {
+    if (copies == 0) return;
+    const auto bits = std::bit_cast<std::uint64_t>(value);
+    if (!(bits == last_bits_ && has_last_)) {
+      add_new(bits);
+      --copies;
+    }
+    repeats_ += copies;
+  }
   // Adds values whose exact sum is another sum's, e.g. what its partials() returned, several
   // sums' concatenated: the same as adding each, in any order.
   void add_partials(std::span<const double> partials);

@@ -108,6 +108,7 @@ class ShardSum {
  public:
   explicit ShardSum(const Shard& shard) : reducer_(shard.reducer) {}
   void add(double value) { sum_.add(value); }
+  void add(double value, std::uint64_t copies) { sum_.add(value, copies); }
   // Collective (every shard calls it once): gathers every shard's partials, a few doubles each.
   double total();
 
