@@ -31,13 +31,15 @@ std::size_t first_bad_cap(const std::vector<Charge>& caps) {
   constexpr std::size_t kBlock = 1024;
   for (std::size_t first = 0; first < caps.size(); first += kBlock) {
     const std::size_t last = std::min(caps.size(), first + kBlock);
-    bool bad = false;
-    // x > 0 && x ≤ max: finite and positive (NaN fails both).
+    // Finite and positive: 0 < x ≤ max (NaN fails both); one form for both loops, branch-free.
+    const auto bad = [&](std::size_t k) {
+      return !(caps[k].value() > 0 && caps[k].value() <= std::numeric_limits<double>::max());
+    };
+    bool any = false;
+    for (std::size_t k = first; k < last; ++k) any |= bad(k);
+    if (!any) continue;
     for (std::size_t k = first; k < last; ++k)
-      bad |= !(caps[k].value() > 0 && caps[k].value() <= std::numeric_limits<double>::max());
-    if (!bad) continue;
-    for (std::size_t k = first; k < last; ++k)
-      if (!(std::isfinite(caps[k].value()) && caps[k].value() > 0)) return k;
+      if (bad(k)) return k;
   }
   return caps.size();
 }

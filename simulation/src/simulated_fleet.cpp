@@ -102,8 +102,9 @@ class PlanCache {
     bool filled = false, ok = false;
     PlannedNoise plan;
   };
-  // Alg. 3 asks ~4,000 distinct ρ a round of 20,000 users; measured there (with a per-user memo
-  // in front), 8,192 slots did as well as 16,384 or 65,536, and better than 4,096.
+  // Alg. 3 asks thousands of distinct ρ a round of 20,000 users; measured there (with the
+  // per-user memo the per-class one replaced in front), 8,192 slots did as well as 16,384 or
+  // 65,536, and better than 4,096.
   static constexpr std::size_t kSlots = 8192;  // a power of two: the slot is a mask, not a division
   std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
   double lipschitz_ = 0, capacity_ = 0;

@@ -366,7 +366,7 @@ class RoundFold {
   // The ρ asked this round of a user whose whole-query ρ is `cap`, and the charge a device makes
   // for it (privacy::device_charge, once per distinct ρ).
   void asked_at(double cap, double& rho, Charge& known_charge) {
-    rho = cap * round_.fraction * kSplitShave;
+    rho = asked_rho(cap, round_.fraction);
     if (rho > 0 && rho != last_rho_) {
       last_rho_ = rho;
       last_charge_ = Charge{privacy::device_charge(rho)};
@@ -375,10 +375,15 @@ class RoundFold {
   }
 
  public:
+  // The ρ a round asking `fraction` of each user's ρ asks of a user whose whole-query ρ is
+  // `cap`: one expression for both forms of asked_at, so the two give the same bits.
+  static double asked_rho(double cap, double fraction) noexcept {
+    return cap * fraction * kSplitShave;
+  }
   // asked_at for a round asking `fraction` of each user's ρ, without the memo (the engine's
   // conversion of a class of ρ, Query::class_round_rho).
   static void asked_at(double cap, double fraction, double& rho, Charge& known_charge) {
-    rho = cap * fraction * kSplitShave;
+    rho = asked_rho(cap, fraction);
     known_charge = rho > 0 ? Charge{privacy::device_charge(rho)} : Charge{};
   }
 
