@@ -17,6 +17,7 @@
 #include "cgp/common/geometry/signed_distance.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "device_fixtures.hpp"
+#include "support/scratch_ledger.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -24,27 +25,9 @@ using namespace cgp::client;
 using test::bytes_of;
 using test::location_request_bytes;
 using test::parse_reply;
+using test::ScratchLedger;
 
 namespace {
-
-struct ScratchLedger {
-  std::filesystem::path path;
-  explicit ScratchLedger(const std::string& name) {
-    path = std::filesystem::temp_directory_path() /
-           ("cgp-hardening-" + std::to_string(::getpid()) + "-" + name + ".db");
-    remove_all();
-  }
-  ~ScratchLedger() { remove_all(); }
-  void remove_sidecars() const {
-    for (const char* suffix : {"-wal", "-shm", "-journal"})
-      std::filesystem::remove(path.string() + suffix);
-  }
-  void remove_all() const {
-    std::filesystem::remove(path);
-    remove_sidecars();
-  }
-  const char* c_str() const { return path.c_str(); }
-};
 
 // Runs `child` in a forked process and returns its exit status (-1 if it did not exit).
 template <class Child>

@@ -16,12 +16,14 @@
 #include "cgp/common/privacy/device_charge.hpp"
 #include "cgp/common/wire/codec.hpp"
 #include "client/device_fixtures.hpp"
+#include "support/scratch_ledger.hpp"
 #include "support/seed.hpp"
 #include "watch_mechanism.hpp"
 
 using namespace cgp;
 using namespace cgp::client;
 using test::bytes_of;
+using test::ScratchLedger;
 
 namespace {
 
@@ -50,21 +52,6 @@ WatchSpec geofence(const std::string& id = "w", double epsilon = 0.06,
 Device device_at(double x, double y, std::uint64_t seed, double budget = 1.0) {
   return test::located_device(*DeviceConfig::cgp(budget), seed, x, y);
 }
-
-struct ScratchLedger {
-  std::filesystem::path path;
-  explicit ScratchLedger(const std::string& name) {
-    path = std::filesystem::temp_directory_path() /
-           ("cgp-watch-" + std::to_string(::getpid()) + "-" + name + ".db");
-    remove_all();
-  }
-  ~ScratchLedger() { remove_all(); }
-  void remove_all() const {
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-      std::filesystem::remove(path.string() + suffix);
-  }
-  const char* c_str() const { return path.c_str(); }
-};
 
 Device open_at(const char* path, double x, double y, double budget = 1.0) {
   auto device = Device::open_secure(*DeviceConfig::cgp(budget), path);

@@ -17,10 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& path) {
-  return test::read_whole(path);
-}
-
 test::ProgramRun run_cluster(std::vector<std::string> arguments, const fs::path& scratch) {
   arguments.insert(arguments.begin(), CGP_CLUSTER_PATH);
   return test::run_program(std::move(arguments), scratch);
@@ -52,7 +48,7 @@ TEST_CASE("cgp-cluster: init, enrol, revoke, add-gateway and status on a real se
   CHECK(one.out.find("phone-1: user 0, shard") != std::string::npos);
   CHECK((fs::status(key).permissions() & (fs::perms::group_all | fs::perms::others_all)) ==
         fs::perms::none);
-  std::string secret = slurp(key);
+  std::string secret = test::read_whole(key);
   while (!secret.empty() && secret.back() == '\n') secret.pop_back();
   CHECK(secret.size() == 64);
   // The file is never overwritten, and an id is enrolled once.
@@ -70,7 +66,7 @@ TEST_CASE("cgp-cluster: init, enrol, revoke, add-gateway and status on a real se
                        secrets.string()},
                       scratch)
               .exit_code == 0);
-  const std::string lines = slurp(secrets);
+  const std::string lines = test::read_whole(secrets);
   CHECK(std::count(lines.begin(), lines.end(), '\n') == 50);
   REQUIRE(run_cluster({"revoke", "--cluster", db, "--id", "d-7"}, scratch).exit_code == 0);
   CHECK(run_cluster({"revoke", "--cluster", db, "--id", "nobody"}, scratch).exit_code == 1);

@@ -166,7 +166,8 @@ TEST_CASE("wire: every invalid request field gets its named error", "[wire]") {
     r.mutable_distance_to_point()->add_point(NAN);
     CGP_REQUIRE_ERROR(request_from_wire(r), ErrorCode::not_finite, "point[1]");
     r.mutable_distance_to_point()->clear_point();
-    for (std::size_t k = 0; k <= kMaxDimension; ++k) r.mutable_distance_to_point()->add_point(0);
+    for (std::size_t k = 0; k <= wire::kMaxDimension; ++k)
+      r.mutable_distance_to_point()->add_point(0);
     CGP_REQUIRE_ERROR(request_from_wire(r), ErrorCode::too_large, "point");
   }
   SECTION("region: missing, unset, odd coordinates, too many vertices, bow tie") {
@@ -184,7 +185,7 @@ TEST_CASE("wire: every invalid request field gets its named error", "[wire]") {
       polygon->mutable_outer()->add_xy(v);
     CGP_REQUIRE_ERROR(request_from_wire(r), ErrorCode::self_intersecting_polygon, "polygon.outer");
     polygon->mutable_outer()->clear_xy();
-    for (std::size_t k = 0; k < 2 * (kMaxPolygonVertices + 1); ++k)
+    for (std::size_t k = 0; k < 2 * (wire::kMaxPolygonVertices + 1); ++k)
       polygon->mutable_outer()->add_xy(0);
     CGP_REQUIRE_ERROR(request_from_wire(r), ErrorCode::too_large, "polygon");
   }

@@ -32,7 +32,7 @@ struct Program {
   std::string out;  // stdout and stderr
 };
 
-Program run_sim(const std::string& arguments) {
+Program run_watch_sim(const std::string& arguments) {
   Program run;
   FILE* pipe = ::popen((std::string(CGP_SIM_PATH) + " " + arguments + " 2>&1").c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -141,7 +141,8 @@ TEST_CASE("watch experiment: each method is calibrated to the quality and priced
 TEST_CASE("watch experiment: cgp-sim watch prints a table and JSON, bad flags exit by name",
           "[sim][watch]") {
   const fs::path json = fs::temp_directory_path() / ("cgp-watch-" + std::to_string(::getpid()));
-  const auto run = run_sim("watch --ticks 20 --users 100 --quality 0.1 --json " + json.string());
+  const auto run =
+      run_watch_sim("watch --ticks 20 --users 100 --quality 0.1 --json " + json.string());
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("gaussian_releases") != std::string::npos);
   std::ifstream in(json);
@@ -160,7 +161,7 @@ TEST_CASE("watch experiment: cgp-sim watch prints a table and JSON, bad flags ex
            {"--trajectories /nonexistent/t.csv", 3, "trajectories"},
            {"--rho 1", 2, "rho"}}) {
     INFO(flags);
-    const auto bad = run_sim("watch --users 10 --ticks 5 " + flags);
+    const auto bad = run_watch_sim("watch --users 10 --ticks 5 " + flags);
     CHECK(bad.exit_code == code);
     CHECK(bad.out.find(name) != std::string::npos);
   }

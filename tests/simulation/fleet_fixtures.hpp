@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "cgp/common/geometry/region.hpp"
 #include "cgp/coordinator/charges.hpp"
 #include "cgp/coordinator/elimination.hpp"
 #include "cgp/simulation/simulated_fleet.hpp"
@@ -28,6 +29,12 @@ inline simulation::SimulatedFleet make_fleet(const std::vector<double>& points, 
       simulation::SimulatedFleet::create(*DeviceConfig::cgp(budget), points, dim, seed, threads);
   REQUIRE(fleet.has_value());
   return std::move(*fleet);
+}
+
+// The axis-aligned square [x0, x0 + side] × [y0, y0 + side].
+inline geometry::Region square(double x0, double y0, double side) {
+  const double lo[2] = {x0, y0}, hi[2] = {x0 + side, y0 + side};
+  return *geometry::Box::create(lo, hi);
 }
 
 // Every user of the fleet, each charged at most `charge`.

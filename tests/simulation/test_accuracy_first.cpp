@@ -16,6 +16,7 @@
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using test::square;
 
 TEST_CASE("geometric_split with growth 2 is the doubling split bit for bit",
           "[privacy][accuracy_first]") {
@@ -155,11 +156,6 @@ TEST_CASE("noise reduction: the transcript's privacy loss is the last mean's",
 namespace {
 
 constexpr double kBeta = 0.2;  // β₀ = 0.05
-
-geometry::Region square(double x0, double y0, double side) {
-  const double lo[2] = {x0, y0}, hi[2] = {x0 + side, y0 + side};
-  return *geometry::Box::create(lo, hi);
-}
 
 }  // namespace
 

@@ -11,13 +11,10 @@
 
 using namespace cgp;
 using namespace cgp::coordinator;
+using test::square;
 using namespace cgp::simulation;
 
 namespace {
-geometry::Region square(double x0, double y0, double side) {
-  double lo[2] = {x0, y0}, hi[2] = {x0 + side, y0 + side};
-  return *geometry::Box::create(lo, hi);
-}
 QueryOptions options_for(Method method, std::size_t rounds, const std::string& id) {
   QueryOptions o;
   o.method = method;

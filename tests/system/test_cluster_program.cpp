@@ -35,9 +35,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::uint32_t kShards = 64;
-constexpr std::size_t kDevices = 12, kGateways = 3;
-constexpr double kBudget = 1.0;
+constexpr std::uint32_t kProgramShards = 64;
+constexpr std::size_t kProgramDevices = 12, kProgramGateways = 3;
+constexpr double kProgramBudget = 1.0;
 const std::string kTemplate = "s{shard}.devices.test:443";
 const std::string kAnalystSecret = "analyst-secret";
 
@@ -129,16 +129,18 @@ bool same_bits(double a, double b) {
 struct Phones {
   std::vector<client::Device> devices;
   std::vector<std::jthread> threads;
-  static constexpr std::size_t kMostDevices = kDevices + 4;  // room for enrolments (no realloc)
+  static constexpr std::size_t kMostDevices =
+      kProgramDevices + 4;  // room for enrolments (no realloc)
   Phones(const std::vector<double>& points, std::uint64_t seed) {
     devices.reserve(kMostDevices);
-    for (std::size_t i = 0; i < kDevices; ++i) add(points, seed);
+    for (std::size_t i = 0; i < kProgramDevices; ++i) add(points, seed);
   }
   // The next device, at the next point of `points`.
   void add(const std::vector<double>& points, std::uint64_t seed) {
     REQUIRE(devices.size() < kMostDevices);
     const std::size_t i = devices.size();
-    devices.push_back(client::Device::open_for_simulation(*DeviceConfig::cgp(kBudget), seed, i));
+    devices.push_back(
+        client::Device::open_for_simulation(*DeviceConfig::cgp(kProgramBudget), seed, i));
     REQUIRE(devices.back().register_component("location", 2).ok());
     REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
   }
@@ -182,14 +184,14 @@ struct LiveTier {
     std::ofstream(folder / "key.pem") << tls.key;
     std::ofstream(folder / "analyst.key") << kAnalystSecret << "\n";
     store = *cluster::ClusterStore::open(postgres.conninfo());
-    REQUIRE(store->initialize({kShards, kBudget}));
+    REQUIRE(store->initialize({kProgramShards, kProgramBudget}));
     std::vector<std::pair<std::string, cluster::Sha256>> enrolment;
-    for (std::size_t i = 0; i < kDevices; ++i)
+    for (std::size_t i = 0; i < kProgramDevices; ++i)
       enrolment.push_back(
           {"device-" + std::to_string(i), transport::sha256_of("key-" + std::to_string(i))});
     REQUIRE(store->enrol_all(enrolment));
     std::vector<cluster::HaproxyGateway> backends;
-    for (std::size_t g = 0; g < kGateways; ++g) {
+    for (std::size_t g = 0; g < kProgramGateways; ++g) {
       const std::string id = "gw-" + std::to_string(g);
       REQUIRE(store->register_gateway(id, transport::sha256_of("secret-" + id)));
       std::ofstream(folder / (id + ".key")) << "secret-" << id << "\n";
@@ -215,15 +217,16 @@ struct LiveTier {
       std::this_thread::sleep_for(50ms);
     REQUIRE_FALSE(store->leader()->control_address.empty());
     coordinators[1] = std::make_unique<test::SupervisedProgram>(coordinator_args(), log_of(1));
-    for (std::size_t g = 0; g < kGateways; ++g)
+    for (std::size_t g = 0; g < kProgramGateways; ++g)
       gateways.push_back(std::make_unique<test::SupervisedProgram>(gateway_args(g)));
     // The devices dial their shard's name through HAProxy.
     phones = std::make_unique<Phones>(points, seed);
-    for (std::size_t i = 0; i < kDevices; ++i) serve_phone(i);
+    for (std::size_t i = 0; i < kProgramDevices; ++i) serve_phone(i);
   }
   // Device i dials its shard's name through HAProxy.
   void serve_phone(std::size_t i) {
-    phones->serve(i, test::shard_device_connection(device_port, i, kShards, tls.certificate));
+    phones->serve(i,
+                  test::shard_device_connection(device_port, i, kProgramShards, tls.certificate));
   }
   ~LiveTier() { phones.reset(); }  // the devices stop before the processes they dial
 
@@ -240,7 +243,7 @@ struct LiveTier {
             "--analyst-listen",
             "127.0.0.1:0",
             "--min-gateways",
-            std::to_string(kGateways),
+            std::to_string(kProgramGateways),
             "--poll-ms",
             "200",
             "--haproxy-socket",
@@ -314,7 +317,7 @@ struct LiveTier {
   }
 
   // Until a query through the leader reaches every device (each try charges a small ρ).
-  bool everyone_answers(const std::string& prefix, std::size_t devices = kDevices) const {
+  bool everyone_answers(const std::string& prefix, std::size_t devices = kProgramDevices) const {
     std::string last;
     for (int attempt = 0; attempt < 240; ++attempt) {
       const std::string leader = leader_address();
@@ -334,8 +337,8 @@ struct LiveTier {
   // No shard's mirror in PostgreSQL is above what its devices have left; how many users the
   // snapshots hold.
   std::size_t check_mirror_below_ledgers() const {
-    std::vector<std::uint32_t> all(kShards);
-    for (std::uint32_t s = 0; s < kShards; ++s) all[s] = s;
+    std::vector<std::uint32_t> all(kProgramShards);
+    for (std::uint32_t s = 0; s < kProgramShards; ++s) all[s] = s;
     auto snapshots = store->snapshots(all);
     // The test's own connection may have been cut by a server restart: dialled again.
     for (int attempt = 0; !snapshots && attempt < 20; ++attempt) {
@@ -363,7 +366,7 @@ TEST_CASE(
     "takes over a killed leader",
     "[transport][cluster][exec]") {
   CGP_SEEDED(31);
-  const auto points = test::uniform_square(kDevices, 1000, seed);
+  const auto points = test::uniform_square(kProgramDevices, 1000, seed);
 
   // The single process first: the same devices (same seeds) on one coordinator.
   const std::vector<v1::RangeCountQuery> ranges{range_query("q-pm1", 0.2, "PM1", 4),
@@ -373,19 +376,19 @@ TEST_CASE(
   {
     transport::CoordinatorOptions options;
     options.gateway.address = "127.0.0.1:0";
-    options.device_ids = test::device_ids(kDevices);
-    options.device_budget = kBudget;
+    options.device_ids = test::device_ids(kProgramDevices);
+    options.device_budget = kProgramBudget;
     options.round_deadline = 20s;
     auto service = *transport::CoordinatorService::start(options);
     Phones phones(points, seed);
-    for (std::size_t i = 0; i < kDevices; ++i)
+    for (std::size_t i = 0; i < kProgramDevices; ++i)
       phones.serve(i, {"127.0.0.1:" + std::to_string(service->port()),
                        "device-" + std::to_string(i),
                        "",
                        "",
                        0ms,
                        {}});
-    REQUIRE(service->gateway().wait_for_devices(kDevices, 30s));
+    REQUIRE(service->gateway().wait_for_devices(kProgramDevices, 30s));
     auto stub = v1::Analyst::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(service->port()), grpc::InsecureChannelCredentials()));
     for (const auto& q : ranges) {
@@ -408,8 +411,8 @@ TEST_CASE(
   bool settled = false;
   while (!settled && std::chrono::steady_clock::now() < settled_by) {
     const auto owners = tier.store->shard_owners();
-    const bool whole = owners && owners->size() == kShards &&
-                       haproxy_sessions(tier.haproxy.admin_socket) == kDevices;
+    const bool whole = owners && owners->size() == kProgramShards &&
+                       haproxy_sessions(tier.haproxy.admin_socket) == kProgramDevices;
     if (!whole) steady_since = std::chrono::steady_clock::now();
     settled = whole && std::chrono::steady_clock::now() - steady_since > 1s;
     std::this_thread::sleep_for(50ms);
@@ -469,7 +472,7 @@ TEST_CASE(
     REQUIRE(at != std::string::npos);
     connected += std::stoul(gateway.substr(at + key.size()));
   }
-  CHECK(connected == kDevices);
+  CHECK(connected == kProgramDevices);
 
   // The leader dies in mid-query: the standby takes the lead.
   const grpc::Status cut_status = query_struck_midway(
@@ -498,7 +501,7 @@ TEST_CASE(
 
   // The gateways follow the new leader, the devices come back: the next query asks everyone.
   REQUIRE(tier.everyone_answers("again-"));
-  CHECK(tier.check_mirror_below_ledgers() == kDevices);
+  CHECK(tier.check_mirror_below_ledgers() == kProgramDevices);
 }
 
 TEST_CASE(
@@ -506,7 +509,7 @@ TEST_CASE(
     "and its shards move to the survivors through HAProxy",
     "[transport][cluster][exec]") {
   CGP_SEEDED(32);
-  LiveTier tier(test::uniform_square(kDevices, 1000, seed), seed);
+  LiveTier tier(test::uniform_square(kProgramDevices, 1000, seed), seed);
   REQUIRE(tier.everyone_answers("warm-"));
   const std::string leader = tier.leader_address();
   REQUIRE_FALSE(leader.empty());
@@ -550,7 +553,7 @@ TEST_CASE(
         lost_shards);
   const std::set<std::uint32_t> unanswered(cut.unanswered().begin(), cut.unanswered().end());
   for (std::uint32_t user : lost_users) CHECK(unanswered.count(user) == 1);
-  CHECK(cut.coverage().answered() <= kDevices - lost_users.size());
+  CHECK(cut.coverage().answered() <= kProgramDevices - lost_users.size());
   // Kept as it was given, degraded, with its lost shards.
   AnalystClient analyst(leader);
   v1::QueryResult kept;
@@ -569,8 +572,8 @@ TEST_CASE(
   REQUIRE(owners);
   std::size_t on_survivors = 0;
   for (const auto& owner : *owners) on_survivors += owner.gateway_id != "gw-1" ? 1 : 0;
-  CHECK(on_survivors == kShards);
-  CHECK(tier.check_mirror_below_ledgers() == kDevices);
+  CHECK(on_survivors == kProgramShards);
+  CHECK(tier.check_mirror_below_ledgers() == kProgramDevices);
 }
 
 TEST_CASE(
@@ -578,20 +581,21 @@ TEST_CASE(
     "gateway takes it in and a revoked one is asked no more",
     "[transport][cluster][exec]") {
   CGP_SEEDED(34);
-  const auto points = test::uniform_square(kDevices + 1, 1000, seed);
+  const auto points = test::uniform_square(kProgramDevices + 1, 1000, seed);
   // Gateways restart for late enrolments once they have served 15 s: the first query below
   // comes before that.
   LiveTier tier(points, seed, 15s);
   REQUIRE(tier.everyone_answers("warm-"));
-  const auto late = tier.store->enrol("device-" + std::to_string(kDevices),
-                                      transport::sha256_of("key-" + std::to_string(kDevices)));
+  const auto late =
+      tier.store->enrol("device-" + std::to_string(kProgramDevices),
+                        transport::sha256_of("key-" + std::to_string(kProgramDevices)));
   REQUIRE(late);
   REQUIRE(tier.store->revoke("device-0"));
   // Its gateway admits it at its next lease renewal (every 500 ms here); a Hello before that is
   // refused by its credential, as an unknown id's is, and the device link takes that as final.
   std::this_thread::sleep_for(3s);
   tier.phones->add(points, seed);
-  tier.serve_phone(kDevices);
+  tier.serve_phone(kProgramDevices);
   const std::string leader = tier.leader_address();
   REQUIRE_FALSE(leader.empty());
   AnalystClient analyst(leader);
@@ -604,13 +608,13 @@ TEST_CASE(
   REQUIRE(status.ok());
   // The late device: no gateway knows it yet, so it is listed unanswered (never counted as
   // answered). The revoked device: not part of the query, not charged.
-  CHECK(first.users() == kDevices + 1);
-  CHECK(first.coverage().users() == kDevices);  // 13 enrolled, 1 revoked
+  CHECK(first.users() == kProgramDevices + 1);
+  CHECK(first.coverage().users() == kProgramDevices);  // 13 enrolled, 1 revoked
   const std::set<std::uint32_t> unanswered(first.unanswered().begin(), first.unanswered().end());
   CHECK(unanswered.count(static_cast<std::uint32_t>(late->user_index)) == 1);
   for (const auto& charge : first.charges()) CHECK(charge.user() != 0);
   // Its gateway restarts to take it in; from then on it answers (and the revoked one still not).
-  REQUIRE(tier.everyone_answers("late-after-", kDevices));
+  REQUIRE(tier.everyone_answers("late-after-", kProgramDevices));
   v1::QueryResult after;
   REQUIRE(analyst.range(range_query("late-last", 1e-3, "BM0", 0), after).ok());
   for (const auto& charge : after.charges()) CHECK(charge.user() != 0);
@@ -621,7 +625,7 @@ TEST_CASE(
 TEST_CASE("cluster program: PostgreSQL restarted under load loses no result and no charge",
           "[transport][cluster][exec]") {
   CGP_SEEDED(33);
-  LiveTier tier(test::uniform_square(kDevices, 1000, seed), seed);
+  LiveTier tier(test::uniform_square(kProgramDevices, 1000, seed), seed);
   REQUIRE(tier.everyone_answers("warm-"));
   // Queries keep coming while the server restarts; each either finishes (and its result is kept)
   // or fails by name. None is lost.
@@ -655,5 +659,5 @@ TEST_CASE("cluster program: PostgreSQL restarted under load loses no result and 
     INFO(id);
     CHECK(analyst.result(id, kept).ok());
   }
-  CHECK(tier.check_mirror_below_ledgers() == kDevices);
+  CHECK(tier.check_mirror_below_ledgers() == kProgramDevices);
 }

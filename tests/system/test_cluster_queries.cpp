@@ -26,9 +26,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::size_t kUsers = 36;
+constexpr std::size_t kClusterUsers = 36;
 constexpr std::size_t kGateways = 3;
-constexpr double kBudget = 1.0;
+constexpr double kClusterBudget = 1.0;
 
 v1::QueryOptions options(const std::string& id, const std::string& method, double rho) {
   v1::QueryOptions o;
@@ -84,7 +84,7 @@ std::vector<v1::ClusterQuery> queries() {
     q.set_query_id(o.query_id());
     q.set_cap(o.rho());
     q.set_adaptive(o.adaptive());
-    q.set_rho_capacity(kBudget);
+    q.set_rho_capacity(kClusterBudget);
     q.set_adaptive_horizon(20);
   }
   // Alg. 3's query numbers count adaptive queries only: this is the first.
@@ -97,8 +97,8 @@ struct ServedDevices {
   std::vector<client::Device> devices;
   std::vector<std::jthread> threads;
   ServedDevices(const std::vector<double>& points, std::uint64_t seed) {
-    const auto config = *DeviceConfig::cgp(kBudget);
-    for (std::size_t i = 0; i < kUsers; ++i) {
+    const auto config = *DeviceConfig::cgp(kClusterBudget);
+    for (std::size_t i = 0; i < kClusterUsers; ++i) {
       devices.push_back(client::Device::open_for_simulation(config, seed, i));
       REQUIRE(devices.back().register_component("location", 2).ok());
       REQUIRE(devices.back().set_component("location", std::span(points).subspan(2 * i, 2)).ok());
@@ -137,7 +137,7 @@ bool same_bits(double a, double b) {
 TEST_CASE("cluster queries: three gateways answer as the single-process coordinator does",
           "[transport][cluster]") {
   CGP_SEEDED(30);
-  const auto points = test::uniform_square(kUsers, 1000, seed);
+  const auto points = test::uniform_square(kClusterUsers, 1000, seed);
   const auto asked = queries();
 
   // The single process: every device on one coordinator, asked over its Analyst API.
@@ -145,14 +145,14 @@ TEST_CASE("cluster queries: three gateways answer as the single-process coordina
   {
     transport::CoordinatorOptions options;
     options.gateway.address = "127.0.0.1:0";
-    options.device_ids = test::device_ids(kUsers);
-    options.device_budget = kBudget;
+    options.device_ids = test::device_ids(kClusterUsers);
+    options.device_budget = kClusterBudget;
     options.round_deadline = 20s;
     auto service = *transport::CoordinatorService::start(options);
     const std::string address = "127.0.0.1:" + std::to_string(service->port());
     ServedDevices served(points, seed);
-    for (std::size_t i = 0; i < kUsers; ++i) served.serve(i, address);
-    REQUIRE(service->gateway().wait_for_devices(kUsers, 30s));
+    for (std::size_t i = 0; i < kClusterUsers; ++i) served.serve(i, address);
+    REQUIRE(service->gateway().wait_for_devices(kClusterUsers, 30s));
     auto stub =
         v1::Analyst::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     for (const auto& q : asked) {
@@ -176,7 +176,7 @@ TEST_CASE("cluster queries: three gateways answer as the single-process coordina
     return o;
   }());
   std::vector<TierGateway> gateways(kGateways);
-  for (std::size_t i = 0; i < kUsers; ++i) {
+  for (std::size_t i = 0; i < kClusterUsers; ++i) {
     const std::string id = "device-" + std::to_string(i);
     auto& gateway =
         gateways[protocol::virtual_shard(id, protocol::kDefaultVirtualShards) % kGateways];
@@ -193,8 +193,9 @@ TEST_CASE("cluster queries: three gateways answer as the single-process coordina
     for (auto u : gateway.ids) served.serve(u, address);
     REQUIRE(gateway.devices->wait_for_devices(gateway.ids.size(), 30s));
     gateway.fleet = std::make_unique<transport::NetworkFleet>(*gateway.devices, gateway.device_ids,
-                                                              2, kBudget, 20s);
-    gateway.mirror = std::make_unique<coordinator::BudgetMirror>(gateway.ids.size(), kBudget);
+                                                              2, kClusterBudget, 20s);
+    gateway.mirror =
+        std::make_unique<coordinator::BudgetMirror>(gateway.ids.size(), kClusterBudget);
     gateway.shard = std::make_unique<transport::ShardQueries>(
         *gateway.fleet, *gateway.mirror, gateway.ids, std::vector<char>{},
         [](coordinator::UserId u) { return "device-" + std::to_string(u); });
@@ -212,7 +213,7 @@ TEST_CASE("cluster queries: three gateways answer as the single-process coordina
 
   for (std::size_t q = 0; q < asked.size(); ++q) {
     INFO(asked[q].query_id());
-    auto result = transport::run_cluster_query(*server, asked[q], kUsers);
+    auto result = transport::run_cluster_query(*server, asked[q], kClusterUsers);
     REQUIRE(result);
     const v1::QueryResult& want = expected[q];
     CHECK(same_bits(result->estimate(), want.estimate()));

@@ -39,16 +39,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Polls `done` until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
-
 // True once the server has closed the connection (EOF or reset), waiting up to `timeout`.
 // Whatever the server sent first (gRPC's HTTP/2 settings) is read past.
 bool closed_by_server(int fd, std::chrono::milliseconds timeout) {
@@ -95,7 +85,7 @@ TEST_CASE("connections: caps per address and in all and a flood is cut at the ha
   for (const char* source : {"127.0.0.3", "127.0.0.4", "127.0.0.5"}) flood.open(source, port, 10);
   // 40 admitted now: the total cap. 5 more from a fresh address are refused all the same.
   flood.open("127.0.0.6", port, 5);
-  REQUIRE(eventually(
+  REQUIRE(test::eventually(
       [&] {
         const auto c = service->gateway().counters();
         return c.refused_address_cap == 5 && c.refused_total_cap == 5;
@@ -108,9 +98,9 @@ TEST_CASE("connections: caps per address and in all and a flood is cut at the ha
   const std::string address = "127.0.0.1:" + std::to_string(port);
   auto swarm = *swarm::DeviceSwarm::start(one_device(address), {{"legit", "", {1, 2}}});
   CHECK(service->gateway().wait_for_devices(1, 30s));
-  CHECK(eventually([&] { return status_ok(address); }, 30s));
+  CHECK(test::eventually([&] { return status_ok(address); }, 30s));
   for (int fd : flood.fds) CHECK(closed_by_server(fd, 10s));
-  CHECK(eventually([&] { return service->gateway().counters().open_connections <= 3; }, 10s));
+  CHECK(test::eventually([&] { return service->gateway().counters().open_connections <= 3; }, 10s));
   swarm.reset();
 }
 
@@ -136,7 +126,7 @@ TEST_CASE("connections: streams that never say Hello are capped per address and 
     streams.push_back(stub->Connect(contexts.back().get()));
   }
   // One address: 8 wait for their Hello, the other 12 are ended at once.
-  REQUIRE(eventually([&] { return gateway->counters().refused_pending_streams == 12; }, 10s));
+  REQUIRE(test::eventually([&] { return gateway->counters().refused_pending_streams == 12; }, 10s));
   int exhausted = 0, timed_out = 0;
   for (auto& stream : streams) {
     v1::CoordinatorToDevice ignored;
@@ -241,18 +231,18 @@ TEST_CASE("connections: a coordinator with 256 descriptors survives floods twice
         analyst::AnalystClient::connect({address, secret, "", 2s, std::nullopt, std::nullopt});
     return analyst && analyst->status().has_value();
   };
-  REQUIRE(eventually(analyst_in, 30s));
+  REQUIRE(test::eventually(analyst_in, 30s));
   for (int burst = 0; burst < 2; ++burst) {
     INFO("burst " << burst);
     {
       test::Flood flood;  // 600 idle connections, held open: more than twice the process's limit
       for (const char* source : {"127.0.0.2", "127.0.0.3", "127.0.0.4"})
         flood.open(source, port, 200);
-      CHECK(eventually(analyst_in, 30s));
+      CHECK(test::eventually(analyst_in, 30s));
       int status = 0;
       CHECK(waitpid(coordinator, &status, WNOHANG) == 0);  // still running
     }
-    CHECK(eventually(analyst_in, 30s));
+    CHECK(test::eventually(analyst_in, 30s));
   }
   kill(coordinator, SIGTERM);
   CHECK(wait_exit(coordinator) == 0);

@@ -26,8 +26,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::uint32_t kShards = 64;
-constexpr std::size_t kDevices = 12;
+constexpr std::uint32_t kRoutedShards = 64;
+constexpr std::size_t kRoutedDevices = 12;
 const std::string kTemplateHost = "s{shard}.devices.test";
 
 // HAProxy with a configuration of the test's own, in the foreground (-db), killed at the end.
@@ -50,7 +50,7 @@ class ScratchHaproxy {
 };
 
 std::uint32_t shard_of(std::size_t device) {
-  return protocol::virtual_shard("device-" + std::to_string(device), kShards);
+  return protocol::virtual_shard("device-" + std::to_string(device), kRoutedShards);
 }
 
 }  // namespace
@@ -66,7 +66,7 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
   std::vector<std::unique_ptr<transport::DeviceGateway>> gateways;
   std::vector<cluster::HaproxyGateway> backends;
   for (int g = 0; g < 2; ++g) {
-    auto options = test::tls_gateway_options(tls, kDevices);
+    auto options = test::tls_gateway_options(tls, kRoutedDevices);
     options.frames_address = "127.0.0.1:0";
     gateways.push_back(*transport::DeviceGateway::start(options));
     backends.push_back({"gw-" + std::to_string(g),
@@ -75,7 +75,7 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
   }
   // Shard s lives on gateway s % 2.
   std::vector<cluster::ShardOwner> owners;
-  for (std::uint32_t s = 0; s < kShards; ++s)
+  for (std::uint32_t s = 0; s < kRoutedShards; ++s)
     owners.push_back({s, "gw-" + std::to_string(s % 2), 1});
   const int grpc_port = test::free_port(), frames_port = test::free_port();
   cluster::HaproxySettings settings;
@@ -100,7 +100,7 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
     const bool frames = i % 2 == 0;  // even devices on frames, odd ones on gRPC
     const int port = frames ? frames_port : grpc_port;
     c.coordinator_address = kTemplateHost + ":" + std::to_string(port);
-    c.virtual_shards = kShards;
+    c.virtual_shards = kRoutedShards;
     c.connect_to = "127.0.0.1:" + std::to_string(port);
     c.device_id = "device-" + std::to_string(i);
     c.credential = "key-" + std::to_string(i);
@@ -111,9 +111,9 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
   };
   const auto config_device = *DeviceConfig::cgp(1.0);
   std::vector<client::Device> devices;
-  for (std::size_t i = 0; i < kDevices; ++i)
+  for (std::size_t i = 0; i < kRoutedDevices; ++i)
     devices.push_back(client::Device::open_for_simulation(config_device, 30, i));
-  std::vector<std::jthread> serving(kDevices);
+  std::vector<std::jthread> serving(kRoutedDevices);
   const auto serve = [&](std::size_t i) {
     serving[i] = std::jthread([&, i](std::stop_token stop) {
       auto c = connection(i);
@@ -122,7 +122,7 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
     });
   };
   std::size_t expected[2] = {0, 0};
-  for (std::size_t i = 0; i < kDevices; ++i) {
+  for (std::size_t i = 0; i < kRoutedDevices; ++i) {
     ++expected[shard_of(i) % 2];
     serve(i);
   }
@@ -137,11 +137,11 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
   const std::uint32_t moved = shard_of(0);
   const int from = static_cast<int>(moved % 2), to = 1 - from;
   std::size_t in_moved = 0;
-  for (std::size_t i = 0; i < kDevices; ++i) in_moved += shard_of(i) == moved ? 1 : 0;
+  for (std::size_t i = 0; i < kRoutedDevices; ++i) in_moved += shard_of(i) == moved ? 1 : 0;
   REQUIRE(cluster::haproxy_route_shard(settings.admin_socket, settings.map_path,
                                        settings.address_template, moved,
                                        "gw-" + std::to_string(to)));
-  for (std::size_t i = 0; i < kDevices; ++i)
+  for (std::size_t i = 0; i < kRoutedDevices; ++i)
     if (shard_of(i) == moved) {
       serving[i] = {};  // stops and joins: the device hangs up
       serve(i);         // and dials again
@@ -178,7 +178,7 @@ TEST_CASE("haproxy routing: devices reach their shard's gateway and follow a mov
     CHECK(got == 0);  // closed by HAProxy, nothing answered (not a timeout: that is -1)
     ::close(fd);
   }
-  CHECK(gateways[0]->connected() + gateways[1]->connected() == kDevices);
+  CHECK(gateways[0]->connected() + gateways[1]->connected() == kRoutedDevices);
   for (auto& t : serving) t = {};
   std::filesystem::remove_all(folder);
 }

@@ -13,6 +13,7 @@
 #include "cgp/experiments/dataset.hpp"
 #include "cgp/swarm/device_swarm.hpp"
 #include "cgp/transport/coordinator_service.hpp"
+#include "support/run_program.hpp"
 
 using namespace cgp;
 using namespace std::chrono_literals;
@@ -25,11 +26,6 @@ int run(const std::string& arguments, const fs::path& err) {
       std::string(CGP_SIM_PATH) + " " + arguments + " >/dev/null 2>" + err.string();
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace
@@ -64,7 +60,7 @@ TEST_CASE("cgp-sim --fleet runs range, kde, knn and multi-range over a live coor
     INFO(experiment);
     const fs::path json = dir / "rows.json", err = dir / "err.txt";
     REQUIRE(run(experiment + " " + fleet + " --json " + json.string(), err) == 0);
-    const auto rows = nlohmann::json::parse(slurp(json));
+    const auto rows = nlohmann::json::parse(test::read_whole(json));
     REQUIRE(rows.size() == 4);  // BM0, BM1, PM0, PM1
     for (const auto& row : rows) {
       CHECK(row["reps"] == 3);
@@ -85,7 +81,7 @@ TEST_CASE("cgp-sim --fleet runs range, kde, knn and multi-range over a live coor
     REQUIRE(run("multi-range --budget 1 --m 2 --w 4000 --methods PM1 " + fleet + " --json " +
                     json.string(),
                 err) == 0);
-    const auto rows = nlohmann::json::parse(slurp(json));
+    const auto rows = nlohmann::json::parse(test::read_whole(json));
     REQUIRE(rows.size() == 1);
     CHECK(rows[0]["query"] == "multi-range");
     CHECK(std::isfinite(rows[0]["error_mean"].get<double>()));
@@ -97,14 +93,14 @@ TEST_CASE("cgp-sim --fleet runs range, kde, knn and multi-range over a live coor
   // (PrivSav would be a share of the wrong budget); a wrong credential is refused by name.
   const fs::path err = dir / "err.txt";
   CHECK(run("multi-range --budget 0.5 --m 2 --w 4000 " + fleet, err) == 2);
-  CHECK(slurp(err).find("--budget") != std::string::npos);
+  CHECK(test::read_whole(err).find("--budget") != std::string::npos);
   CHECK(run("threshold --column v --q 0.5 --rho 1 " + fleet, err) == 2);
-  CHECK(slurp(err).find("--curator") != std::string::npos);
+  CHECK(test::read_whole(err).find("--curator") != std::string::npos);
   std::ofstream(dir / "wrong.key") << "wrong\n";
   CHECK(run("range --rho 1e-3 --w 4000 --fleet " + address + " --analyst-credential " +
                 (dir / "wrong.key").string(),
             err) == 3);
-  CHECK(slurp(err).find("credential") != std::string::npos);
+  CHECK(test::read_whole(err).find("credential") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -136,7 +132,7 @@ TEST_CASE("cgp-sim --fleet runs threshold over a live curator device", "[transpo
                   " --column v --q 0.5,0.39 --rho 10 --reps 2 --fleet " + address +
                   " --curator curator --json " + json.string(),
               err) == 0);
-  const auto rows = nlohmann::json::parse(slurp(json));
+  const auto rows = nlohmann::json::parse(test::read_whole(json));
   REQUIRE(rows.size() == 4);  // BM1, PM1 × two q
   for (const auto& row : rows) CHECK(row["error_mean"].get<double>() == 0);
   CHECK(swarm->spent(0) > 0);

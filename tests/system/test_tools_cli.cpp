@@ -44,13 +44,6 @@ Outcome run_tool(std::vector<std::string> arguments, const fs::path& scratch) {
   return {run.exit_code, std::move(run.err)};
 }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 struct Scratch {
   fs::path dir;
   Scratch() {
@@ -238,7 +231,7 @@ TEST_CASE("tools: enrol refuses a second enrolment of an id and never overwrites
                     s / "d0.key"},
                    s.dir)
               .exit_code == 0);
-  const std::string key = slurp(s / "d0.key"), enrolment = slurp(devices);
+  const std::string key = test::read_whole(s / "d0.key"), enrolment = test::read_whole(devices);
   CHECK(fs::status(s / "d0.key").permissions() == (fs::perms::owner_read | fs::perms::owner_write));
 
   // d0 again (on 51cfbc1: a second line, and the next serve refused to start).
@@ -254,14 +247,14 @@ TEST_CASE("tools: enrol refuses a second enrolment of an id and never overwrites
       s.dir);
   CHECK(overwrite.exit_code == 2);
   CHECK(overwrite.err.find("exists") != std::string::npos);
-  CHECK(slurp(s / "d0.key") == key);
-  CHECK(slurp(devices) == enrolment);
+  CHECK(test::read_whole(s / "d0.key") == key);
+  CHECK(test::read_whole(devices) == enrolment);
   // A batch that overlaps the enrolled ids is refused whole.
   CHECK(run_tool({coordinator, "enrol", "--devices", devices, "--count", "3", "--prefix", "d",
                   "--secrets-out", s / "batch.csv"},
                  s.dir)
             .exit_code == 2);
-  CHECK(slurp(devices) == enrolment);
+  CHECK(test::read_whole(devices) == enrolment);
   // A file with a duplicate, written by hand, is refused by name with its line.
   { std::ofstream(devices, std::ios::app) << enrolment.substr(enrolment.find("d0,")); }
   auto read = transport::read_enrolment(devices);
@@ -364,7 +357,7 @@ TEST_CASE("tools: revoke takes a device out of a running coordinator without a r
   auto revoked = run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-2"}, s.dir);
   CHECK(revoked.exit_code == 0);
   // Its line stays, marked: no other device moves to its user index.
-  CHECK(slurp(devices).find("device-2,revoked\n") != std::string::npos);
+  CHECK(test::read_whole(devices).find("device-2,revoked\n") != std::string::npos);
   CHECK(eventually([&] { return connected() == 2; }, 20s));
   std::this_thread::sleep_for(1s);
   CHECK(connected() == 2);  // and it stays out
@@ -469,10 +462,10 @@ TEST_CASE("tools: revoke and a restart leave every user index naming the same de
   REQUIRE(run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-2"}, s.dir)
               .exit_code == 0);
   // Revoking again changes nothing and is not an error.
-  const std::string revoked_file = slurp(devices);
+  const std::string revoked_file = test::read_whole(devices);
   CHECK(run_tool({coordinator, "revoke", "--devices", devices, "--id", "device-2"}, s.dir)
             .exit_code == 0);
-  CHECK(slurp(devices) == revoked_file);
+  CHECK(test::read_whole(devices) == revoked_file);
   auto enrolled = transport::read_enrolment(devices);
   REQUIRE(enrolled.has_value());
   REQUIRE(enrolled->size() == 6);
