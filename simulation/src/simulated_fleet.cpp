@@ -15,17 +15,12 @@
 #include "cgp/common/validate.hpp"
 #include "cgp/coordinator/round_fold.hpp"
 #include "fast_normals.hpp"
+#include "mix64.hpp"
 
 namespace cgp::simulation {
 
 using namespace coordinator;
 namespace {
-
-std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // The noise stream of one round of one query: FNV-1a of the query id, mixed with the round.
 std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {

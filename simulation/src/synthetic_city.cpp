@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "mix64.hpp"
+
 namespace cgp::simulation {
 
 const std::vector<Hotspot>& synthetic_city_hotspots() {
@@ -19,12 +21,6 @@ const std::vector<Hotspot>& synthetic_city_hotspots() {
 }
 
 namespace {
-
-std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // A user's own stream of uniforms (SplitMix64 from a key of (seed, id)): a point never depends on
 // which other users are generated, or where.

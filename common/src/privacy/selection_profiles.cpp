@@ -34,7 +34,7 @@ double delta_upper(double mu, double epsilon) {
 
 // The smallest ε ≥ 0 (up to bisection) with delta_upper(ε) ≤ target: the invariant
 // delta_upper(hi) ≤ target holds for the value returned, so it is sound as computed.
-double epsilon_upper(double mu, double target) {
+double profile_epsilon_upper(double mu, double target) {
   if (!(target > 1e-300)) return kInfinity;
   if (delta_upper(mu, 0) <= target) return 0;
   double lo = 0, hi = 1;
@@ -150,7 +150,7 @@ Expected<double> gaussian_delta_upper(double mu, double epsilon) {
 Expected<double> gaussian_epsilon_upper(double mu, double delta) {
   CGP_RETURN_IF_ERROR(require_mu(mu));
   CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
-  const double eps = epsilon_upper(mu, delta);
+  const double eps = profile_epsilon_upper(mu, delta);
   if (!std::isfinite(eps)) return not_certifiable("a Gaussian mechanism");
   return eps;
 }
@@ -179,8 +179,8 @@ Expected<double> gaussian_rnm_profile_epsilon(std::uint64_t candidates, double s
   const auto m = static_cast<double>(candidates);
   const double shift = pad_up((monotone ? 1 : 2) * sensitivity / sigma);
   const double vector = pad_up(std::sqrt(m) * sensitivity / sigma);
-  const double eps =
-      std::min(epsilon_upper(shift, next_down(delta / pad_up(m))), epsilon_upper(vector, delta));
+  const double eps = std::min(profile_epsilon_upper(shift, next_down(delta / pad_up(m))),
+                              profile_epsilon_upper(vector, delta));
   if (!std::isfinite(eps)) return not_certifiable("report noisy max");
   return eps;
 }
@@ -241,7 +241,7 @@ Expected<double> gaussian_selection_epsilon(const RandomRuns& runs, double mu, d
   CGP_RETURN_IF_ERROR(require_open_interval("delta", delta, 0.0, 1.0));
   // ε = ε_Q(δ/m) + penalty (Thm 5.2, 5.7, Cor 5.8 solved for ε).
   const double m = pad_up(mean_of(runs));
-  const double base = epsilon_upper(mu, next_down(delta / m));
+  const double base = profile_epsilon_upper(mu, next_down(delta / m));
   if (!std::isfinite(base)) return not_certifiable("this selection");
   return pad_up(base + selection_penalty(runs, mu));
 }
