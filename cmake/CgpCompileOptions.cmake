@@ -5,11 +5,6 @@ function(cgp_target_options target)
   if(CGP_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
-  # Boost 1.74 headers include deprecated Boost headers and say so on every build.
-  # Boost.Geometry's integer rescaling (on by default in 1.74) overflows int64 (undefined
-  # behaviour) or throws for polygons whose rings differ widely in size, whatever bound the
-  # coordinates have; without it Boost validates in double arithmetic. One setting for every
-  # translation unit that includes Boost.Geometry (region.md).
   # In a unity build every source is an included file, and GCC then flags a class of a public
   # header defined in a .cpp with members of that .cpp's file-local types (the pimpl Impl
   # pattern used throughout) — a warning meant for classes defined in headers, which a build of
@@ -17,6 +12,11 @@ function(cgp_target_options target)
   if(CGP_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
   endif()
+  # Boost 1.74 headers include deprecated Boost headers and say so on every build.
+  # Boost.Geometry's integer rescaling (on by default in 1.74) overflows int64 (undefined
+  # behaviour) or throws for polygons whose rings differ widely in size, whatever bound the
+  # coordinates have; without it Boost validates in double arithmetic. One setting for every
+  # translation unit that includes Boost.Geometry (region.md).
   target_compile_definitions(${target} PRIVATE BOOST_ALLOW_DEPRECATED_HEADERS
                                                BOOST_BIND_GLOBAL_PLACEHOLDERS
                                                BOOST_GEOMETRY_NO_ROBUSTNESS)
