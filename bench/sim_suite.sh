@@ -6,9 +6,9 @@
 # thread), cgp-sim s (--threads 1), speedup, cgp-sim s (all threads), query s (cgp-sim's JSON
 # 'seconds' on one thread: the queries alone), noise floor s (the row's noisy values, from
 # cgp-sim's JSON 'released', times ns/value: the cost of one value from the fastest generator
-# here, build/bench/cgp_bench_coordinator floor, the vectorized fast noise — single normals for
-# 1-D releases, pairs for points — measured with the row), and × floor = query s / floor s
-# (issue 31's measure).
+# here, build/bench/cgp_bench_coordinator floor, the vectorized fast noise in pairs — a point's
+# coordinates, or two partners' 1-D releases — measured with the row), and × floor = query s /
+# floor s (issue 31's measure).
 set -euo pipefail
 build="$(cd "$1" && pwd)"; shift
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -70,7 +70,9 @@ printf '%-10s %9s %12s %8s %12s %9s %9s %8s %7s\n' row "numpy s" "cgp-sim 1t" sp
 log_sum=0
 for row in "${rows[@]}"; do
   read -r numpy_s one_s query_s all_s single_ns paired_ns <<<"$(side_by_side "$row")"
-  case "$row" in *-PM0|*-BM0) ns="$paired_ns" ;; *) ns="$single_ns" ;; esac
+  # The floor is the fastest generator's cost a value, in pairs, for every row (a 1-D release
+  # takes half of a pair its partner shares); single_ns, a lone cosine, is in the first line.
+  ns="$paired_ns"
   floor_s="$(awk -v n="$(released "$data/$row.json")" -v ns="$ns" 'BEGIN { printf "%.3f", n * ns / 1e9 }')"
   times_floor="$(awk -v a="$query_s" -v b="$floor_s" 'BEGIN { printf "%.1f", a / b }')"
   speedup="$(awk -v a="$numpy_s" -v b="$one_s" 'BEGIN { printf "%.2f", a / b }')"

@@ -6,6 +6,7 @@
 //
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
+#include <algorithm>
 
 #include "fast_normals.hpp"
 
@@ -263,6 +264,19 @@ HWY_INLINE hn::Vec<DD> RoundHalfAway(DD dd, hn::Vec<DD> v) {
   return hn::Sub(hn::Add(whole, up), down);
 }
 
+// One value of privatize_with_normals(φ, plan, z): grid_units(φ) + round_half_away(σ·z), as a
+// double (the integer sum rounded once, as its conversion rounds it), times u.
+template <class DD>
+HWY_INLINE hn::Vec<DD> ReleaseValue(DD dd, hn::Vec<DD> value, hn::Vec<DD> z, hn::Vec<DD> sigma,
+                                    hn::Vec<DD> to_grid, hn::Vec<DD> from_grid) {
+  const auto limit = hn::Set(dd, 0x1p56), minus_limit = hn::Set(dd, -0x1p56);
+  auto v = hn::Mul(value, to_grid);
+  v = hn::IfThenElse(hn::Gt(v, minus_limit), v, minus_limit);  // NaN → −2^56, as grid_units
+  v = hn::IfThenElse(hn::Lt(v, limit), v, limit);
+  const auto noise = RoundHalfAway(dd, hn::Mul(sigma, z));
+  return hn::Mul(hn::Add(RoundHalfAway(dd, v), noise), from_grid);
+}
+
 // privatize_with_normals(φ, plan, z) with z = normal_pairs(stream, keys, blocks, count, ·,
 // pairs), without z in memory: the same values bit for bit (fast_normals.hpp).
 // Lanes i .. i + here of an item's plan values (here < lanes: padded with the last one).
@@ -293,15 +307,8 @@ HWY_ATTR void PrivatizeNormalsWith(std::uint64_t stream, const std::uint64_t* HW
   const NormalConstants c(du, dd, stream);
   auto sigma = hn::Set(dd, plans.sigma_grid), to_grid = hn::Set(dd, plans.scale),
        from_grid = hn::Set(dd, plans.grid);
-  const auto limit = hn::Set(dd, 0x1p56), minus_limit = hn::Set(dd, -0x1p56);
-  // One value: grid_units(φ) + round_half_away(σ·z), as a double (the integer sum rounded once,
-  // as its conversion rounds it), times u.
   const auto release = [&](hn::Vec<decltype(dd)> value, hn::Vec<decltype(dd)> z) {
-    auto v = hn::Mul(value, to_grid);
-    v = hn::IfThenElse(hn::Gt(v, minus_limit), v, minus_limit);  // NaN → −2^56, as grid_units
-    v = hn::IfThenElse(hn::Lt(v, limit), v, limit);
-    const auto noise = RoundHalfAway(dd, hn::Mul(sigma, z));
-    return hn::Mul(hn::Add(RoundHalfAway(dd, v), noise), from_grid);
+    return ReleaseValue(dd, value, z, sigma, to_grid, from_grid);
   };
   HWY_ALIGN double buffer[4 * kMaxLanes] = {};
   HWY_ALIGN double result[4 * kMaxLanes];
@@ -355,6 +362,95 @@ HWY_ATTR void PrivatizeNormalsEach(std::uint64_t stream, const std::uint64_t* HW
                        ItemPlans{0, 0, 0, sigma_grid, scale, grid}, out);
 }
 
+// privatize_normal_halves item by item, without looking for partners: each item's pair at
+// counter (key & ~1, block 0), and its half by the key's last bit. The same values as through
+// shared pairs, at one pair an item: for batches where few partners sit side by side.
+HWY_ATTR void PrivatizeHalvesDirect(std::uint64_t stream, const std::uint64_t* HWY_RESTRICT keys,
+                                    std::size_t count, const double* HWY_RESTRICT phi,
+                                    double sigma_grid, double scale, double grid,
+                                    const double* HWY_RESTRICT sigma_grids,
+                                    const double* HWY_RESTRICT scales,
+                                    const double* HWY_RESTRICT grids, double* HWY_RESTRICT out) {
+  const hn::ScalableTag<std::uint64_t> du;
+  const hn::ScalableTag<double> dd;
+  constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
+  const std::size_t lanes = hn::Lanes(du), step = 2 * lanes;
+  const NormalConstants c(du, dd, stream);
+  const ItemPlans plans{sigma_grid, scale, grid, sigma_grids, scales, grids};
+  auto sigma = hn::Set(dd, plans.sigma_grid), to_grid = hn::Set(dd, plans.scale),
+       from_grid = hn::Set(dd, plans.grid);
+  const auto counter_mask = hn::Set(du, ~std::uint64_t{1}), bit = hn::Set(du, 1);
+  HWY_ALIGN double buffer[2 * kMaxLanes] = {};
+  HWY_ALIGN double result[2 * kMaxLanes];
+  for (std::size_t i = 0; i < count; i += step) {
+    const std::size_t here = count - i < step ? count - i : step;
+    hn::Vec<decltype(du)> key[2], block[2];
+    LoadItems(du, keys, nullptr, i, here < lanes ? here : lanes, key[0], block[0]);
+    LoadItems(du, keys, nullptr, i + lanes, here > lanes ? here - lanes : 0, key[1], block[1]);
+    hn::Vec<decltype(du)> low[2], high[2];
+    ArsBits2(du, c, hn::And(key[0], counter_mask), block[0], hn::And(key[1], counter_mask),
+             block[1], low[0], high[0], low[1], high[1]);
+    const double* in = phi + i;
+    if (here < step) {  // a short last step: padded copies in and out
+      for (std::size_t l = 0; l < here; ++l) buffer[l] = in[l];
+      in = buffer;
+    }
+    double* to = here == step ? out + i : result;
+    for (std::size_t v = 0; v < 2 && v * lanes < here; ++v) {
+      const std::size_t first = v * lanes, here_v = here - first < lanes ? here - first : lanes;
+      hn::Vec<decltype(dd)> z0, z1;
+      BoxMuller(du, dd, c, low[v], high[v], true, z0, z1);
+      const auto odd = hn::RebindMask(dd, hn::Eq(hn::And(key[v], bit), bit));
+      if (plans.sigmas) {
+        sigma = LoadPlanValues(dd, plans.sigmas, i + first, here_v);
+        to_grid = LoadPlanValues(dd, plans.scales, i + first, here_v);
+        from_grid = LoadPlanValues(dd, plans.grids, i + first, here_v);
+      }
+      hn::StoreU(ReleaseValue(dd, hn::LoadU(dd, in + first), hn::IfThenElse(odd, z1, z0), sigma,
+                              to_grid, from_grid),
+                 dd, to + first);
+    }
+    if (here < step)
+      for (std::size_t l = 0; l < here; ++l) out[i + l] = result[l];
+  }
+}
+
+// out[i] = privatize_with_normals(φ[i], plan_i, z[i]) for count items, one value each; plan_i
+// as ItemPlans (one for all where the arrays are null).
+HWY_ATTR void ReleaseWithNormals(const double* HWY_RESTRICT z, const double* HWY_RESTRICT phi,
+                                 std::size_t count, double sigma_grid, double scale, double grid,
+                                 const double* HWY_RESTRICT sigma_grids,
+                                 const double* HWY_RESTRICT scales,
+                                 const double* HWY_RESTRICT grids, double* HWY_RESTRICT out) {
+  const ItemPlans plans{sigma_grid, scale, grid, sigma_grids, scales, grids};
+  const hn::ScalableTag<double> dd;
+  constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
+  const std::size_t lanes = hn::Lanes(dd);
+  auto sigma = hn::Set(dd, plans.sigma_grid), to_grid = hn::Set(dd, plans.scale),
+       from_grid = hn::Set(dd, plans.grid);
+  for (std::size_t i = 0; i < count; i += lanes) {
+    const std::size_t here = count - i < lanes ? count - i : lanes;
+    if (plans.sigmas) {
+      sigma = LoadPlanValues(dd, plans.sigmas, i, here);
+      to_grid = LoadPlanValues(dd, plans.scales, i, here);
+      from_grid = LoadPlanValues(dd, plans.grids, i, here);
+    }
+    if (here == lanes) {
+      hn::StoreU(
+          ReleaseValue(dd, hn::LoadU(dd, phi + i), hn::LoadU(dd, z + i), sigma, to_grid, from_grid),
+          dd, out + i);
+      continue;
+    }
+    // A short last step: padded copies in and out (padding lanes are computed and dropped).
+    HWY_ALIGN double phi_buffer[kMaxLanes] = {}, z_buffer[kMaxLanes] = {}, result[kMaxLanes];
+    for (std::size_t l = 0; l < here; ++l) phi_buffer[l] = phi[i + l], z_buffer[l] = z[i + l];
+    hn::Store(ReleaseValue(dd, hn::Load(dd, phi_buffer), hn::Load(dd, z_buffer), sigma, to_grid,
+                           from_grid),
+              dd, result);
+    for (std::size_t l = 0; l < here; ++l) out[i + l] = result[l];
+  }
+}
+
 const char* TargetName() {
   return hwy::TargetName(HWY_TARGET);
 }
@@ -368,6 +464,8 @@ namespace cgp::simulation {
 HWY_EXPORT(NormalPairs);
 HWY_EXPORT(PrivatizeNormals);
 HWY_EXPORT(PrivatizeNormalsEach);
+HWY_EXPORT(ReleaseWithNormals);
+HWY_EXPORT(PrivatizeHalvesDirect);
 HWY_EXPORT(TargetName);
 
 void normal_pairs(std::uint64_t stream, const std::uint64_t* keys, const std::uint32_t* blocks,
@@ -388,6 +486,97 @@ void privatize_normals_each(std::uint64_t stream, const std::uint64_t* keys,
                             const double* grid, double* out) noexcept {
   HWY_DYNAMIC_DISPATCH(PrivatizeNormalsEach)
   (stream, keys, blocks, count, pairs, phi, sigma_grid, scale, grid, out);
+}
+
+namespace {
+
+// normal_halves in blocks of at most kHalvesBlock items, without allocating: a block's distinct
+// counters (partners side by side share one), one pair each, and each item's half of its
+// counter's pair; then use(first, n, z) with the block's n normals. A pair whose partners fall
+// in two blocks is computed in each: the same values (an item's depend on its key only).
+constexpr std::size_t kHalvesBlock = 256;
+template <class Use>
+void for_each_halves_block(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
+                           Use&& use) {
+  for (std::size_t first = 0; first < count; first += kHalvesBlock) {
+    const std::size_t n = count - first < kHalvesBlock ? count - first : kHalvesBlock;
+    std::uint64_t counters[kHalvesBlock];
+    std::uint16_t half[kHalvesBlock];  // the item's index into pairs: 2·counter + (key & 1)
+    // Without a branch per item (whether a partner follows is a coin toss to the predictor):
+    // each counter is written at the next free place, which moves on only when it is new.
+    std::size_t distinct = 0;
+    std::uint64_t last = 1;  // odd: never a counter
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t key = keys[first + i], counter = key & ~std::uint64_t{1};
+      counters[distinct] = counter;
+      distinct += counter != last;
+      last = counter;
+      half[i] = static_cast<std::uint16_t>(2 * distinct - 2 + (key & 1));
+    }
+    alignas(64) double pairs[2 * kHalvesBlock];
+    alignas(64) double z[kHalvesBlock];
+    HWY_DYNAMIC_DISPATCH(NormalPairs)(stream, counters, nullptr, distinct, pairs, true);
+    for (std::size_t i = 0; i < n; ++i) z[i] = pairs[half[i]];
+    use(first, n, static_cast<const double*>(z));
+  }
+}
+
+}  // namespace
+
+void normal_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
+                   double* out) noexcept {
+  for_each_halves_block(
+      stream, keys, count,
+      [&](std::size_t first, std::size_t n, const double* z) { std::copy_n(z, n, out + first); });
+}
+
+namespace {
+
+// Whether partners sit side by side often enough in items [first, first + n) that sharing pairs
+// pays: sharing saves a pair for each item whose counter repeats the one before (~3.3 ns here)
+// and costs finding them, a gather and a second pass over every item (~2.7 ns); below about
+// two in five, one pair an item is quicker. Either way the values are the same.
+bool partners_pay(const std::uint64_t* keys, std::size_t n) {
+  std::size_t repeats = 0;
+  for (std::size_t i = 1; i < n; ++i) repeats += ((keys[i] ^ keys[i - 1]) | 1) == 1;
+  return 5 * repeats >= 2 * n;
+}
+
+// privatize_normal_halves, a block at a time: through shared pairs where partners sit side by
+// side often enough, else one pair an item.
+void privatize_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
+                      const double* phi, double sigma_grid, double scale, double grid,
+                      double* out) {
+  for (std::size_t first = 0; first < count; first += kHalvesBlock) {
+    const std::size_t n = count - first < kHalvesBlock ? count - first : kHalvesBlock;
+    if (!partners_pay(keys + first, n)) {
+      HWY_DYNAMIC_DISPATCH(PrivatizeHalvesDirect)
+      (stream, keys + first, n, phi + first, sigma_grid, scale, grid, nullptr, nullptr, nullptr,
+       out + first);
+      continue;
+    }
+    for_each_halves_block(stream, keys + first, n, [&](std::size_t, std::size_t, const double* z) {
+      HWY_DYNAMIC_DISPATCH(ReleaseWithNormals)
+      (z, phi + first, n, sigma_grid, scale, grid, nullptr, nullptr, nullptr, out + first);
+    });
+  }
+}
+
+}  // namespace
+
+void privatize_normal_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
+                             const double* phi, double sigma_grid, double scale, double grid,
+                             double* out) noexcept {
+  privatize_halves(stream, keys, count, phi, sigma_grid, scale, grid, out);
+}
+
+// Items with plans of their own are users asked distinct ρ (Alg. 3), a few of a query's at a
+// time: partners rarely sit side by side, so each takes its own pair without looking.
+void privatize_normal_halves_each(std::uint64_t stream, const std::uint64_t* keys,
+                                  std::size_t count, const double* phi, const double* sigma_grid,
+                                  const double* scale, const double* grid, double* out) noexcept {
+  HWY_DYNAMIC_DISPATCH(PrivatizeHalvesDirect)
+  (stream, keys, count, phi, 0, 0, 0, sigma_grid, scale, grid, out);
 }
 
 const char* normal_pairs_target() noexcept {

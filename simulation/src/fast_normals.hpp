@@ -15,7 +15,9 @@
 //
 // Cost (cgp_bench_coordinator floor, AVX2 with AES-NI): Philox4x32-10 with Highway's cos and sin
 // took ~11 ns a single normal and ~6.7 ns a value in pairs; ARS-7 with the angle reduced exactly
-// (a fixed-point fraction of a turn: its octant is its top bits) takes ~6.2 ns and ~3.3 ns.
+// (a fixed-point fraction of a turn: its octant is its top bits) takes ~6.2 ns and ~3.3 ns. So a
+// simulated 1-D release does not take a pair's cosine alone: partners share the pair
+// (normal_halves).
 // Random123 documents both generators as Crush-resistant; ARS-7 is its default ARS, with "a
 // considerable safety margin" of rounds.
 //
@@ -73,6 +75,27 @@ void privatize_normals_each(std::uint64_t stream, const std::uint64_t* keys,
                             const std::uint32_t* blocks, std::size_t count, bool pairs,
                             const double* phi, const double* sigma_grid, const double* scale,
                             const double* grid, double* out) noexcept;
+
+// One normal per item from pairs that partners share. Item i's counter is (keys[i] with its
+// last bit cleared, block 0), and its normal is that counter's r·cos θ when keys[i] is even and
+// r·sin θ when odd (normal_pairs' pair): two items whose keys differ only in the last bit take
+// the two halves of one pair, independent standard normals, and where they sit side by side in
+// the batch the pair is computed once for both. An item's value depends on its key and the
+// stream only, never on whether its partner is in the batch.
+void normal_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
+                   double* out) noexcept;
+
+// privatize_normals for one value per item with normal_halves' normals: out[i] =
+// privatize_with_normals(φ[i], plan, z[i]) for z = normal_halves(stream, keys, count), bit for
+// bit.
+void privatize_normal_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
+                             const double* phi, double sigma_grid, double scale, double grid,
+                             double* out) noexcept;
+
+// privatize_normal_halves with each item's own plan (as privatize_normals_each).
+void privatize_normal_halves_each(std::uint64_t stream, const std::uint64_t* keys,
+                                  std::size_t count, const double* phi, const double* sigma_grid,
+                                  const double* scale, const double* grid, double* out) noexcept;
 
 // The target normal_pairs runs on here ("AVX3", "AVX2", "SSE4", "EMU128", ...).
 const char* normal_pairs_target() noexcept;

@@ -29,9 +29,14 @@ std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {
   return mix64(h ^ (static_cast<std::uint64_t>(round) << 32 | round));
 }
 
-// User i's key: its noise in every round of a run derives from it.
+// User i's noise key: its noise in every round of a run derives from it. Partners (users 2m
+// and 2m + 1) share the key's upper 63 bits, a hash of (seed, m), and the last bit is the
+// user's own: a 1-D release takes one half of the pair at the shared counter (normal_halves:
+// partners side by side cost one pair), and a point's coordinates come from the user's own key
+// at blocks 1, 2, ... (block 0 is the shared pair's).
 std::uint64_t user_key(std::uint64_t seed, UserId user) {
-  return mix64(seed ^ mix64(user + 0x9e3779b97f4a7c15ULL));
+  const std::uint64_t pair = mix64(seed ^ mix64((user >> 1) + 0x9e3779b97f4a7c15ULL));
+  return (pair & ~std::uint64_t{1}) | (user & 1);
 }
 
 }  // namespace
@@ -660,8 +665,8 @@ class RoundRunner {
       client::evaluate_unchecked(spec, b.inputs.data(), m, d, b.phi.data());
       phi = b.phi.data();
     }
-    // out_dim standard normals per user: pairs (block t) of the user's stream, the first one
-    // only when out_dim is 1.
+    // out_dim standard normals per user: one half of the pair it shares with its partner when
+    // out_dim is 1 (user_key), else the pairs at blocks 1, 2, ... of its own key.
     double* released = out ? out : (b.released.resize(m * out_dim), b.released.data());
     const std::size_t blocks = (out_dim + 1) / 2;
     if (out_dim > 1) {
@@ -670,7 +675,7 @@ class RoundRunner {
       for (std::size_t j = 0; j < m; ++j)
         for (std::size_t t = 0; t < blocks; ++t) {
           b.item_keys[j * blocks + t] = b.keys[j];
-          b.item_blocks[j * blocks + t] = static_cast<std::uint32_t>(t);
+          b.item_blocks[j * blocks + t] = static_cast<std::uint32_t>(t + 1);  // user_key
         }
     }
     // Normals and the device's grid in one pass, run by run (privatize_normals: the same values
@@ -682,8 +687,8 @@ class RoundRunner {
         const PlannedNoise& plan = b.run_plan[r];
         const std::size_t first = b.run_begin[r], users = run_end(r) - first;
         if (out_dim == 1)
-          privatize_normals(stream, b.keys.data() + first, nullptr, users, false, phi + first,
-                            plan.sigma_grid, plan.scale, plan.grid, released + first);
+          privatize_normal_halves(stream, b.keys.data() + first, users, phi + first,
+                                  plan.sigma_grid, plan.scale, plan.grid, released + first);
         else
           privatize_normals(stream, b.item_keys.data() + first * blocks,
                             b.item_blocks.data() + first * blocks, users * blocks, true,
@@ -708,9 +713,12 @@ class RoundRunner {
         }
         sigma = b.item_sigma.data(), scale = b.item_scale.data(), grid = b.item_grid.data();
       }
-      privatize_normals_each(stream, out_dim == 1 ? b.keys.data() : b.item_keys.data(),
-                             out_dim == 1 ? nullptr : b.item_blocks.data(), items, out_dim != 1,
-                             phi, sigma, scale, grid, released);
+      if (out_dim == 1)
+        privatize_normal_halves_each(stream, b.keys.data(), items, phi, sigma, scale, grid,
+                                     released);
+      else
+        privatize_normals_each(stream, b.item_keys.data(), b.item_blocks.data(), items, true, phi,
+                               sigma, scale, grid, released);
       return released;
     }
     // The batch's normals, then the grid run by run (pairs, the last one cut).

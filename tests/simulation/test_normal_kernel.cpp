@@ -309,6 +309,122 @@ TEST_CASE("privatize_normals_each gives each item its own plan's values, bit for
   }
 }
 
+// Keys for normal_halves: partners side by side, partners apart, lone keys, a key twice, and
+// partners astride the kernel's blocks of 256 items (at 255/256 and 511/512). dense: mostly
+// partners side by side (the kernel shares their pairs), else mostly not (one pair an item).
+std::vector<std::uint64_t> halves_keys(std::mt19937_64& rng, std::size_t count,
+                                       bool dense = false) {
+  std::vector<std::uint64_t> keys;
+  while (keys.size() < count) {
+    const std::uint64_t pair = rng() & ~std::uint64_t{1};
+    switch (dense && rng() % 4 != 0 ? 2 : rng() % 5) {
+      case 0:
+        keys.push_back(pair);
+        break;  // even, alone
+      case 1:
+        keys.push_back(pair | 1);
+        break;  // odd, alone
+      case 2:
+        keys.push_back(pair), keys.push_back(pair | 1);
+        break;  // partners
+      case 3:
+        keys.push_back(pair | 1), keys.push_back(pair | 1);
+        break;  // one key twice
+      default:
+        keys.push_back(pair), keys.push_back(rng()), keys.push_back(pair | 1);  // apart
+    }
+  }
+  keys.resize(count);
+  for (std::size_t edge : {std::size_t{255}, std::size_t{511}})
+    if (edge + 1 < count) keys[edge + 1] = keys[edge] ^ 1;
+  return keys;
+}
+
+TEST_CASE("normal_halves gives each key its half of the pair it shares, for any batch",
+          "[simulation][noise]") {
+  CGP_SEEDED(1216);
+  std::mt19937_64 rng(seed);
+  const std::size_t n = 700;
+  const auto keys = halves_keys(rng, n);
+  const std::uint64_t stream = rng();
+  std::vector<double> all(n);
+  normal_halves(stream, keys.data(), n, all.data());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t counter = keys[i] & ~std::uint64_t{1};
+    double pair[2];
+    normal_pairs(stream, &counter, nullptr, 1, pair, true);
+    INFO("item " << i << " key " << keys[i]);
+    REQUIRE(std::bit_cast<std::uint64_t>(all[i]) ==
+            std::bit_cast<std::uint64_t>(pair[keys[i] & 1]));
+  }
+  // Partners take the two halves of one pair: the values differ (the pair's cos and sin).
+  CHECK(all[255] != all[256]);
+  // Any sub-batch gives the same values: a partner outside the batch changes nothing.
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t offset = rng() % n, count = 1 + rng() % (n - offset);
+    std::vector<double> part(count);
+    normal_halves(stream, keys.data() + offset, count, part.data());
+    for (std::size_t i = 0; i < count; ++i) {
+      INFO("offset " << offset << " count " << count << " item " << i);
+      REQUIRE(std::bit_cast<std::uint64_t>(part[i]) ==
+              std::bit_cast<std::uint64_t>(all[offset + i]));
+    }
+  }
+}
+
+TEST_CASE("privatize_normal_halves is normal_halves then privatize_with_normals, bit for bit",
+          "[simulation][noise]") {
+  CGP_SEEDED(1217);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> spread(-1e4, 1e4);
+  std::vector<client::NoisePlan> plans;
+  for (double rho : {1e-9, 1e-3, 7.0, 1e4}) plans.push_back(*client::plan_noise(1.0, rho, 4 * rho));
+  for (const auto& [count, dense] :
+       {std::pair{std::size_t{1}, false}, std::pair{std::size_t{3}, true},
+        std::pair{std::size_t{7}, false}, std::pair{std::size_t{600}, false},
+        std::pair{std::size_t{600}, true}}) {
+    const auto keys = halves_keys(rng, count, dense);
+    std::vector<double> phi(count), sigma(count), scale(count), grid(count);
+    std::vector<std::size_t> plan_of(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      plan_of[i] = rng() % plans.size();
+      const client::NoisePlan& plan = plans[plan_of[i]];
+      sigma[i] = std::sqrt(static_cast<double>(plan.sigma2_grid));
+      scale[i] = plan.grid_scale(), grid[i] = plan.grid();
+      phi[i] = i % 17 == 5 ? (static_cast<double>(i) + 0.5) * plan.grid() : spread(rng);
+    }
+    for (double odd : {HUGE_VAL, -HUGE_VAL, std::nan(""), -0.0})
+      if (count > 4) phi[rng() % count] = odd;
+    const std::uint64_t stream = rng();
+    std::vector<double> z(count);
+    normal_halves(stream, keys.data(), count, z.data());
+    // One plan for all.
+    for (const client::NoisePlan& plan : plans) {
+      INFO("count " << count << " dense " << dense << " sigma2_grid " << plan.sigma2_grid);
+      std::vector<double> expected(count), fused(count);
+      client::privatize_with_normals(phi, plan, z, expected);
+      privatize_normal_halves(stream, keys.data(), count, phi.data(),
+                              std::sqrt(static_cast<double>(plan.sigma2_grid)), plan.grid_scale(),
+                              plan.grid(), fused.data());
+      for (std::size_t i = 0; i < count; ++i) {
+        INFO("item " << i << " phi " << phi[i] << " z " << z[i]);
+        REQUIRE(std::bit_cast<std::uint64_t>(fused[i]) ==
+                std::bit_cast<std::uint64_t>(expected[i]));
+      }
+    }
+    // Each item its own plan.
+    std::vector<double> each(count);
+    privatize_normal_halves_each(stream, keys.data(), count, phi.data(), sigma.data(), scale.data(),
+                                 grid.data(), each.data());
+    for (std::size_t i = 0; i < count; ++i) {
+      double expected = 0;
+      client::privatize_with_normals({&phi[i], 1}, plans[plan_of[i]], {&z[i], 1}, {&expected, 1});
+      INFO("count " << count << " item " << i << " plan " << plan_of[i]);
+      REQUIRE(std::bit_cast<std::uint64_t>(each[i]) == std::bit_cast<std::uint64_t>(expected));
+    }
+  }
+}
+
 TEST_CASE("batch distances give the same bits as one point at a time", "[simulation][geometry]") {
   CGP_SEEDED(1214);
   std::mt19937_64 rng(seed);
