@@ -123,9 +123,9 @@ std::vector<double> idx_images(const char* path, std::size_t& dimension) {
 }
 
 // Seconds per noisy value with the fastest generator we have (the simulation's fast noise:
-// vectorized ARS-7 + Box–Muller, simulation/src/fast_normals): one normal per user for 1-D
-// releases (the cosine only), pairs for higher dimensions. The noise floor of a run is its
-// values times this.
+// vectorized ARS-7 + Box–Muller, simulation/src/fast_normals): one normal an item (a lone
+// cosine) or pairs — a point's coordinates, or the two halves partners' 1-D releases share. The
+// noise floor of a run is its values times the pair cost (bench/sim_suite.sh).
 double normal_cost(bool pairs) {
   const std::size_t n = 1 << 20;
   std::vector<std::uint64_t> keys(n);

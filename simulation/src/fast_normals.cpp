@@ -415,26 +415,17 @@ HWY_ATTR void PrivatizeHalvesDirect(std::uint64_t stream, const std::uint64_t* H
   }
 }
 
-// out[i] = privatize_with_normals(φ[i], plan_i, z[i]) for count items, one value each; plan_i
-// as ItemPlans (one for all where the arrays are null).
+// out[i] = privatize_with_normals(φ[i], plan, z[i]) for count items, one value each.
 HWY_ATTR void ReleaseWithNormals(const double* HWY_RESTRICT z, const double* HWY_RESTRICT phi,
                                  std::size_t count, double sigma_grid, double scale, double grid,
-                                 const double* HWY_RESTRICT sigma_grids,
-                                 const double* HWY_RESTRICT scales,
-                                 const double* HWY_RESTRICT grids, double* HWY_RESTRICT out) {
-  const ItemPlans plans{sigma_grid, scale, grid, sigma_grids, scales, grids};
+                                 double* HWY_RESTRICT out) {
   const hn::ScalableTag<double> dd;
   constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(double);
   const std::size_t lanes = hn::Lanes(dd);
-  auto sigma = hn::Set(dd, plans.sigma_grid), to_grid = hn::Set(dd, plans.scale),
-       from_grid = hn::Set(dd, plans.grid);
+  const auto sigma = hn::Set(dd, sigma_grid), to_grid = hn::Set(dd, scale),
+             from_grid = hn::Set(dd, grid);
   for (std::size_t i = 0; i < count; i += lanes) {
     const std::size_t here = count - i < lanes ? count - i : lanes;
-    if (plans.sigmas) {
-      sigma = LoadPlanValues(dd, plans.sigmas, i, here);
-      to_grid = LoadPlanValues(dd, plans.scales, i, here);
-      from_grid = LoadPlanValues(dd, plans.grids, i, here);
-    }
     if (here == lanes) {
       hn::StoreU(
           ReleaseValue(dd, hn::LoadU(dd, phi + i), hn::LoadU(dd, z + i), sigma, to_grid, from_grid),
@@ -495,6 +486,7 @@ namespace {
 // counter's pair; then use(first, n, z) with the block's n normals. A pair whose partners fall
 // in two blocks is computed in each: the same values (an item's depend on its key only).
 constexpr std::size_t kHalvesBlock = 256;
+static_assert(2 * kHalvesBlock <= 65536, "an item's index into its block's pairs is 16 bits");
 template <class Use>
 void for_each_halves_block(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
                            Use&& use) {
@@ -557,7 +549,7 @@ void privatize_halves(std::uint64_t stream, const std::uint64_t* keys, std::size
     }
     for_each_halves_block(stream, keys + first, n, [&](std::size_t, std::size_t, const double* z) {
       HWY_DYNAMIC_DISPATCH(ReleaseWithNormals)
-      (z, phi + first, n, sigma_grid, scale, grid, nullptr, nullptr, nullptr, out + first);
+      (z, phi + first, n, sigma_grid, scale, grid, out + first);
     });
   }
 }

@@ -29,14 +29,20 @@ std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {
   return mix64(h ^ (static_cast<std::uint64_t>(round) << 32 | round));
 }
 
-// User i's noise key: its noise in every round of a run derives from it. Partners (users 2m
-// and 2m + 1) share the key's upper 63 bits, a hash of (seed, m), and the last bit is the
-// user's own: a 1-D release takes one half of the pair at the shared counter (normal_halves:
-// partners side by side cost one pair), and a point's coordinates come from the user's own key
-// at blocks 1, 2, ... (block 0 is the shared pair's).
+// User i's noise key: its noise in every round of a run derives from it (fast noise's counters,
+// exact noise's generator seed). Partners (users 2m and 2m + 1) share bits 1–63 and bit 0 is
+// the user's own: a 1-D fast release takes one half of the pair at the shared counter
+// (normal_halves: partners side by side cost one pair), and a point's coordinates come from the
+// user's own key at blocks 1, 2, ... (block 0 is the shared pair's). Bits 1–63 are SplitMix64's
+// finalizer on 63 bits (xor-shifts and odd multipliers modulo 2^63 are bijections) of m under
+// the seed: distinct pairs of one run never share a counter.
 std::uint64_t user_key(std::uint64_t seed, UserId user) {
-  const std::uint64_t pair = mix64(seed ^ mix64((user >> 1) + 0x9e3779b97f4a7c15ULL));
-  return (pair & ~std::uint64_t{1}) | (user & 1);
+  constexpr std::uint64_t k63 = (std::uint64_t{1} << 63) - 1;
+  std::uint64_t v = (mix64(seed) ^ (user >> 1)) & k63;
+  v = ((v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL) & k63;
+  v = ((v ^ (v >> 27)) * 0x94d049bb133111ebULL) & k63;
+  v ^= v >> 31;
+  return v << 1 | (user & 1);
 }
 
 }  // namespace

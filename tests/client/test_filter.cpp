@@ -8,6 +8,7 @@
 #include "cgp/common/privacy/approx_gp_filter.hpp"
 #include "cgp/common/privacy/device_charge.hpp"
 #include "device_fixtures.hpp"
+#include "support/lean.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -42,7 +43,7 @@ TEST_CASE("filter: adversarial request sequences never overspend", "[client][fil
   CGP_SEEDED(2026);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0, 1);
-  for (int sequence = 0; sequence < 2000; ++sequence) {
+  for (int sequence = 0; sequence < test::repetitions(2000, 500); ++sequence) {
     const bool approximate = sequence % 2 == 1;
     const bool sticky = sequence % 5 == 0;
     auto config = approximate ? *DeviceConfig::approximate_gp(std::pow(10.0, -2 + 2 * unit(rng)),

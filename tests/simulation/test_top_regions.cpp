@@ -9,6 +9,7 @@
 #include "fleet_fixtures.hpp"
 #include "support/binomial_limit.hpp"
 #include "support/errors.hpp"
+#include "support/lean.hpp"
 #include "support/seed.hpp"
 
 using namespace cgp;
@@ -52,7 +53,7 @@ TEST_CASE("top regions finds the true top k and covers every count at rate 1 - b
 
   // Over R runs the joint intervals miss in Binomial(R, p ≤ β₀) runs; more than the limit with
   // probability ≤ 1e-8 (the exact binomial tail). A certified wrong top k needs a miss.
-  const int runs = 60;
+  const int runs = test::repetitions(60, 20);
   const double beta0 = 0.05;
   int misses = 0, wrong = 0, certified = 0;
   double charged = 0;
