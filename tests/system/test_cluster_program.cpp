@@ -405,14 +405,21 @@ TEST_CASE(
   LiveTier tier(points, seed);
   // Every device's noise comes from its own seeded stream, in the order it answers: to compare
   // with the single process, no query may reach part of the fleet first. So the first query
-  // waits until every shard has its owner and HAProxy has held all the devices' connections
-  // for a second (a device of a shard not yet served is told to come back, and answers nothing).
+  // waits until every shard has its owner, every gateway owns some (a gateway that joins late
+  // takes shards from the others, which restart and drop their devices: CI once saw that
+  // after a second of a whole but unbalanced tier), and HAProxy has held all the devices'
+  // connections for a second (a device of a shard not yet served is told to come back, and
+  // answers nothing).
   const auto settled_by = std::chrono::steady_clock::now() + 90s;
   auto steady_since = std::chrono::steady_clock::now();
   bool settled = false;
   while (!settled && std::chrono::steady_clock::now() < settled_by) {
     const auto owners = tier.store->shard_owners();
+    std::set<std::string> owning;
+    if (owners)
+      for (const auto& owner : *owners) owning.insert(owner.gateway_id);
     const bool whole = owners && owners->size() == kProgramShards &&
+                       owning.size() == kProgramGateways &&
                        haproxy_sessions(tier.haproxy.admin_socket) == kProgramDevices;
     if (!whole) steady_since = std::chrono::steady_clock::now();
     settled = whole && std::chrono::steady_clock::now() - steady_since > 1s;
