@@ -481,85 +481,67 @@ void privatize_normals_each(std::uint64_t stream, const std::uint64_t* keys,
 
 namespace {
 
-// normal_halves in blocks of at most kHalvesBlock items, without allocating: a block's distinct
-// counters (partners side by side share one), one pair each, and each item's half of its
-// counter's pair; then use(first, n, z) with the block's n normals. A pair whose partners fall
-// in two blocks is computed in each: the same values (an item's depend on its key only).
+// Partners' halves for one block of n ≤ kHalvesBlock items, without allocating: the block's
+// distinct counters (partners side by side share one), one pair each, and each item's half of
+// its counter's pair, into z[0 .. n). Callers go a block at a time; a pair whose partners fall
+// in two blocks is computed in each, with the same values (an item's depend on its key only).
 constexpr std::size_t kHalvesBlock = 256;
 static_assert(2 * kHalvesBlock <= 65536, "an item's index into its block's pairs is 16 bits");
-template <class Use>
-void for_each_halves_block(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
-                           Use&& use) {
-  for (std::size_t first = 0; first < count; first += kHalvesBlock) {
-    const std::size_t n = count - first < kHalvesBlock ? count - first : kHalvesBlock;
-    std::uint64_t counters[kHalvesBlock];
-    std::uint16_t half[kHalvesBlock];  // the item's index into pairs: 2·counter + (key & 1)
-    // Without a branch per item (whether a partner follows is a coin toss to the predictor):
-    // each counter is written at the next free place, which moves on only when it is new.
-    std::size_t distinct = 0;
-    std::uint64_t last = 1;  // odd: never a counter
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t key = keys[first + i], counter = key & ~std::uint64_t{1};
-      counters[distinct] = counter;
-      distinct += counter != last;
-      last = counter;
-      half[i] = static_cast<std::uint16_t>(2 * distinct - 2 + (key & 1));
-    }
-    alignas(64) double pairs[2 * kHalvesBlock];
-    alignas(64) double z[kHalvesBlock];
-    HWY_DYNAMIC_DISPATCH(NormalPairs)(stream, counters, nullptr, distinct, pairs, true);
-    for (std::size_t i = 0; i < n; ++i) z[i] = pairs[half[i]];
-    use(first, n, static_cast<const double*>(z));
+void shared_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t n, double* z) {
+  std::uint64_t counters[kHalvesBlock];
+  std::uint16_t half[kHalvesBlock];  // the item's index into pairs: 2·counter + (key & 1)
+  // Without a branch per item (whether a partner follows is a coin toss to the predictor): each
+  // counter is written at the next free place, which moves on only when it is new.
+  std::size_t distinct = 0;
+  std::uint64_t last = 1;  // odd: never a counter
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t key = keys[i], counter = key & ~std::uint64_t{1};
+    counters[distinct] = counter;
+    distinct += counter != last;
+    last = counter;
+    half[i] = static_cast<std::uint16_t>(2 * distinct - 2 + (key & 1));
   }
+  alignas(64) double pairs[2 * kHalvesBlock];
+  HWY_DYNAMIC_DISPATCH(NormalPairs)(stream, counters, nullptr, distinct, pairs, true);
+  for (std::size_t i = 0; i < n; ++i) z[i] = pairs[half[i]];
 }
 
-}  // namespace
-
-void normal_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
-                   double* out) noexcept {
-  for_each_halves_block(
-      stream, keys, count,
-      [&](std::size_t first, std::size_t n, const double* z) { std::copy_n(z, n, out + first); });
-}
-
-namespace {
-
-// Whether partners sit side by side often enough in items [first, first + n) that sharing pairs
-// pays: sharing saves a pair for each item whose counter repeats the one before (~3.3 ns here)
-// and costs finding them, a gather and a second pass over every item (~2.7 ns); below about
-// two in five, one pair an item is quicker. Either way the values are the same.
+// Whether partners sit side by side often enough in n items that sharing pairs pays: sharing
+// saves a pair for each item whose counter repeats the one before (~3.3 ns here) and costs
+// finding them, a gather and a second pass over every item (~2.7 ns); below about two in five,
+// one pair an item is quicker. Either way the values are the same.
 bool partners_pay(const std::uint64_t* keys, std::size_t n) {
   std::size_t repeats = 0;
   for (std::size_t i = 1; i < n; ++i) repeats += ((keys[i] ^ keys[i - 1]) | 1) == 1;
   return 5 * repeats >= 2 * n;
 }
 
-// privatize_normal_halves, a block at a time: through shared pairs where partners sit side by
-// side often enough, else one pair an item.
-void privatize_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
-                      const double* phi, double sigma_grid, double scale, double grid,
-                      double* out) {
-  for (std::size_t first = 0; first < count; first += kHalvesBlock) {
-    const std::size_t n = count - first < kHalvesBlock ? count - first : kHalvesBlock;
-    if (!partners_pay(keys + first, n)) {
-      HWY_DYNAMIC_DISPATCH(PrivatizeHalvesDirect)
-      (stream, keys + first, n, phi + first, sigma_grid, scale, grid, nullptr, nullptr, nullptr,
-       out + first);
-      continue;
-    }
-    for_each_halves_block(stream, keys + first, n, [&](std::size_t, std::size_t, const double* z) {
-      HWY_DYNAMIC_DISPATCH(ReleaseWithNormals)
-      (z, phi + first, n, sigma_grid, scale, grid, out + first);
-    });
-  }
-}
-
 }  // namespace
 
+void normal_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
+                   double* out) noexcept {
+  for (std::size_t first = 0; first < count; first += kHalvesBlock)
+    shared_halves(stream, keys + first, std::min(count - first, kHalvesBlock), out + first);
+}
+
+// A block at a time: through shared pairs where partners sit side by side often enough, else
+// one pair an item.
 void privatize_normal_halves(std::uint64_t stream, const std::uint64_t* keys, std::size_t count,
                              const double* phi, double sigma_grid, double scale, double grid,
                              double* out) noexcept {
-  privatize_halves(stream, keys, count, phi, sigma_grid, scale, grid, out);
+  for (std::size_t first = 0; first < count; first += kHalvesBlock) {
+    const std::size_t n = std::min(count - first, kHalvesBlock);
+    if (partners_pay(keys + first, n)) {
+      alignas(64) double z[kHalvesBlock];
+      shared_halves(stream, keys + first, n, z);
+      HWY_DYNAMIC_DISPATCH(ReleaseWithNormals)
+      (z, phi + first, n, sigma_grid, scale, grid, out + first);
+    } else {
+      HWY_DYNAMIC_DISPATCH(PrivatizeHalvesDirect)
+      (stream, keys + first, n, phi + first, sigma_grid, scale, grid, nullptr, nullptr, nullptr,
+       out + first);
+    }
+  }
 }
 
 // Items with plans of their own are users asked distinct ρ (Alg. 3), a few of a query's at a
