@@ -200,22 +200,49 @@ FastBatch& thread_batch() {
   return batch;
 }
 
-// A class of ρ's plan (RoundFold::rho_classes: users of one class are asked the same ρ in a
-// round), for rounds that ask users distinct ρ (Alg. 3): looked up in the thread's PlanCache once
-// per class and query, then read by class. An entry says which (ρ, K, capacity) it was made for,
-// so an entry of another query, round or fleet is a miss, not a wrong plan. One table per
-// thread (chunks of a round run concurrently, and may share classes), grown to a query's
-// classes.
+// What a folded round reads of a class of ρ's plan (RoundFold::rho_classes: users of one class
+// are asked the same ρ in a round), for rounds that ask users distinct ρ (Alg. 3): looked up in
+// the thread's PlanCache once per class and query, then read by class. An entry says which ρ it
+// was made for, so an entry of another query or round is a miss, not a wrong plan; the table
+// says which (K, capacity) its entries were made for, and is emptied when they change. One
+// table per thread (chunks of a round run concurrently, and may share classes), grown to a
+// query's classes.
 struct ClassPlan {
-  double rho = 0, lipschitz = 0, capacity = 0;  // ρ = 0: none yet
-  bool ok = false;                              // plan_noise made `plan` (else it refused this ρ)
-  PlannedNoise plan;
+  double rho = 0;   // 0: none yet
+  bool ok = false;  // plan_noise made a plan for ρ (else it refused ρ), with:
+  double charged = 0, sigma_grid = 0, scale = 0, grid = 0, coordinate_limit = 0;
+  void set(double class_rho, const PlannedNoise* planned) {
+    *this = ClassPlan{};
+    rho = class_rho;
+    if (!planned) return;
+    ok = true;
+    charged = planned->plan.charged_rho;
+    sigma_grid = planned->sigma_grid, scale = planned->scale, grid = planned->grid;
+    coordinate_limit = planned->plan.coordinate_limit;
+  }
 };
 
-ClassPlan* thread_class_plans(std::size_t classes) {
-  thread_local std::vector<ClassPlan> plans;
-  if (plans.size() < classes) plans.resize(classes);
-  return plans.data();
+class ClassPlans {
+ public:
+  // The entries for (K, capacity): kept where they were made for the same, else emptied;
+  // `classes` of them.
+  ClassPlan* for_fleet(double lipschitz, double capacity, std::size_t classes) {
+    if (lipschitz != lipschitz_ || capacity != capacity_) {
+      std::fill(entries_.begin(), entries_.end(), ClassPlan{});
+      lipschitz_ = lipschitz, capacity_ = capacity;
+    }
+    if (entries_.size() < classes) entries_.resize(classes);
+    return entries_.data();
+  }
+
+ private:
+  std::vector<ClassPlan> entries_;
+  double lipschitz_ = 0, capacity_ = 0;
+};
+
+ClassPlans& thread_class_plans() {
+  thread_local ClassPlans plans;
+  return plans;
 }
 
 }  // namespace
@@ -424,8 +451,9 @@ class RoundRunner {
       if (plan && client::plan_covers(plan->plan, extent))
         return run_uniform(fold, uniform_rho, uniform_known, *plan);
     }
-    if (fits && fold.rho_classes() > 0)
-      plans.by_class = thread_class_plans(fold.rho_classes());  // users asked distinct ρ
+    // Users asked distinct ρ, by class (Alg. 3), one or two values each or pairs of them.
+    if (fits && fold.rho_classes() > 0 && (out_dim == 1 || out_dim % 2 == 0))
+      return run_classes(fold, cache);
     FastBatch& b = thread_batch();
     const std::size_t end = request.users.size();
     for (std::size_t first = 0; first < end; first += kBatch) {
@@ -436,7 +464,7 @@ class RoundRunner {
         double rho;
         Charge known;
         if (!fold.ask(user, rho, known)) continue;
-        const Admission a = admit(user, rho, plans, plans.by_class ? fold.rho_class(user) : 0);
+        const Admission a = admit(user, rho, plans);
         if (a.kind != ReplyKind::answered) {
           fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
           continue;
@@ -457,6 +485,76 @@ class RoundRunner {
   }
 
  private:
+  // run_folded when users are asked distinct ρ by class (Alg. 3), for one or two values a user
+  // or pairs of them: per batch, the mirror's check and the device's admission user by user
+  // (admit's rules, with the class's plan looked up once per query), each admitted user's
+  // component clamped to its plan's box as it is admitted, the releases over the batch, then
+  // the engine's reading of the answers in one loop (RoundFold::fold_answers_each).
+  void run_classes(RoundFold& fold, PlanCache& cache) {
+    FastBatch& b = thread_batch();
+    const std::size_t d = s.dimension, end = request.users.size(), users = s.spent.size();
+    const DeviceConfig config = s.config;
+    const double capacity = config.rho_capacity();
+    ClassPlan* const class_plans =
+        thread_class_plans().for_fleet(lipschitz, capacity, fold.rho_classes());
+    const bool location = spec.kind == StatisticKind::location;
+    b.inputs.resize(kBatch * d);
+    const UserId* const asked_users = request.users.data();
+    const double* const points = s.points.data();
+    const std::uint64_t* const keys = s.keys.data();
+    double* const spent = s.spent.data();
+    std::uint8_t* const halted = s.halted.data();
+    double* const inputs = b.inputs.data();
+    for (std::size_t first = 0; first < end; first += kBatch) {
+      const std::size_t last = std::min(end, first + kBatch);
+      b.clear(false);
+      std::size_t m = 0;
+      for (std::size_t k = first; k < last; ++k) {
+        const UserId user = asked_users[k];
+        double rho;
+        Charge known;
+        if (!fold.ask(user, rho, known)) continue;
+        if (user >= users) {  // no such device here: rejected, as admit() does
+          fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, 0, nullptr);
+          continue;
+        }
+        ClassPlan& plan = class_plans[fold.rho_class(user)];
+        if (plan.rho != rho) plan.set(rho, cache.find(lipschitz, rho, capacity));
+        if (!plan.ok || !(extent <= plan.coordinate_limit)) {  // plan_release refuses ρ
+          const double left =
+              client::PrivacyFilter(config, spent[user], halted[user] != 0).remaining();
+          fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, left, nullptr);
+          continue;
+        }
+        const Admission a = filter_charge(config, plan.charged, spent[user], halted[user]);
+        if (a.kind != ReplyKind::answered) {
+          fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
+          continue;
+        }
+        b.slot[m] = static_cast<std::uint32_t>(k);
+        b.keys[m] = keys[user];
+        b.rho[m] = rho;
+        b.known[m] = known.value();
+        b.charged[m] = plan.charged;
+        b.remaining[m] = a.remaining;
+        b.sigma[m] = plan.sigma_grid;
+        b.scale[m] = plan.scale;
+        b.grid[m] = plan.grid;
+        // client::input_limit's box for this plan.
+        const double limit = location
+                                 ? plan.coordinate_limit
+                                 : std::min(plan.coordinate_limit, 2 * geometry::kMaxCoordinate);
+        clamp_component(points + static_cast<std::size_t>(user) * d, d, limit, inputs + m * d);
+        ++m;
+      }
+      b.count = m;
+      if (m == 0) continue;
+      const double* released = release_fast(b, nullptr, /*inputs_ready=*/true);
+      fold.fold_answers_each(m, asked_users, b.slot.data(), b.rho.data(), b.known.data(),
+                             b.charged.data(), b.remaining.data(), released);
+    }
+  }
+
   // run_folded when every user is asked the same ρ under one plan: per batch, the mirror's
   // check and the device's filter user by user (PrivacyFilter, as admit()), the releases over
   // the batch, then the engine's reading of the answers in one loop (RoundFold::fold_answers).
@@ -544,8 +642,7 @@ class RoundRunner {
   // `plan` stays valid until the next cache.find, which only `admit` calls.
   struct RecentPlan {
     PlanCache& cache;
-    ClassPlan* by_class = nullptr;  // the plans of the query's classes of ρ, where kept
-    double rho = 0;                 // no plan yet: callers never look up ρ ≤ 0
+    double rho = 0;  // no plan yet: callers never look up ρ ≤ 0
     const PlannedNoise* plan = nullptr;
     bool covered = false;  // plan && plan_covers(*plan, extent)
   };
@@ -559,8 +656,7 @@ class RoundRunner {
 
   // Admission and charge of a request at ρ to `user`, the device's own rules (plan_release,
   // PrivacyFilter); an admitted charge is committed before anything is released.
-  [[gnu::always_inline]] Admission admit(UserId user, double rho, RecentPlan& plans,
-                                         std::uint32_t rho_class = 0) {
+  [[gnu::always_inline]] Admission admit(UserId user, double rho, RecentPlan& plans) {
     Admission a;
     // A request this fleet cannot evaluate, and ρ ≤ 0 or NaN: a device rejects the request
     // itself and says nothing about its budget.
@@ -568,21 +664,7 @@ class RoundRunner {
     // plan_release, in two steps so that plan_noise's work is kept across rounds.
     if (rho != plans.rho) {
       plans.rho = rho;
-      const double capacity = s.config.rho_capacity();
-      if (plans.by_class) {
-        ClassPlan& entry = plans.by_class[rho_class];
-        if (entry.rho != rho || entry.lipschitz != lipschitz || entry.capacity != capacity) {
-          const PlannedNoise* found = plans.cache.find(lipschitz, rho, capacity);
-          entry.rho = rho;
-          entry.lipschitz = lipschitz;
-          entry.capacity = capacity;
-          entry.ok = found != nullptr;
-          if (found) entry.plan = *found;
-        }
-        plans.plan = entry.ok ? &entry.plan : nullptr;
-      } else {
-        plans.plan = plans.cache.find(lipschitz, rho, capacity);
-      }
+      plans.plan = plans.cache.find(lipschitz, rho, s.config.rho_capacity());
       plans.covered = plans.plan && client::plan_covers(plans.plan->plan, extent);
     }
     if (!plans.covered) {  // a ρ plan_release refuses
