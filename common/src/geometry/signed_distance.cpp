@@ -5,6 +5,10 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "cgp/common/validate.hpp"
 
 namespace cgp::geometry {
@@ -109,7 +113,118 @@ namespace {
   return euclidean_distance(point, ball.center()) - ball.radius();
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// The batch kernels for d = 2 in vector form, written with intrinsics so that they are the same
+// instructions at every optimisation level: no jump on a coordinate or distance, as the scalar
+// code (signed_distance.md "Timing"). SSE2 (every x86-64 CPU) takes two points a step; where the
+// CPU has AVX2, four. Each takes a count that is a multiple of 4 (vector_part); the rest, such
+// as a device's one point, go through the scalar code.
+//
+// The same bits as the scalar code, select for select: branchless_max(a, b) is b > a ? b : a,
+// which is MAXPD(b, a) (MAXPD(x, y) = x > y ? x : y, MINPD(x, y) = x < y ? x : y, lane by
+// lane, y on ties such as ±0); −v is a flip of the sign bit, as gcc compiles the scalar
+// negation; (0 + e₀²) + e₁² is e₀² + e₁² exactly; min(∞, t) = t for a finite t; and no
+// product is fused into a sum (no FMA here).
+constexpr std::size_t vector_part(std::size_t count) noexcept {
+  return count & ~std::size_t{3};
+}
+
+bool baseline_only = false;  // use_baseline_vectors
+bool cpu_has_avx2() noexcept {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has && !baseline_only;
+}
+
+// One step of box_distance for d = 2, on lanes of x and y (SSE2: two points; AVX2: four). A
+// macro, not a function: with __m256d arguments a function outside the AVX2 code would change
+// the calling convention (gcc's -Wpsabi), and each expansion is inside the one function that
+// uses it.
+#define CGP_BOX_STEP(P, x, y, lo0, lo1, hi0, hi1, result)                                         \
+  do {                                                                                            \
+    const auto zero_ = P##_setzero_pd(), sign_ = P##_set1_pd(-0.0);                               \
+    const auto below0 = P##_sub_pd(lo0, x), above0 = P##_sub_pd(x, hi0);                          \
+    const auto below1 = P##_sub_pd(lo1, y), above1 = P##_sub_pd(y, hi1);                          \
+    const auto excess0 = P##_max_pd(zero_, P##_max_pd(above0, below0));                           \
+    const auto excess1 = P##_max_pd(zero_, P##_max_pd(above1, below1));                           \
+    const auto outside2 = P##_add_pd(P##_mul_pd(excess0, excess0), P##_mul_pd(excess1, excess1)); \
+    const auto slack0 = P##_min_pd(P##_xor_pd(above0, sign_), P##_xor_pd(below0, sign_));         \
+    const auto slack1 = P##_min_pd(P##_xor_pd(above1, sign_), P##_xor_pd(below1, sign_));         \
+    const auto inside = P##_min_pd(slack1, slack0);                                               \
+    result = P##_add_pd(P##_sub_pd(P##_sqrt_pd(outside2), P##_max_pd(zero_, inside)), zero_);     \
+  } while (false)
+
+// The AVX2 forms load points i .. i + 3 as (x, y) pairs; the unpacks give lanes in the order
+// (i, i + 2, i + 1, i + 3), and the store's permute puts them back.
+[[gnu::target("avx2")]] void box_distances_2d_avx2(const Box& box, const double* points,
+                                                   std::size_t count, double* out) noexcept {
+  const __m256d lo0 = _mm256_set1_pd(box.lo()[0]), lo1 = _mm256_set1_pd(box.lo()[1]);
+  const __m256d hi0 = _mm256_set1_pd(box.hi()[0]), hi1 = _mm256_set1_pd(box.hi()[1]);
+  for (std::size_t i = 0; i < count; i += 4) {
+    const __m256d a = _mm256_loadu_pd(points + 2 * i), b = _mm256_loadu_pd(points + 2 * i + 4);
+    const __m256d x = _mm256_unpacklo_pd(a, b), y = _mm256_unpackhi_pd(a, b);
+    __m256d distance;
+    CGP_BOX_STEP(_mm256, x, y, lo0, lo1, hi0, hi1, distance);
+    _mm256_storeu_pd(out + i, _mm256_permute4x64_pd(distance, _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+}
+[[gnu::target("avx2")]] void euclidean_distances_2d_avx2(std::span<const double> p,
+                                                         const double* points, std::size_t count,
+                                                         double* out) noexcept {
+  const __m256d p0 = _mm256_set1_pd(p[0]), p1 = _mm256_set1_pd(p[1]);
+  for (std::size_t i = 0; i < count; i += 4) {
+    const __m256d a = _mm256_loadu_pd(points + 2 * i), b = _mm256_loadu_pd(points + 2 * i + 4);
+    const __m256d dx = _mm256_sub_pd(_mm256_unpacklo_pd(a, b), p0);
+    const __m256d dy = _mm256_sub_pd(_mm256_unpackhi_pd(a, b), p1);
+    const __m256d distance =
+        _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)));
+    _mm256_storeu_pd(out + i, _mm256_permute4x64_pd(distance, _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+}
+
+// The 2-D box's distances and the distances to p of points [0, count), count a multiple of 4:
+// AVX2 where the CPU has it, else SSE2 two points a step.
+void box_distances_2d(const Box& box, const double* points, std::size_t count,
+                      double* out) noexcept {
+  if (cpu_has_avx2()) return box_distances_2d_avx2(box, points, count, out);
+  const __m128d lo0 = _mm_set1_pd(box.lo()[0]), lo1 = _mm_set1_pd(box.lo()[1]);
+  const __m128d hi0 = _mm_set1_pd(box.hi()[0]), hi1 = _mm_set1_pd(box.hi()[1]);
+  for (std::size_t i = 0; i < count; i += 2) {
+    const __m128d a = _mm_loadu_pd(points + 2 * i), b = _mm_loadu_pd(points + 2 * i + 2);
+    const __m128d x = _mm_unpacklo_pd(a, b), y = _mm_unpackhi_pd(a, b);
+    __m128d distance;
+    CGP_BOX_STEP(_mm, x, y, lo0, lo1, hi0, hi1, distance);
+    _mm_storeu_pd(out + i, distance);
+  }
+}
+void euclidean_distances_2d(std::span<const double> p, const double* points, std::size_t count,
+                            double* out) noexcept {
+  if (cpu_has_avx2()) return euclidean_distances_2d_avx2(p, points, count, out);
+  const __m128d p0 = _mm_set1_pd(p[0]), p1 = _mm_set1_pd(p[1]);
+  for (std::size_t i = 0; i < count; i += 2) {
+    const __m128d a = _mm_loadu_pd(points + 2 * i), b = _mm_loadu_pd(points + 2 * i + 2);
+    const __m128d dx = _mm_sub_pd(_mm_unpacklo_pd(a, b), p0);
+    const __m128d dy = _mm_sub_pd(_mm_unpackhi_pd(a, b), p1);
+    _mm_storeu_pd(out + i, _mm_sqrt_pd(_mm_add_pd(_mm_mul_pd(dx, dx), _mm_mul_pd(dy, dy))));
+  }
+}
+#undef CGP_BOX_STEP
+#else
+// No vector kernels here: every point goes through the scalar code.
+constexpr std::size_t vector_part(std::size_t) noexcept {
+  return 0;
+}
+void box_distances_2d(const Box&, const double*, std::size_t, double*) noexcept {}
+void euclidean_distances_2d(std::span<const double>, const double*, std::size_t, double*) noexcept {
+}
+#endif
+
 }  // namespace
+
+void use_baseline_vectors([[maybe_unused]] bool baseline) noexcept {
+#if defined(__x86_64__) && defined(__GNUC__)
+  baseline_only = baseline;
+#endif
+}
 
 double signed_distance(const Box& box, std::span<const double> point) noexcept {
   return box_distance(box, point);
@@ -151,7 +266,9 @@ void signed_distances(const Region& region, const double* points, std::size_t co
         if constexpr (std::is_same_v<Kind, Box>) {
           if (d == 2) {  // box_distance unrolled for d = 2: the same operations in the same order
             const double lo0 = r.lo()[0], lo1 = r.lo()[1], hi0 = r.hi()[0], hi1 = r.hi()[1];
-            for (std::size_t i = 0; i < count; ++i) {
+            const std::size_t vectors = vector_part(count);
+            box_distances_2d(r, points, vectors, out);
+            for (std::size_t i = vectors; i < count; ++i) {
               const double x = points[2 * i], y = points[2 * i + 1];
               const double below0 = lo0 - x, above0 = x - hi0;
               const double below1 = lo1 - y, above1 = y - hi1;
@@ -178,7 +295,9 @@ void euclidean_distances(std::span<const double> p, const double* points, std::s
   const std::size_t d = p.size();
   if (d == 2) {  // the common case, unrolled: the same operations in the same order
     const double p0 = p[0], p1 = p[1];
-    for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t vectors = vector_part(count);
+    euclidean_distances_2d(p, points, vectors, out);
+    for (std::size_t i = vectors; i < count; ++i) {
       const double a = points[2 * i] - p0, b = points[2 * i + 1] - p1;
       double sum2 = 0;
       sum2 += a * a;

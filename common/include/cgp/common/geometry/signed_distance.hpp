@@ -30,11 +30,16 @@ double euclidean_distance(std::span<const double> u, std::span<const double> p) 
 // Many points at once, for loops over users: out[i] = signed_distance(region, x_i) and
 // out[i] = euclidean_distance(x_i, p), where x_i = points[i·d, (i+1)·d) with d the region's
 // (p's) dimension. One dispatch on the region's kind per call; the same arithmetic, so the
-// same bits, as one point at a time.
+// same bits, as one point at a time. In 2-D, x86-64 builds take whole groups of four points
+// through vector code (AVX2 where the CPU has it, else SSE2) and the rest, such as a device's
+// one point, one at a time.
 void signed_distances(const Region& region, const double* points, std::size_t count,
                       double* out) noexcept;
 void euclidean_distances(std::span<const double> p, const double* points, std::size_t count,
                          double* out) noexcept;
+// For tests: the batches' vector code keeps to SSE2 even where the CPU has AVX2 (true), or
+// picks by the CPU again (false). Not for use while another thread computes distances.
+void use_baseline_vectors(bool baseline) noexcept;
 Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p);
 
 // How many of the points are inside(region, x_i), for counting (ground truth, a coordinator's
