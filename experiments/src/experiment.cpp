@@ -240,22 +240,46 @@ void Progress::finish() {
   if (shown_) std::fprintf(stderr, "\n");
 }
 
+namespace {
+
+// `count` centres of squares of side `width` that hold a point (centres_for), and each square's
+// true count: the count that accepted a centre is kept rather than computed again.
+struct CountedCentres {
+  std::vector<std::array<double, 2>> centres;
+  std::vector<double> counts;
+};
+CountedCentres counted_centres(const Dataset& data, const coordinator::Shard& shard,
+                               std::size_t count, const Common& common, double width) {
+  std::vector<std::pair<std::array<double, 2>, std::size_t>> accepted;
+  CountedCentres out;
+  out.centres = centres_for(data, count, common, [&](const std::array<double, 2>& c) {
+    const std::size_t inside = global_count(data, shard, square_around(c, width));
+    if (inside > 0) accepted.emplace_back(c, inside);
+    return inside > 0;
+  });
+  // Accepted centres come in order; a centre given by the caller (Common::centres), or one
+  // drawn 1,000 times without a point, is counted here.
+  std::size_t next = 0;
+  for (const auto& c : out.centres) {
+    if (next < accepted.size() && accepted[next].first == c)
+      out.counts.push_back(static_cast<double>(accepted[next++].second));
+    else
+      out.counts.push_back(static_cast<double>(global_count(data, shard, square_around(c, width))));
+  }
+  return out;
+}
+
+}  // namespace
+
 Expected<std::vector<Row>> run_range(const Dataset& data, std::span<const double> rhos,
                                      std::span<const double> widths, const Common& common) {
   Backend backend(data, largest(rhos), common);
   const auto shard = shard_of(data, common.ranks);
   return sweep("range", widths, rhos, common, *backend, [&](double w) {
     // CountErr divides by the true count: drawn ranges that hold no point are redrawn.
-    const auto centres =
-        centres_for(data, common.reps, common, [&](const std::array<double, 2>& c) {
-          return global_count(data, shard, square_around(c, w)) > 0;
-        });
+    auto [centres, truth] = counted_centres(data, shard, common.reps, common, w);
     std::vector<geometry::Region> ranges;
-    std::vector<double> truth;
-    for (const auto& c : centres) {
-      ranges.push_back(square_around(c, w));
-      truth.push_back(static_cast<double>(global_count(data, shard, ranges.back())));
-    }
+    for (const auto& c : centres) ranges.push_back(square_around(c, w));
     return [&backend, &shard, ranges = std::move(ranges), truth = std::move(truth)](
                std::size_t rep, double rho, const coordinator::QueryOptions& o) -> Outcome {
       CGP_ASSIGN_OR_RETURN(
@@ -348,28 +372,23 @@ Expected<std::vector<Row>> run_multi_range(const Dataset& data, double budget,
   return sweep("multi-range", params, budgets, common, *backend, [&](double param) {
     const auto m = static_cast<std::size_t>(param);
     // m ranges per repetition.
-    const auto centres =
-        centres_for(data, m * common.reps, common, [&](const std::array<double, 2>& c) {
-          return global_count(data, shard, square_around(c, width)) > 0;
-        });
-    return
-        [&, m, centres](std::size_t rep, double b, const coordinator::QueryOptions& o) -> Outcome {
-          std::vector<geometry::Region> ranges;
-          for (std::size_t l = 0; l < m; ++l)
-            ranges.push_back(square_around(centres[rep * m + l], width));
-          CGP_ASSIGN_OR_RETURN(const auto results, backend->adaptive_range_counts(ranges, b, o));
-          double error = 0, charged = 0;
-          for (std::size_t l = 0; l < m; ++l) {
-            error +=
-                simulation::count_error(results[l].estimate,
-                                        static_cast<double>(global_count(data, shard, ranges[l]))) /
-                static_cast<double>(m);
-            charged += global_total(shard, results[l].report.charged);
-          }
-          // PrivSav over the m queries: the share of the users' budgets left.
-          const double users = static_cast<double>(data.users());
-          return std::pair{error, 1 - charged / (b * users)};
-        };
+    auto [centres, truth] = counted_centres(data, shard, m * common.reps, common, width);
+    return [&, m, centres = std::move(centres), truth = std::move(truth)](
+               std::size_t rep, double b, const coordinator::QueryOptions& o) -> Outcome {
+      std::vector<geometry::Region> ranges;
+      for (std::size_t l = 0; l < m; ++l)
+        ranges.push_back(square_around(centres[rep * m + l], width));
+      CGP_ASSIGN_OR_RETURN(const auto results, backend->adaptive_range_counts(ranges, b, o));
+      double error = 0, charged = 0;
+      for (std::size_t l = 0; l < m; ++l) {
+        error += simulation::count_error(results[l].estimate, truth[rep * m + l]) /
+                 static_cast<double>(m);
+        charged += global_total(shard, results[l].report.charged);
+      }
+      // PrivSav over the m queries: the share of the users' budgets left.
+      const double users = static_cast<double>(data.users());
+      return std::pair{error, 1 - charged / (b * users)};
+    };
   });
 }
 
