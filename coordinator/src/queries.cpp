@@ -236,11 +236,10 @@ Expected<KnnResult> knn(Fleet& fleet, BudgetMirror& mirror, std::span<const doub
   if (!result) return result.error();
   // The k smallest private estimates among the candidates over every shard (all of them if
   // |G_ĵ| ≤ k), ties by global id.
-  std::vector<Ranked> ranked;
-  ranked.reserve(result->remaining.size());
   const std::vector<double> estimates = final_estimates(*result, phi, setup.triple);
+  std::vector<Ranked> ranked(estimates.size());
   for (std::size_t i = 0; i < estimates.size(); ++i)
-    ranked.push_back({estimates[i], global_id(options.shard, result->remaining[i])});
+    ranked[i] = {estimates[i], global_id(options.shard, result->remaining[i])};
   KnnResult out;
   for (const Ranked& r : smallest_over_shards(options.shard, std::move(ranked), k))
     out.neighbours.push_back(static_cast<UserId>(r.id));

@@ -337,10 +337,16 @@ Expected<std::vector<Row>> run_knn(const Dataset& data, const Dataset* queries,
     }
     const std::size_t i = std::uniform_int_distribution<std::size_t>(0, data.users() - 1)(rng);
     points.push_back(global_row(data, shard, i));
-    candidates[rep].reserve(data.size());
-    for (std::size_t u = 0; u < data.size(); ++u)
-      if (coordinator::global_id(shard, static_cast<coordinator::UserId>(u)) != i)
-        candidates[rep].push_back(static_cast<coordinator::UserId>(u));
+    // Every local user but the query's: each written, and kept unless it is the query's (no
+    // branch per user).
+    std::vector<coordinator::UserId>& listed = candidates[rep];
+    listed.resize(data.size());
+    std::size_t kept = 0;
+    for (std::size_t u = 0; u < data.size(); ++u) {
+      listed[kept] = static_cast<coordinator::UserId>(u);
+      kept += coordinator::global_id(shard, static_cast<coordinator::UserId>(u)) != i;
+    }
+    listed.resize(kept);
   }
   const std::vector<double> params(ks.begin(), ks.end());
   return sweep("knn", params, rhos, common, *backend, [&](double param) {
