@@ -31,17 +31,21 @@ std::vector<double> AdaptiveBudget::allocate(std::size_t query, const BudgetMirr
   const double l = static_cast<double>(std::max<std::size_t>(query, 1));
   const double share = budget_ / m;
   std::vector<double> r(mirror.size());
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    const double left = mirror.remaining(static_cast<UserId>(i));
-    double want;
-    if (open_ended_) {
-      const double planned_left = budget_ * std::max(0.0, 1 - (l - 1) / m);
-      want = share + 0.75 * std::max(0.0, left - planned_left);
-    } else {
-      const double gamma = queries_ > 1 ? 0.75 + (l - 1) / (m - 1) * 0.25 : 1.0;
-      want = gamma * (left - (m - l + 1) * share) + share;
+  const double* const remaining = mirror.remaining_data();
+  // What depends on the query alone, once (the same expressions, so the same bits).
+  if (open_ended_) {
+    const double planned_left = budget_ * std::max(0.0, 1 - (l - 1) / m);
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const double left = remaining[i];
+      r[i] = std::clamp(share + 0.75 * std::max(0.0, left - planned_left), 0.0, left);
     }
-    r[i] = std::clamp(want, 0.0, left);
+  } else {
+    const double gamma = queries_ > 1 ? 0.75 + (l - 1) / (m - 1) * 0.25 : 1.0;
+    const double held_back = (m - l + 1) * share;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const double left = remaining[i];
+      r[i] = std::clamp(gamma * (left - held_back) + share, 0.0, left);
+    }
   }
   return r;
 }
@@ -49,21 +53,21 @@ std::vector<double> AdaptiveBudget::allocate(std::size_t query, const BudgetMirr
 AdaptiveBudget::Ask AdaptiveBudget::ask(std::size_t query, const BudgetMirror& mirror,
                                         std::span<const UserId> candidates) const {
   const auto allocation = allocate(query, mirror);
-  std::vector<UserId> users;
-  std::vector<Charge> caps;
+  // Most users still have budget: each is written in place and kept if its allocation is
+  // positive (no regrowth, no push per user).
   const std::size_t listed = candidates.empty() ? allocation.size() : candidates.size();
-  users.reserve(listed);  // most users still have budget: no regrowth per query
-  caps.reserve(listed);
+  std::vector<UserId> users(listed);
+  std::vector<Charge> caps(listed);
+  std::size_t kept = 0;
   Ask out;
   auto consider = [&](UserId u) {
     // A user the mirror shows spent (a device that halted, or a restart that read its ledger's
     // total) is left out: a cap of 0 would make the whole query invalid.
-    if (allocation[u] > 0) {
-      users.push_back(u);
-      caps.emplace_back(allocation[u]);
-    } else {
-      out.exhausted.push_back(u);
-    }
+    const bool positive = allocation[u] > 0;
+    users[kept] = u;
+    caps[kept] = Charge{allocation[u]};
+    kept += positive;
+    if (!positive) out.exhausted.push_back(u);
   };
   if (candidates.empty()) {
     for (std::size_t u = 0; u < allocation.size(); ++u) consider(static_cast<UserId>(u));
@@ -71,6 +75,8 @@ AdaptiveBudget::Ask AdaptiveBudget::ask(std::size_t query, const BudgetMirror& m
     for (auto u : candidates)
       if (u < allocation.size()) consider(u);
   }
+  users.resize(kept);
+  caps.resize(kept);
   out.charges = UserCharges::per_user(std::move(users), std::move(caps));
   return out;
 }
