@@ -203,8 +203,9 @@ FastBatch& thread_batch() {
 // What a folded round reads of a class of ρ's plan (RoundFold::rho_classes: users of one class
 // are asked the same ρ in a round), for rounds that ask users distinct ρ (Alg. 3): looked up in
 // the thread's PlanCache once per class and query, then read by class. An entry says which ρ it
-// was made for, so an entry of another query or round is a miss, not a wrong plan; the table
-// says which (K, capacity) its entries were made for, and is emptied when they change. One
+// was made for: an entry of another query or round for another ρ is a miss, and one for the
+// same ρ is that ρ's plan (a plan depends on K, ρ and the capacity only, as PlanCache's); the
+// table says which (K, capacity) its entries were made for, and is emptied when they change. One
 // table per thread (chunks of a round run concurrently, and may share classes), grown to a
 // query's classes.
 struct ClassPlan {

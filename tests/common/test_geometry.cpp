@@ -295,12 +295,16 @@ TEST_CASE("batch distances in 2-D give the bits of one point at a time, ±0 and 
   };
   std::size_t negative_zeros = 0, checked = 0;
   std::vector<std::size_t> counts{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 597};
-  // The CPU's vector code (AVX2 here where it has it), then the baseline's (SSE2 on x86-64).
+  // The CPU's vector code (AVX2 here where it has it), then the baseline's (SSE2 on x86-64);
+  // the CPU's again when the test ends, failed or not.
+  struct PickByCpu {
+    ~PickByCpu() { detail::use_baseline_vectors(false); }
+  } restore;
   for (bool baseline : {false, true})
     for (std::size_t start : {0, 1, 2, 3})
       for (std::size_t count : counts) {
         INFO("baseline vectors " << baseline << ", start " << start << ", count " << count);
-        use_baseline_vectors(baseline);
+        detail::use_baseline_vectors(baseline);
         const double* at = points.data() + 2 * start;
         std::vector<double> boxed(count), from_centre(count);
         signed_distances(region, at, count, boxed.data());
@@ -317,7 +321,6 @@ TEST_CASE("batch distances in 2-D give the bits of one point at a time, ±0 and 
           ++checked;
         }
       }
-  use_baseline_vectors(false);
   // The comparison met what it is for: faces, ±0 coordinates, points inside and out.
   CHECK(checked > 2000);
   CHECK(negative_zeros > 0);

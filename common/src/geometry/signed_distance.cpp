@@ -1,6 +1,7 @@
 #include "cgp/common/geometry/signed_distance.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -124,15 +125,16 @@ namespace {
 // which is MAXPD(b, a) (MAXPD(x, y) = x > y ? x : y, MINPD(x, y) = x < y ? x : y, lane by
 // lane, y on ties such as ±0); −v is a flip of the sign bit, as gcc compiles the scalar
 // negation; (0 + e₀²) + e₁² is e₀² + e₁² exactly; min(∞, t) = t for a finite t; and no
-// product is fused into a sum (no FMA here).
+// product is fused into a sum (the file compiles with -ffp-contract=off, and the intrinsics
+// name no FMA).
 constexpr std::size_t vector_part(std::size_t count) noexcept {
   return count & ~std::size_t{3};
 }
 
-bool baseline_only = false;  // use_baseline_vectors
+std::atomic<bool> baseline_only{false};  // detail::use_baseline_vectors
 bool cpu_has_avx2() noexcept {
   static const bool has = __builtin_cpu_supports("avx2");
-  return has && !baseline_only;
+  return has && !baseline_only.load(std::memory_order_relaxed);
 }
 
 // One step of box_distance for d = 2, on lanes of x and y (SSE2: two points; AVX2: four). A
@@ -220,9 +222,9 @@ void euclidean_distances_2d(std::span<const double>, const double*, std::size_t,
 
 }  // namespace
 
-void use_baseline_vectors([[maybe_unused]] bool baseline) noexcept {
+void detail::use_baseline_vectors([[maybe_unused]] bool baseline) noexcept {
 #if defined(__x86_64__) && defined(__GNUC__)
-  baseline_only = baseline;
+  baseline_only.store(baseline, std::memory_order_relaxed);
 #endif
 }
 

@@ -37,9 +37,6 @@ void signed_distances(const Region& region, const double* points, std::size_t co
                       double* out) noexcept;
 void euclidean_distances(std::span<const double> p, const double* points, std::size_t count,
                          double* out) noexcept;
-// For tests: the batches' vector code keeps to SSE2 even where the CPU has AVX2 (true), or
-// picks by the CPU again (false). Not for use while another thread computes distances.
-void use_baseline_vectors(bool baseline) noexcept;
 Expected<double> checked_euclidean_distance(std::span<const double> u, std::span<const double> p);
 
 // How many of the points are inside(region, x_i), for counting (ground truth, a coordinator's
@@ -47,5 +44,11 @@ Expected<double> checked_euclidean_distance(std::span<const double> u, std::span
 // points). A box's points are tested as lo < x < hi in every coordinate: exactly Proj_Γ < 0
 // (signed_distance.md, "Counting").
 std::size_t count_inside(const Region& region, const double* points, std::size_t count) noexcept;
+
+namespace detail {
+// For tests: the batches' vector code keeps to SSE2 even where the CPU has AVX2 (true), or
+// picks by the CPU again (false).
+void use_baseline_vectors(bool baseline) noexcept;
+}  // namespace detail
 
 }  // namespace cgp::geometry
