@@ -210,16 +210,12 @@ FastBatch& thread_batch() {
 // query's classes.
 struct ClassPlan {
   double rho = 0;   // 0: none yet
-  bool ok = false;  // plan_noise made a plan for ρ (else it refused ρ), with:
-  double charged = 0, sigma_grid = 0, scale = 0, grid = 0, coordinate_limit = 0;
-  void set(double class_rho, const PlannedNoise* planned) {
-    *this = ClassPlan{};
+  bool ok = false;  // plan_noise made `planned` for ρ (else it refused ρ)
+  PlannedNoise planned;
+  void set(double class_rho, const PlannedNoise* made) {
     rho = class_rho;
-    if (!planned) return;
-    ok = true;
-    charged = planned->plan.charged_rho;
-    sigma_grid = planned->sigma_grid, scale = planned->scale, grid = planned->grid;
-    coordinate_limit = planned->plan.coordinate_limit;
+    ok = made != nullptr;
+    planned = made ? *made : PlannedNoise{};
   }
 };
 
@@ -498,7 +494,6 @@ class RoundRunner {
     const double capacity = config.rho_capacity();
     ClassPlan* const class_plans =
         thread_class_plans().for_fleet(lipschitz, capacity, fold.rho_classes());
-    const bool location = spec.kind == StatisticKind::location;
     b.inputs.resize(kBatch * d);
     const UserId* const asked_users = request.users.data();
     const double* const points = s.points.data();
@@ -519,15 +514,17 @@ class RoundRunner {
           fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, 0, nullptr);
           continue;
         }
-        ClassPlan& plan = class_plans[fold.rho_class(user)];
-        if (plan.rho != rho) plan.set(rho, cache.find(lipschitz, rho, capacity));
-        if (!plan.ok || !(extent <= plan.coordinate_limit)) {  // plan_release refuses ρ
+        ClassPlan& entry = class_plans[fold.rho_class(user)];
+        if (entry.rho != rho) entry.set(rho, cache.find(lipschitz, rho, capacity));
+        const PlannedNoise& plan = entry.planned;
+        if (!entry.ok || !client::plan_covers(plan.plan, extent)) {  // plan_release refuses ρ
           const double left =
               client::PrivacyFilter(config, spent[user], halted[user] != 0).remaining();
           fold.fold(user, rho, ReplyKind::rejected, known, Charge{}, left, nullptr);
           continue;
         }
-        const Admission a = filter_charge(config, plan.charged, spent[user], halted[user]);
+        const double charge = plan.plan.charged_rho;
+        const Admission a = filter_charge(config, charge, spent[user], halted[user]);
         if (a.kind != ReplyKind::answered) {
           fold.fold(user, rho, a.kind, known, Charge{}, a.remaining, nullptr);
           continue;
@@ -536,15 +533,12 @@ class RoundRunner {
         b.keys[m] = keys[user];
         b.rho[m] = rho;
         b.known[m] = known.value();
-        b.charged[m] = plan.charged;
+        b.charged[m] = charge;
         b.remaining[m] = a.remaining;
         b.sigma[m] = plan.sigma_grid;
         b.scale[m] = plan.scale;
         b.grid[m] = plan.grid;
-        // client::input_limit's box for this plan.
-        const double limit = location
-                                 ? plan.coordinate_limit
-                                 : std::min(plan.coordinate_limit, 2 * geometry::kMaxCoordinate);
+        const double limit = client::input_limit(spec, plan.plan);
         clamp_component(points + static_cast<std::size_t>(user) * d, d, limit, inputs + m * d);
         ++m;
       }
