@@ -29,20 +29,53 @@ std::uint64_t round_stream(const std::string& query_id, std::uint32_t round) {
   return mix64(h ^ (static_cast<std::uint64_t>(round) << 32 | round));
 }
 
-// User i's noise key: its noise in every round of a run derives from it (fast noise's counters,
-// exact noise's generator seed). Partners (users 2m and 2m + 1) share bits 1–63 and bit 0 is
+// The noise key of the user of global id i, pair_bits(mix64(seed), i >> 1) << 1 | (i & 1): its
+// noise in every round of a run derives from it (fast noise's counters, exact noise's
+// generator seed). Partners (users 2m and 2m + 1) share bits 1–63 and bit 0 is
 // the user's own: a 1-D fast release takes one half of the pair at the shared counter
 // (normal_halves: partners side by side cost one pair), and a point's coordinates come from the
 // user's own key at blocks 1, 2, ... (block 0 is the shared pair's). Bits 1–63 are SplitMix64's
 // finalizer on 63 bits (xor-shifts and odd multipliers modulo 2^63 are bijections) of m under
 // the seed: distinct pairs of one run never share a counter.
-std::uint64_t user_key(std::uint64_t seed, UserId user) {
+std::uint64_t pair_bits(std::uint64_t mixed_seed, UserId pair) {
   constexpr std::uint64_t k63 = (std::uint64_t{1} << 63) - 1;
-  std::uint64_t v = (mix64(seed) ^ (user >> 1)) & k63;
+  std::uint64_t v = (mixed_seed ^ pair) & k63;
   v = ((v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL) & k63;
   v = ((v ^ (v >> 27)) * 0x94d049bb133111ebULL) & k63;
-  v ^= v >> 31;
-  return v << 1 | (user & 1);
+  return v ^ (v >> 31);
+}
+
+// The noise keys of users 0 .. count-1 (global ids global_id(u)) into `keys`: mix64(seed) once,
+// and a pair's bits once where partners sit side by side (as in a fleet of consecutive ids),
+// half the hashes of a repetition's rekeying.
+template <class GlobalId>
+void user_keys(std::uint64_t seed, std::size_t count, GlobalId&& global_id, std::uint64_t* keys) {
+  const std::uint64_t mixed_seed = mix64(seed);
+  UserId last_pair = 0;
+  std::uint64_t last_bits = pair_bits(mixed_seed, last_pair);
+  for (std::size_t u = 0; u < count; ++u) {
+    const UserId g = global_id(static_cast<UserId>(u)), pair = g >> 1;
+    if (pair != last_pair) last_pair = pair, last_bits = pair_bits(mixed_seed, pair);
+    keys[u] = last_bits << 1 | (g & 1);
+  }
+}
+
+// user_keys for the consecutive global ids first, first + 1, ...: a pair at a time where
+// partners share a pair (first even), without a comparison per user.
+void consecutive_user_keys(std::uint64_t seed, std::size_t count, UserId first,
+                           std::uint64_t* keys) {
+  if (first % 2 != 0)
+    return user_keys(
+        seed, count, [first](UserId u) { return first + u; }, keys);
+  const std::uint64_t mixed_seed = mix64(seed);
+  const UserId first_pair = first >> 1;
+  for (std::size_t m = 0; m < count / 2; ++m) {
+    const std::uint64_t bits = pair_bits(mixed_seed, first_pair + static_cast<UserId>(m)) << 1;
+    keys[2 * m] = bits;
+    keys[2 * m + 1] = bits | 1;
+  }
+  if (count % 2 != 0)
+    keys[count - 1] = pair_bits(mixed_seed, first_pair + static_cast<UserId>(count / 2)) << 1;
 }
 
 }  // namespace
@@ -270,13 +303,16 @@ struct SimulatedFleet::State {
   UserId global_id(UserId user) const noexcept {
     return user_ids.empty() ? first_user + user : user_ids[user];
   }
-  // Each user's noise key, user_key(seed, global id), kept for the run (8 bytes a user): a
-  // round reads it instead of hashing twice per user.
+  // Each user's noise key (user_keys: user i's is user_key(seed, global id of i)), kept for the
+  // run (8 bytes a user): a round reads it instead of hashing twice per user.
   std::vector<std::uint64_t> keys;
   void rekey() {
     keys.resize(spent.size());
-    for (std::size_t u = 0; u < keys.size(); ++u)
-      keys[u] = user_key(seed, global_id(static_cast<UserId>(u)));
+    if (user_ids.empty())
+      consecutive_user_keys(seed, keys.size(), first_user, keys.data());
+    else
+      user_keys(
+          seed, keys.size(), [this](UserId u) { return user_ids[u]; }, keys.data());
   }
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
