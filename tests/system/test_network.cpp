@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <stop_token>
 #include <thread>
 
 #include "cgp/coordinator/queries.hpp"
@@ -124,6 +126,33 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
   }
 }
 
+namespace {
+
+// An impostor dials as a phone does (serve_device_reconnecting): again after a transient failure
+// (a TLS handshake a loaded machine stalls past the gateway's handshake timeout never reaches
+// the gateway, so it is neither refused nor counted), until refused (final) or 60 s are up.
+// `retried` gets the sessions that ended otherwise, for the test's message; `stop` (the thread's)
+// ends it sooner.
+Status serve_until_refused(link::DeviceConnection connection, client::Device& device,
+                           std::vector<std::string>& retried, std::stop_token stop) {
+  std::stop_source give_up;
+  std::stop_callback forward(stop, [&] { give_up.request_stop(); });
+  connection.allow_simulation_randomness = true;
+  connection.stop = give_up.get_token();
+  std::jthread deadline([&](std::stop_token done) {
+    std::mutex mutex;
+    std::condition_variable_any never;
+    std::unique_lock lock(mutex);
+    never.wait_for(lock, done, 60s, [] { return false; });
+    give_up.request_stop();
+  });
+  return link::serve_device_reconnecting(connection, device, {}, [&](const Status& ended) {
+    if (!ended) retried.push_back(ended.error().parameter + ": " + ended.error().message);
+  });
+}
+
+}  // namespace
+
 TEST_CASE("network: TLS and per-device credentials", "[transport][network][security]") {
   CGP_SEEDED(9103);
   test::ThrowawayCertificate tls;
@@ -150,6 +179,8 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
   }
   std::vector<Status> outcomes(n + 4);
   {
+    // Before the threads: they write here until joined.
+    std::vector<std::vector<std::string>> retried(n + 4);
     std::vector<std::jthread> threads, impostors;
     // The devices serve until the gateway stops: it stops before they are joined, however the
     // block is left (a failed REQUIRE too).
@@ -165,27 +196,24 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
                                          devices[i]);
       });
     // A wrong credential, another device's id with its own credential, plaintext to a TLS
-    // server, no credential: all refused. Each impostor's session ends on its own (a refusal,
-    // or the device's 10 s wait for a Welcome), so the test joins them instead of polling the
-    // gateway's counters.
-    impostors.emplace_back([&] {
-      outcomes[n] =
-          test::serve_simulated_device({address, "device-0", "guess", tls.certificate}, devices[n]);
+    // server, no credential: all refused. Each impostor ends on its own (refused, or after 60 s
+    // of dialling), so the test joins them instead of polling the gateway's counters.
+    impostors.emplace_back([&](std::stop_token stop) {
+      outcomes[n] = serve_until_refused({address, "device-0", "guess", tls.certificate}, devices[n],
+                                        retried[n], stop);
     });
-    impostors.emplace_back([&] {
-      outcomes[n + 1] = test::serve_simulated_device(
+    impostors.emplace_back([&](std::stop_token stop) {
+      outcomes[n + 1] = serve_until_refused(
           {address, "device-1", "secret-" + std::to_string(2 * 7919), tls.certificate},
-          devices[n + 1]);
+          devices[n + 1], retried[n + 1], stop);
     });
-    impostors.emplace_back([&] {
-      outcomes[n + 2] =
-          test::serve_simulated_device({"127.0.0.1:" + std::to_string(gateway->port()), "device-2",
-                                        "secret-" + std::to_string(2 * 7919), ""},
-                                       devices[n + 2]);
+    impostors.emplace_back([&] {  // one session: every dial of it fails the same way
+      outcomes[n + 2] = test::serve_simulated_device(
+          {address, "device-2", "secret-" + std::to_string(2 * 7919), ""}, devices[n + 2]);
     });
-    impostors.emplace_back([&] {  // no credential at all
-      outcomes[n + 3] = test::serve_simulated_device({address, "device-3", "", tls.certificate, {}},
-                                                     devices[n + 3]);
+    impostors.emplace_back([&](std::stop_token stop) {  // no credential at all
+      outcomes[n + 3] = serve_until_refused({address, "device-3", "", tls.certificate, {}},
+                                            devices[n + 3], retried[n + 3], stop);
     });
     REQUIRE(gateway->wait_for_devices(n, 20s));
     transport::NetworkFleet fleet(*gateway, device_ids(n), 2, 1e4, 10s);
@@ -205,10 +233,13 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
     // refusal, not the UNAVAILABLE of a gateway shutting down.
     for (auto& impostor : impostors) impostor.join();
     for (std::size_t i : {n, n + 1, n + 3}) {
+      std::string sessions_before;
+      for (const std::string& ended : retried[i]) sessions_before += "; before: " + ended;
       INFO("impostor " << i << ": "
-                       << (outcomes[i].ok() ? std::string("served")
-                                            : outcomes[i].error().parameter + ": " +
-                                                  outcomes[i].error().message));
+                       << (outcomes[i].ok()
+                               ? std::string("not refused in 60 s")
+                               : outcomes[i].error().parameter + ": " + outcomes[i].error().message)
+                       << sessions_before);
       REQUIRE_FALSE(outcomes[i].ok());
       CHECK(outcomes[i].error().parameter == "credential");
     }
