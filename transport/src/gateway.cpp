@@ -32,6 +32,8 @@ namespace {
 // one thread is as quick as handing parts out.
 constexpr std::size_t kPushesPerPart = 256;
 
+constexpr const char* kNoHelloInTime = "no Hello within the time allowed";
+
 std::uint64_t unix_ms() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
@@ -49,8 +51,7 @@ GatewayCore::GatewayCore(const GatewayOptions& options)
              [this](const std::shared_ptr<DeviceStream>& session) {
                counters.update([](GatewayCounters& c) { ++c.refused_connections; });
                log_refused("no-hello-in-time", "event=refused reason=no-hello-in-time");
-               session->finish(
-                   {grpc::StatusCode::DEADLINE_EXCEEDED, "no Hello within the time allowed"});
+               session->finish({grpc::StatusCode::DEADLINE_EXCEEDED, kNoHelloInTime});
              }),
       log_sink_(options.log) {}
 
@@ -127,7 +128,12 @@ MessageOutcome GatewayCore::on_message(const std::shared_ptr<DeviceStream>& stre
                                        const v1::DeviceToCoordinator& message) {
   MessageOutcome outcome;
   if (stream->id().empty()) {
-    hellos.done(stream.get());
+    if (!hellos.done(stream.get())) {
+      // The Hello timeout took this stream as its first message came: that refusal (counted,
+      // the stream ended) stands, so that a stream is refused or admitted, never both.
+      outcome.end = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, kNoHelloInTime);
+      return outcome;
+    }
     if (!message.has_hello()) {
       counters.update([](GatewayCounters& c) { ++c.refused_connections; });
       log_refused("no-hello", "event=refused reason=no-hello");

@@ -68,9 +68,12 @@ void HelloWatchdog::forget(Map::iterator it) {
   awaiting_.erase(it);
 }
 
-void HelloWatchdog::done(const DeviceStream* session) {
+bool HelloWatchdog::done(const DeviceStream* session) {
   std::lock_guard lock(mutex_);
-  if (auto it = awaiting_.find(session); it != awaiting_.end()) forget(it);
+  auto it = awaiting_.find(session);
+  if (it == awaiting_.end()) return false;
+  forget(it);
+  return true;
 }
 
 }  // namespace cgp::transport::detail

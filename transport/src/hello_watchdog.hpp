@@ -36,8 +36,9 @@ class HelloWatchdog {
   // A stream accepted from `address` starts waiting. False (nothing recorded): a cap is
   // reached, and the stream is to be ended.
   bool await(const std::shared_ptr<DeviceStream>& session, std::string address);
-  // Its Hello came, or it ended: no longer watched.
-  void done(const DeviceStream* session);
+  // Its Hello came, or it ended: no longer watched. False if it was not watched: the timeout
+  // took it (and `expired` ends it), or it never waited.
+  bool done(const DeviceStream* session);
 
  private:
   struct Awaiting {
