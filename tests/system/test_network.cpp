@@ -128,9 +128,12 @@ TEST_CASE("network: devices that are not connected are reported as unanswered",
 
 namespace {
 
-// An impostor dials as a phone does (serve_device_reconnecting): again after a transient failure
-// (a TLS handshake a loaded machine stalls past the gateway's handshake timeout never reaches
-// the gateway, so it is neither refused nor counted), until refused (final) or 60 s are up.
+// An impostor dials as a phone does (serve_device_reconnecting): again after a transient failure,
+// until refused (final) or 60 s are up. A connection that fails before its stream reaches the
+// gateway is neither refused nor counted: Debian's gRPC 1.51 client fails about one connect in
+// 850 in a fresh process (it reads connect()'s errno after other calls: "failed to connect to
+// all addresses ... No such file or directory", seen in a trace), and a loaded machine may stall
+// a TLS handshake past the gateway's handshake timeout.
 // `retried` gets the sessions that ended otherwise, for the test's message; `stop` (the thread's)
 // ends it sooner.
 Status serve_until_refused(link::DeviceConnection connection, client::Device& device,
