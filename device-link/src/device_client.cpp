@@ -268,9 +268,13 @@ SessionEnd serve_session(const DeviceConnection& connection, client::Device& dev
   hello.mutable_hello()->set_protocol_version(wire::kProtocolVersion);
   hello.mutable_hello()->set_sdk_version(std::string(version_string()));
   hello.mutable_hello()->set_credential(connection.credential);
-  if (!stream->write(hello))
+  if (!stream->write(hello)) {
+    // The stream's ending says why (gRPC's dial error, a TLS failure), for the device's log.
+    const Status ended = stream->finish("coordinator");
     return make_error(ErrorCode::unavailable, "coordinator",
-                      "coordinator: cannot reach " + coordinator_address);
+                      "coordinator: cannot reach " + coordinator_address +
+                          (ended ? std::string() : " (" + ended.error().message + ")"));
+  }
   // Writes come from this thread (replies) and the watch ticker (alerts): one at a time.
   std::mutex own_device_mutex, write_mutex;
   std::mutex& device_mutex = connection.device_mutex ? *connection.device_mutex : own_device_mutex;

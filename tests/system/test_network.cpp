@@ -254,6 +254,24 @@ TEST_CASE("network: TLS and per-device credentials", "[transport][network][secur
   }
 }
 
+TEST_CASE("network: a device that cannot reach its coordinator says why", "[transport][network]") {
+  // A port nothing listens on: a gateway's, once it has stopped.
+  std::string address;
+  {
+    auto gateway = *transport::DeviceGateway::start("127.0.0.1:0");
+    address = "127.0.0.1:" + std::to_string(gateway->port());
+  }
+  auto device = client::Device::open_for_simulation(*DeviceConfig::cgp(1.0), 1, 0);
+  const Status served = test::serve_simulated_device({address, "device-0", "", ""}, device);
+  REQUIRE_FALSE(served.ok());
+  CHECK(served.error().code == ErrorCode::unavailable);
+  CHECK(served.error().parameter == "coordinator");
+  // The transport's own reason follows (gRPC's dial error), for the device's log.
+  CHECK_THAT(served.error().message,
+             Catch::StartsWith("coordinator: cannot reach " + address + " ("));
+  CHECK(device.spent() == 0);
+}
+
 TEST_CASE("network: a replayed round gets the identical answer and no new charge",
           "[transport][network]") {
   CGP_SEEDED(9104);
