@@ -269,11 +269,15 @@ SessionEnd serve_session(const DeviceConnection& connection, client::Device& dev
   hello.mutable_hello()->set_sdk_version(std::string(version_string()));
   hello.mutable_hello()->set_credential(connection.credential);
   if (!stream->write(hello)) {
-    // The stream's ending says why (gRPC's dial error, a TLS failure), for the device's log.
+    // The stream's ending says why (gRPC's dial error, a TLS failure), for the device's log,
+    // and carries any pace the coordinator asked for; a stop asked meanwhile ends serving
+    // without error, as it does while dialling.
     const Status ended = stream->finish("coordinator");
-    return make_error(ErrorCode::unavailable, "coordinator",
-                      "coordinator: cannot reach " + coordinator_address +
-                          (ended ? std::string() : " (" + ended.error().message + ")"));
+    if (connection.stop.stop_requested()) return {};
+    return {make_error(ErrorCode::unavailable, "coordinator",
+                       "coordinator: cannot reach " + coordinator_address +
+                           (ended ? std::string() : " (" + ended.error().message + ")")),
+            stream->retry_after()};
   }
   // Writes come from this thread (replies) and the watch ticker (alerts): one at a time.
   std::mutex own_device_mutex, write_mutex;
