@@ -45,37 +45,23 @@ std::uint64_t pair_bits(std::uint64_t mixed_seed, UserId pair) {
   return v ^ (v >> 31);
 }
 
-// The noise keys of users 0 .. count-1 (global ids global_id(u)) into `keys`: mix64(seed) once,
-// and a pair's bits once where partners sit side by side (as in a fleet of consecutive ids),
-// half the hashes of a repetition's rekeying.
-template <class GlobalId>
-void user_keys(std::uint64_t seed, std::size_t count, GlobalId&& global_id, std::uint64_t* keys) {
-  const std::uint64_t mixed_seed = mix64(seed);
-  UserId last_pair = 0;
-  std::uint64_t last_bits = pair_bits(mixed_seed, last_pair);
-  for (std::size_t u = 0; u < count; ++u) {
-    const UserId g = global_id(static_cast<UserId>(u)), pair = g >> 1;
-    if (pair != last_pair) last_pair = pair, last_bits = pair_bits(mixed_seed, pair);
-    keys[u] = last_bits << 1 | (g & 1);
-  }
+// The key of the user of global id `id` under a seed whose mix64 is `mixed_seed`.
+std::uint64_t user_key(std::uint64_t mixed_seed, UserId id) {
+  return pair_bits(mixed_seed, id >> 1) << 1 | (id & 1);
 }
 
-// user_keys for the consecutive global ids first, first + 1, ...: a pair at a time where
-// partners share a pair (first even), without a comparison per user.
-void consecutive_user_keys(std::uint64_t seed, std::size_t count, UserId first,
+// The keys of the consecutive global ids first, first + 1, ... into keys[0 .. count): one
+// hash per pair of partners (an odd first has no partner here, nor an odd last).
+void consecutive_user_keys(std::uint64_t mixed_seed, std::size_t count, UserId first,
                            std::uint64_t* keys) {
-  if (first % 2 != 0)
-    return user_keys(
-        seed, count, [first](UserId u) { return first + u; }, keys);
-  const std::uint64_t mixed_seed = mix64(seed);
-  const UserId first_pair = first >> 1;
-  for (std::size_t m = 0; m < count / 2; ++m) {
-    const std::uint64_t bits = pair_bits(mixed_seed, first_pair + static_cast<UserId>(m)) << 1;
-    keys[2 * m] = bits;
-    keys[2 * m + 1] = bits | 1;
+  std::size_t u = 0;
+  if (count > 0 && first % 2 != 0) keys[u++] = user_key(mixed_seed, first);
+  for (; u + 1 < count; u += 2) {
+    const std::uint64_t bits = user_key(mixed_seed, first + static_cast<UserId>(u));
+    keys[u] = bits;
+    keys[u + 1] = bits | 1;
   }
-  if (count % 2 != 0)
-    keys[count - 1] = pair_bits(mixed_seed, first_pair + static_cast<UserId>(count / 2)) << 1;
+  if (u < count) keys[u] = user_key(mixed_seed, first + static_cast<UserId>(u));
 }
 
 }  // namespace
@@ -303,16 +289,17 @@ struct SimulatedFleet::State {
   UserId global_id(UserId user) const noexcept {
     return user_ids.empty() ? first_user + user : user_ids[user];
   }
-  // Each user's noise key (user_keys: user i's is user_key(seed, global id of i)), kept for the
-  // run (8 bytes a user): a round reads it instead of hashing twice per user.
+  // Each user's noise key, user_key(mix64(seed), global id), kept for the run (8 bytes a user):
+  // a round reads it instead of hashing twice per user.
   std::vector<std::uint64_t> keys;
   void rekey() {
     keys.resize(spent.size());
-    if (user_ids.empty())
-      consecutive_user_keys(seed, keys.size(), first_user, keys.data());
-    else
-      user_keys(
-          seed, keys.size(), [this](UserId u) { return user_ids[u]; }, keys.data());
+    const std::uint64_t mixed_seed = mix64(seed);
+    if (user_ids.empty()) {
+      consecutive_user_keys(mixed_seed, keys.size(), first_user, keys.data());
+    } else {
+      for (std::size_t u = 0; u < keys.size(); ++u) keys[u] = user_key(mixed_seed, user_ids[u]);
+    }
   }
   unsigned threads = 1;
   SimulationNoise noise = SimulationNoise::fast;
